@@ -1,0 +1,130 @@
+"""The parts every policy kind shares: the document envelope, the evaluation function, the
+workload selector and the safety limits.
+
+These are frozen pydantic models that validate themselves (ranges, cross-field rules) so that an
+engine receiving a policy never meets an impossible one. Messages are written for operators: they
+say what was given and what is allowed. `policyd.policy` turns YAML into these models and adds
+file, line and policy name to each message; this module does no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from policyd.model import Container
+
+API_VERSION = "policyd.io/v1alpha1"
+
+
+class Strict(BaseModel):
+    """Base for policy models: frozen, unknown keys rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Evaluation(Strict):
+    """The job's evaluation function and how its change is read."""
+
+    query: str = Field(
+        default="policyd_training_loss",
+        min_length=1,
+        description="PromQL selecting one series per container (the exporter's loss by default).",
+    )
+    direction: Literal["minimize", "maximize"] = Field(
+        default="minimize",
+        description=(
+            "Which way is better: minimize for a loss, maximize for accuracy-like functions. "
+            "Gains are magnitudes of change, as in the thesis (Algorithm 3, line 5); direction "
+            "words reports and decides time-to-quality."
+        ),
+    )
+    normalization: Literal["relative", "absolute"] = Field(
+        default="relative",
+        description=(
+            "relative: gain = |E(t_m) - E(t_m-1)| / |E(t_m-1)| (scale-free, alpha is a fraction); "
+            "absolute: gain = |E(t_m) - E(t_m-1)| in the function's own units."
+        ),
+    )
+
+
+class Selector(Strict):
+    """Which workloads the policy manages."""
+
+    namespaces: tuple[str, ...] = Field(
+        default=(), description="Namespaces to manage; empty means every namespace."
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels a workload must carry (all of them)."
+    )
+    opt_out_key: str = Field(
+        default="policyd.io/opt-out",
+        min_length=1,
+        description=(
+            'A workload whose label or annotation of this key is "true" is watched and '
+            "categorised but never acted on."
+        ),
+    )
+
+    def selects(self, container: Container) -> bool:
+        if self.namespaces and container.namespace not in self.namespaces:
+            return False
+        return all(container.labels.get(k) == v for k, v in self.labels.items())
+
+    def opted_out(self, container: Container) -> bool:
+        key = self.opt_out_key
+        return "true" in (container.labels.get(key, "").lower(),
+                          container.annotations.get(key, "").lower())
+
+
+class Safety(Strict):
+    """Limits around every action, as in descheduler and VPA."""
+
+    max_migrations_per_cycle: int = Field(
+        default=5, ge=0, description="Migrations at most per evaluation cycle (0 = none)."
+    )
+    max_migrations_per_node: int = Field(
+        default=2, ge=0,
+        description="Migrations at most per cycle that leave or enter any one node (0 = none).",
+    )
+    cooldown_seconds: float = Field(
+        default=0.0, ge=0,
+        description="No action on a workload within this many seconds of policyd's last one.",
+    )
+    min_job_age_seconds: float = Field(
+        default=0.0, ge=0, description="No action on a workload younger than this."
+    )
+
+
+class Metadata(Strict):
+    name: str = Field(
+        min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="The policy's name: lowercase letters, digits and '-' (a DNS label).",
+    )
+
+
+class CommonSpec(Strict):
+    """Fields every kind's spec has."""
+
+    evaluation: Evaluation = Field(default_factory=Evaluation)
+    selector: Selector = Field(default_factory=Selector)
+    dry_run: bool = Field(default=False, description="Decide and report, never act.")
+    safety: Safety = Field(default_factory=Safety)
+    window_intervals: int = Field(
+        default=20, ge=2, le=1000,
+        description="How many intervals of history are replayed to recompute categories.",
+    )
+
+
+class PolicyDocument(Strict):
+    """The envelope of every policy document; each kind narrows `kind` and `spec`."""
+
+    api_version: Literal["policyd.io/v1alpha1"] = Field(alias="apiVersion")
+    kind: str
+    metadata: Metadata
+    spec: CommonSpec
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name

@@ -1,0 +1,29 @@
+"""Plain values shared by every layer: the snapshot the engine reads and the decision it returns.
+
+This package owns the offline contract of DESIGN.md (snapshot JSON in, decision JSON out). It
+does no I/O, reads no clock and imports nothing from policyd's other layers.
+"""
+
+from policyd.model.decision import (
+    Action,
+    Assessment,
+    Decision,
+    MarkMigrated,
+    Migrate,
+    SetCpu,
+)
+from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
+
+__all__ = [
+    "Action",
+    "Assessment",
+    "Container",
+    "Decision",
+    "MarkMigrated",
+    "Markers",
+    "Migrate",
+    "Node",
+    "Series",
+    "SetCpu",
+    "Snapshot",
+]

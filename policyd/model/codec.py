@@ -1,0 +1,243 @@
+"""The offline contract in JSON form: snapshot dicts in, decision dicts out (DESIGN.md).
+
+Fields may be added to either side, none renamed. Parsing takes already-decoded JSON (the
+caller reads the file), so this module stays free of I/O. Every problem is reported with the
+JSON path where it was found, e.g. `containers[3].cpu_allocation: must be in (0, 1], got 1.5`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from policyd.model.decision import Action, Assessment, Decision, MarkMigrated, Migrate, SetCpu
+from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
+
+
+class SnapshotError(ValueError):
+    """A snapshot document that cannot be read; `problems` lists `path: message` lines."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+def _number(raw: Mapping[str, Any], key: str, path: str, problems: list[str],
+            default: float | None = None, optional: bool = False) -> float | None:
+    value = raw.get(key, default)
+    if value is None:
+        if not optional:
+            problems.append(f"{path}.{key}: required number is missing")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        problems.append(f"{path}.{key}: expected a number, got {type(value).__name__} {value!r}")
+        return None
+    return float(value)
+
+
+def _string_map(raw: Mapping[str, Any], key: str, path: str, problems: list[str]) -> dict[str, str]:
+    value = raw.get(key, {})
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        problems.append(f"{path}.{key}: expected an object of string values")
+        return {}
+    return value
+
+
+def _series(raw: Mapping[str, Any], key: str, path: str, problems: list[str]) -> Series:
+    value = raw.get(key, [])
+    if not isinstance(value, list):
+        problems.append(f"{path}.{key}: expected a list of [time_seconds, value] pairs")
+        return Series.empty()
+    try:
+        return Series.from_pairs(value)
+    except (TypeError, ValueError) as exc:
+        problems.append(f"{path}.{key}: {exc}")
+        return Series.empty()
+
+
+def _markers(raw: Any, path: str, problems: list[str]) -> Markers:
+    if raw is None:
+        return Markers()
+    if not isinstance(raw, dict):
+        problems.append(f"{path}: expected an object")
+        return Markers()
+    flags = {}
+    for key in ("migrated", "rebalanced"):
+        value = raw.get(key, False)
+        if not isinstance(value, bool):
+            problems.append(f"{path}.{key}: expected true or false, got {value!r}")
+            value = False
+        flags[key] = value
+    return Markers(
+        migrated=flags["migrated"],
+        rebalanced=flags["rebalanced"],
+        converged_at=_number(raw, "converged_at", path, problems, optional=True),
+        last_action_at=_number(raw, "last_action_at", path, problems, optional=True),
+    )
+
+
+def _required_string(raw: Mapping[str, Any], key: str, path: str, problems: list[str]) -> str:
+    value = raw.get(key)
+    if not isinstance(value, str) or not value:
+        problems.append(f"{path}.{key}: required non-empty string, got {value!r}")
+        return ""
+    return value
+
+
+def _node(raw: Any, path: str, problems: list[str]) -> Node | None:
+    if not isinstance(raw, dict):
+        problems.append(f"{path}: expected an object")
+        return None
+    before = len(problems)
+    name = _required_string(raw, "name", path, problems)
+    capacity = _number(raw, "cpu_capacity", path, problems)
+    usage = _number(raw, "cpu_usage", path, problems, default=0.0)
+    if len(problems) > before or capacity is None or usage is None:
+        return None
+    try:
+        return Node(name=name, cpu_capacity=capacity, cpu_usage=usage)
+    except ValueError as exc:
+        problems.append(f"{path}: {exc}")
+        return None
+
+
+def _container(raw: Any, path: str, problems: list[str]) -> Container | None:
+    if not isinstance(raw, dict):
+        problems.append(f"{path}: expected an object")
+        return None
+    before = len(problems)
+    cid = _required_string(raw, "id", path, problems)
+    node = _required_string(raw, "node", path, problems)
+    started_at = _number(raw, "started_at", path, problems)
+    allocation = _number(raw, "cpu_allocation", path, problems, default=1.0)
+    name = raw.get("name", cid)
+    namespace = raw.get("namespace", "")
+    if not isinstance(name, str) or not isinstance(namespace, str):
+        problems.append(f"{path}: name and namespace must be strings")
+    evaluation = _series(raw, "evaluation", path, problems)
+    usage = _series(raw, "cpu_usage", path, problems)
+    labels = _string_map(raw, "labels", path, problems)
+    annotations = _string_map(raw, "annotations", path, problems)
+    markers = _markers(raw.get("markers"), f"{path}.markers", problems)
+    if len(problems) > before or started_at is None or allocation is None:
+        return None
+    try:
+        return Container(
+            id=cid, name=str(name), node=node, started_at=started_at,
+            evaluation=evaluation, cpu_usage=usage, cpu_allocation=allocation,
+            namespace=str(namespace), labels=labels, annotations=annotations, markers=markers,
+        )
+    except ValueError as exc:
+        problems.append(f"{path}: {exc}")
+        return None
+
+
+def snapshot_from_dict(raw: Any) -> Snapshot:
+    """Parse a decoded snapshot document; raises SnapshotError listing every problem found."""
+    problems: list[str] = []
+    if not isinstance(raw, dict):
+        raise SnapshotError([f"$: expected a JSON object, got {type(raw).__name__}"])
+    time = _number(raw, "time", "$", problems)
+    raw_nodes, raw_containers = raw.get("nodes"), raw.get("containers", [])
+    if not isinstance(raw_nodes, list) or not raw_nodes:
+        problems.append("$.nodes: required non-empty list of nodes")
+        raw_nodes = []
+    if not isinstance(raw_containers, list):
+        problems.append("$.containers: expected a list")
+        raw_containers = []
+    nodes = [_node(n, f"nodes[{i}]", problems) for i, n in enumerate(raw_nodes)]
+    containers = [_container(c, f"containers[{i}]", problems) for i, c in enumerate(raw_containers)]
+    intervals = raw.get("intervals", {})
+    if not isinstance(intervals, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in intervals.values()
+    ):
+        problems.append("$.intervals: expected an object of policy name -> seconds")
+        intervals = {}
+    if problems or time is None:
+        raise SnapshotError(problems[:50] + ([f"... and {len(problems) - 50} more"]
+                                             if len(problems) > 50 else []))
+    try:
+        return Snapshot(
+            time=time,
+            nodes=tuple(n for n in nodes if n is not None),
+            containers=tuple(c for c in containers if c is not None),
+            intervals={k: float(v) for k, v in intervals.items()},
+        )
+    except ValueError as exc:
+        raise SnapshotError([f"$: {exc}"]) from None
+
+
+def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
+    """The JSON form of a snapshot (what `--save-snapshot` writes)."""
+    return {
+        "time": snapshot.time,
+        "nodes": [
+            {"name": n.name, "cpu_capacity": n.cpu_capacity, "cpu_usage": n.cpu_usage}
+            for n in snapshot.nodes
+        ],
+        "containers": [
+            {
+                "id": c.id, "name": c.name, "node": c.node, "namespace": c.namespace,
+                "started_at": c.started_at, "labels": dict(c.labels),
+                "annotations": dict(c.annotations),
+                "evaluation": c.evaluation.pairs(), "cpu_usage": c.cpu_usage.pairs(),
+                "cpu_allocation": c.cpu_allocation,
+                "markers": {
+                    "migrated": c.markers.migrated, "rebalanced": c.markers.rebalanced,
+                    "converged_at": c.markers.converged_at,
+                    "last_action_at": c.markers.last_action_at,
+                },
+            }
+            for c in snapshot.containers
+        ],
+        "intervals": dict(snapshot.intervals),
+    }
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return value
+
+
+def action_to_dict(action: Action) -> dict[str, Any]:
+    """One action in the decision's JSON form (`from`/`to` for migrations, as DESIGN.md)."""
+    match action:
+        case SetCpu():
+            return {"kind": action.kind, "policy": action.policy, "container": action.container,
+                    "node": action.node, "fraction": action.fraction, "mode": action.mode,
+                    "reason": action.reason}
+        case Migrate():
+            return {"kind": action.kind, "policy": action.policy, "container": action.container,
+                    "from": action.from_node, "to": action.to_node, "reason": action.reason,
+                    "scores": dict(action.scores), "rebalance": action.rebalance,
+                    "converged_at": action.converged_at}
+        case MarkMigrated():
+            return {"kind": action.kind, "policy": action.policy, "container": action.container,
+                    "node": action.node, "converged_at": action.converged_at,
+                    "reason": action.reason, "scores": dict(action.scores)}
+
+
+def _assessment_to_dict(a: Assessment) -> dict[str, Any]:
+    return {"node": a.node, "category": a.category, "gain": _finite_or_none(a.gain),
+            "cpu_fraction_now": a.cpu_fraction_now, "cpu_fraction_next": a.cpu_fraction_next,
+            "note": a.note}
+
+
+def decision_to_dict(decision: Decision) -> dict[str, Any]:
+    """The decision's JSON form: DESIGN.md's keys first, then policyd's additions."""
+    return {
+        "actions": [action_to_dict(a) for a in decision.actions],
+        "categories": decision.categories,
+        "next_interval": decision.next_interval,
+        "policy": decision.policy,
+        "kind": decision.kind,
+        "time": decision.time,
+        "dry_run": decision.dry_run,
+        "skipped": decision.skipped,
+        "containers": {a.container: _assessment_to_dict(a) for a in decision.assessments},
+        "notes": list(decision.notes),
+    }

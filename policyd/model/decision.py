@@ -1,0 +1,135 @@
+"""The decision: what the engine wants done, and what it saw, for one policy and one snapshot.
+
+Actions are frozen values; each names its policy and carries a human-readable `reason` with the
+numbers behind it. Actuators dispatch on the concrete type (`match` + `assert_never`). An
+`Assessment` per container records the category, the gain figure and the allocation the engine
+settled on, or why it left the container alone; `policyd plan` prints them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+
+def _check_common(policy: str, container: str, reason: str) -> None:
+    if not policy:
+        raise ValueError("an action must name its policy")
+    if not container:
+        raise ValueError("an action must name its container")
+    if not reason:
+        raise ValueError("an action must carry a reason")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetCpu:
+    """Limit a container to `fraction` of its node's CPU (1.0 = unrestricted).
+
+    `mode` says how: `shares` (soft, work-conserving weights: Docker cpu_shares, Kubernetes
+    requests) or `quota` (hard caps: Docker cpu_quota, Kubernetes limits).
+    """
+
+    policy: str
+    container: str
+    node: str
+    fraction: float
+    mode: Literal["shares", "quota"]
+    reason: str
+    kind: Literal["set_cpu"] = "set_cpu"
+
+    def __post_init__(self) -> None:
+        _check_common(self.policy, self.container, self.reason)
+        if not (0 < self.fraction <= 1):
+            raise ValueError(f"fraction must be in (0, 1], got {self.fraction}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Migrate:
+    """Move a container from one node to another by checkpoint and restore.
+
+    `scores` are the worker scores of Algorithm 4 when the move came from it; `rebalance` is true
+    for moves of Algorithm 5. The actuator writes the markers: migrated (and rebalanced) true,
+    converged_at = `at` when it is set.
+    """
+
+    policy: str
+    container: str
+    from_node: str
+    to_node: str
+    reason: str
+    scores: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    rebalance: bool = False
+    converged_at: float | None = None
+    kind: Literal["migrate"] = "migrate"
+
+    def __post_init__(self) -> None:
+        _check_common(self.policy, self.container, self.reason)
+        if self.from_node == self.to_node:
+            raise ValueError("a migration must change the node")
+        object.__setattr__(self, "scores", MappingProxyType(dict(self.scores)))
+
+    @property
+    def node(self) -> str:
+        return self.from_node
+
+
+@dataclass(frozen=True, kw_only=True)
+class MarkMigrated:
+    """Algorithm 4, lines 8-10: the container stays where it is but counts as reallocated."""
+
+    policy: str
+    container: str
+    node: str
+    converged_at: float
+    reason: str
+    scores: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    kind: Literal["mark_migrated"] = "mark_migrated"
+
+    def __post_init__(self) -> None:
+        _check_common(self.policy, self.container, self.reason)
+        object.__setattr__(self, "scores", MappingProxyType(dict(self.scores)))
+
+
+Action = SetCpu | Migrate | MarkMigrated
+
+
+@dataclass(frozen=True, kw_only=True)
+class Assessment:
+    """What the engine concluded about one container.
+
+    `category` is None when the container was left alone (`note` says why). `gain` is the figure
+    the category came from: FlowCon's growth efficiency G or SpeCon's gain g of the last interval
+    (None when there is none yet). Allocations are fractions of the node.
+    """
+
+    container: str
+    node: str
+    category: str | None
+    gain: float | None = None
+    cpu_fraction_now: float | None = None
+    cpu_fraction_next: float | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """The engine's answer for one policy: actions, categories and the next interval."""
+
+    policy: str
+    kind: str
+    time: float
+    actions: tuple[Action, ...]
+    assessments: tuple[Assessment, ...]
+    next_interval: float
+    dry_run: bool = False
+    notes: tuple[str, ...] = ()
+
+    @property
+    def categories(self) -> dict[str, str]:
+        return {a.container: a.category for a in self.assessments if a.category is not None}
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        return {a.container: a.note for a in self.assessments if a.category is None}

@@ -1,0 +1,170 @@
+"""The snapshot: everything the engine may know about the cluster at one instant.
+
+A snapshot is built by a source (Prometheus, cAdvisor, the simulator) or read from a JSON file
+(`policyd.model.codec`). Values are frozen and check themselves on construction, so an engine
+that receives a `Snapshot` never meets an impossible one. Problems that concern a single
+container's series (NaN, gaps, unordered timestamps) are *not* construction errors: the engine
+reports them per container and takes no action for that container.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def _frozen_array(values: object) -> FloatArray:
+    array = np.array(values, dtype=np.float64)
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Series:
+    """A time series as two aligned arrays: sample times (epoch seconds) and values.
+
+    `problem` names the first structural defect (timestamps not strictly increasing); the engine
+    turns it into "no action for this container". Values may be NaN or Inf: the engine checks
+    the samples it actually reads.
+    """
+
+    times_seconds: FloatArray
+    values: FloatArray
+    problem: str | None = field(default=None)
+
+    @classmethod
+    def from_pairs(cls, pairs: object) -> Series:
+        """Build from `[[t, v], ...]` (the JSON form); raises ValueError on a malformed shape."""
+        array = np.array(pairs, dtype=np.float64)
+        if array.size == 0:
+            return cls.empty()
+        if array.ndim != 2 or array.shape[1] != 2:
+            raise ValueError("expected a list of [time_seconds, value] pairs")
+        return cls.of(array[:, 0], array[:, 1])
+
+    @classmethod
+    def of(cls, times_seconds: object, values: object) -> Series:
+        times = _frozen_array(times_seconds)
+        vals = _frozen_array(values)
+        if times.shape != vals.shape or times.ndim != 1:
+            raise ValueError("times and values must be one-dimensional and of equal length")
+        problem = None
+        if not np.isfinite(times).all():
+            problem = "a sample time is NaN or infinite"
+        elif times.size > 1:
+            steps = np.diff(times)
+            if (steps <= 0).any():
+                at = int(np.argmax(steps <= 0)) + 1
+                problem = f"sample times are not increasing at index {at} (t={times[at]:g})"
+        return cls(times_seconds=times, values=vals, problem=problem)
+
+    @classmethod
+    def empty(cls) -> Series:
+        return cls.of(np.empty(0), np.empty(0))
+
+    def __len__(self) -> int:
+        return int(self.times_seconds.size)
+
+    def pairs(self) -> list[list[float]]:
+        return [[float(t), float(v)] for t, v in zip(self.times_seconds, self.values, strict=True)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Markers:
+    """Facts the cluster keeps for policyd because they cannot be recomputed from metrics."""
+
+    migrated: bool = False
+    rebalanced: bool = False
+    converged_at: float | None = None
+    last_action_at: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Node:
+    """A worker: a Docker host or a Kubernetes node. CPU figures are in cores."""
+
+    name: str
+    cpu_capacity: float
+    cpu_usage: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("node name must not be empty")
+        if not (self.cpu_capacity > 0 and np.isfinite(self.cpu_capacity)):
+            raise ValueError(f"cpu_capacity must be a positive number of cores, got {self.cpu_capacity}")
+        if not (self.cpu_usage >= 0 and np.isfinite(self.cpu_usage)):
+            raise ValueError(f"cpu_usage must be a non-negative number of cores, got {self.cpu_usage}")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Container:
+    """One training job (a container or a pod's training container) and its recent history.
+
+    `evaluation` is the job's evaluation function (loss by default); `cpu_usage` is cores used,
+    averaged over each sample's preceding interval; `cpu_allocation` is the current FlowCon limit
+    as a fraction of the node (1.0 = unrestricted).
+    """
+
+    id: str
+    name: str
+    node: str
+    started_at: float
+    evaluation: Series
+    cpu_usage: Series
+    cpu_allocation: float = 1.0
+    namespace: str = ""
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    annotations: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    markers: Markers = field(default_factory=Markers)
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ValueError("container id must not be empty")
+        if not (0 < self.cpu_allocation <= 1):
+            raise ValueError(f"cpu_allocation must be in (0, 1], got {self.cpu_allocation}")
+        if not np.isfinite(self.started_at):
+            raise ValueError("started_at must be a finite time in seconds")
+        object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
+        object.__setattr__(self, "annotations", MappingProxyType(dict(self.annotations)))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Snapshot:
+    """The cluster at `time` (epoch seconds): nodes, containers and each policy's interval."""
+
+    time: float
+    nodes: tuple[Node, ...]
+    containers: tuple[Container, ...]
+    intervals: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if not np.isfinite(self.time):
+            raise ValueError("time must be a finite epoch time in seconds")
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"node names must be unique, got {sorted(names)}")
+        ids = [c.id for c in self.containers]
+        if len(set(ids)) != len(ids):
+            dup = sorted({i for i in ids if ids.count(i) > 1})
+            raise ValueError(f"container ids must be unique; repeated: {', '.join(dup)}")
+        known = set(names)
+        for c in self.containers:
+            if c.node not in known:
+                raise ValueError(
+                    f"container {c.id!r} is on node {c.node!r}, which is not one of the nodes: "
+                    f"{', '.join(sorted(known)) or '(none)'}"
+                )
+        for policy, seconds in self.intervals.items():
+            if not (seconds > 0 and np.isfinite(seconds)):
+                raise ValueError(f"intervals[{policy!r}] must be a positive number of seconds")
+        object.__setattr__(self, "intervals", MappingProxyType(dict(self.intervals)))
+
+    def interval_seconds(self, policy: str, default_seconds: float) -> float:
+        """The policy's current evaluation interval (FlowCon back-off), or its base interval."""
+        return float(self.intervals.get(policy, default_seconds))
