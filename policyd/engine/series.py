@@ -78,7 +78,8 @@ class _Packed:
     def grid(self, times: FloatArray) -> FloatArray:
         """The keys of `times` for every container, shape (N, len(times))."""
         n = self.starts.size
-        return (times - self.origin)[None, :] + (np.arange(n, dtype=np.float64) * self.span)[:, None]
+        offsets = np.arange(n, dtype=np.float64) * self.span
+        return (times - self.origin)[None, :] + offsets[:, None]
 
 
 def _pack(series: Sequence[Series], now: float, earliest: float) -> _Packed:
@@ -129,12 +130,15 @@ def sample_window(
     after_first = np.arange(width)[None, :] >= first[:, None]
     bad_value = after_first & ~np.isfinite(values)
     stale = after_first & (ages > max_sample_age_seconds)
-    problems = _problems(containers, bounds, values, ages, bad_value, stale, max_sample_age_seconds)
+    problems = _problems(containers, bounds=bounds, values=values, ages=ages, bad_value=bad_value,
+                         stale=stale, max_age=max_sample_age_seconds)
     values.setflags(write=False)
     return Window(boundaries=bounds, values=values, first=first, problems=problems)
 
 
-def _has_sample_at_or_before(containers: Sequence[Container], bounds: FloatArray) -> npt.NDArray[np.bool_]:
+def _has_sample_at_or_before(
+    containers: Sequence[Container], bounds: FloatArray
+) -> npt.NDArray[np.bool_]:
     """True where a sample exists at or before t_m, whatever its value (NaN included)."""
     firsts = np.array(
         [c.evaluation.times_seconds[0] if len(c.evaluation) else np.inf for c in containers],
@@ -145,6 +149,7 @@ def _has_sample_at_or_before(containers: Sequence[Container], bounds: FloatArray
 
 def _problems(
     containers: Sequence[Container],
+    *,
     bounds: FloatArray,
     values: FloatArray,
     ages: FloatArray,
@@ -171,32 +176,58 @@ def _problems(
 def gains(window: Window, normalization: Literal["relative", "absolute"]) -> FloatArray:
     """g_m for m = 1..M, shape (N, M); NaN where either reading is missing."""
     previous, current = window.values[:, :-1], window.values[:, 1:]
-    change = np.abs(current - previous)
-    if normalization == "absolute":
-        return change
-    return change / np.maximum(np.abs(previous), EPSILON)
+    with np.errstate(invalid="ignore"):  # inf - inf: the container already has a problem
+        change = np.abs(current - previous)
+        if normalization == "absolute":
+            return change
+        return change / np.maximum(np.abs(previous), EPSILON)
 
 
-def mean_cpu_cores(
-    containers: Sequence[Container], window: Window, *, now: float
-) -> FloatArray:
+@dataclass(frozen=True, kw_only=True, eq=False)
+class CpuReadings:
+    """R_c per container and interval, shape (N, M), and why a container's CPU is unusable."""
+
+    cores: FloatArray
+    problems: tuple[str | None, ...]
+
+
+def mean_cpu_cores(containers: Sequence[Container], window: Window, *, now: float) -> CpuReadings:
     """R_c: mean cores used in each interval (t_{m-1}, t_m], shape (N, M).
 
     The mean of the cpu_usage samples inside the interval; when none fell inside it (samples
-    sparser than the interval), the last sample at or before t_m; NaN when there is none.
+    sparser than the interval), the last sample at or before t_m; NaN when there is none. A NaN
+    or infinite sample read for an interval, or a broken CPU series, is a problem of that
+    container (and its figures are NaN); it never spoils another container's.
     """
     bounds = window.boundaries
     n, steps = len(containers), window.steps
+    problems: list[str | None] = [
+        None if c.cpu_usage.problem is None else f"cpu_usage series: {c.cpu_usage.problem}"
+        for c in containers
+    ]
     packed = _pack([c.cpu_usage for c in containers], now, float(bounds[0]))
     if packed.keys.size == 0:
-        return np.full((n, steps), np.nan)
+        return CpuReadings(cores=np.full((n, steps), np.nan), problems=tuple(problems))
     grid = packed.grid(bounds)
     right = np.searchsorted(packed.keys, grid.ravel(), side="right").reshape(n, bounds.size)
-    total = np.concatenate(([0.0], np.cumsum(packed.values)))
+    # Prefix sums over finite samples only, and a prefix count of non-finite ones: a NaN sample
+    # spoils its own interval, not every container packed after it.
+    finite = np.isfinite(packed.values)
+    total = np.concatenate(([0.0], np.cumsum(np.where(finite, packed.values, 0.0))))
+    broken = np.concatenate(([0], np.cumsum(~finite)))
     sums = total[right[:, 1:]] - total[right[:, :-1]]
     counts = right[:, 1:] - right[:, :-1]
     held_idx = right[:, 1:] - 1
     held_ok = held_idx >= packed.starts[:, None]
     held = np.where(held_ok, packed.values[np.clip(held_idx, 0, packed.keys.size - 1)], np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(counts > 0, sums / np.maximum(counts, 1), held)
+        cores = np.where(counts > 0, sums / np.maximum(counts, 1), held)
+    spoiled = ((broken[right[:, 1:]] - broken[right[:, :-1]]) > 0) | (
+        (counts == 0) & held_ok & ~np.isfinite(held))
+    for i in np.flatnonzero(spoiled.any(axis=1)):
+        m = int(spoiled[i].argmax())
+        problems[i] = problems[i] or (
+            f"cpu_usage is not a finite number in ({bounds[m]:.0f}, {bounds[m + 1]:.0f}]")
+    bad_rows = np.fromiter((p is not None for p in problems), dtype=bool, count=n)
+    cores[spoiled | bad_rows[:, None]] = np.nan
+    return CpuReadings(cores=cores, problems=tuple(problems))

@@ -23,7 +23,7 @@ class SnapshotError(ValueError):
         super().__init__("; ".join(problems))
 
 
-def _number(raw: Mapping[str, Any], key: str, path: str, problems: list[str],
+def _number(raw: Mapping[str, Any], key: str, path: str, problems: list[str], *,
             default: float | None = None, optional: bool = False) -> float | None:
     value = raw.get(key, default)
     if value is None:

@@ -50,8 +50,8 @@ class Migrate:
     """Move a container from one node to another by checkpoint and restore.
 
     `scores` are the worker scores of Algorithm 4 when the move came from it; `rebalance` is true
-    for moves of Algorithm 5. The actuator writes the markers: migrated (and rebalanced) true,
-    converged_at = `at` when it is set.
+    for moves of Algorithm 5. The actuator writes the markers: migrated (and, for Algorithm 5,
+    rebalanced) true, and converged_at when the action sets it (None: leave it unchanged).
     """
 
     policy: str

@@ -97,9 +97,11 @@ class Node:
         if not self.name:
             raise ValueError("node name must not be empty")
         if not (self.cpu_capacity > 0 and np.isfinite(self.cpu_capacity)):
-            raise ValueError(f"cpu_capacity must be a positive number of cores, got {self.cpu_capacity}")
+            raise ValueError(
+                f"cpu_capacity must be a positive number of cores, got {self.cpu_capacity}")
         if not (self.cpu_usage >= 0 and np.isfinite(self.cpu_usage)):
-            raise ValueError(f"cpu_usage must be a non-negative number of cores, got {self.cpu_usage}")
+            raise ValueError(
+                f"cpu_usage must be a non-negative number of cores, got {self.cpu_usage}")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
