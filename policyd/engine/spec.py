@@ -21,7 +21,7 @@ API_VERSION = "policyd.io/v1alpha1"
 class Strict(BaseModel):
     """Base for policy models: frozen, unknown keys rejected."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Evaluation(Strict):
