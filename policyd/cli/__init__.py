@@ -1,0 +1,167 @@
+"""`policyd` on the command line: validate policies, print their schema, plan offline.
+
+The top layer: it reads files, calls the policy loader and the pure engine, and prints. Every
+problem with user input becomes a clear message on stderr and a non-zero exit, never a
+traceback. Exit codes: 0 success, 1 invalid input (policy, snapshot), 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from policyd import __version__
+from policyd.cli.render import render_decision
+from policyd.engine import decide
+from policyd.engine.spec import PolicyDocument
+from policyd.model.codec import SnapshotError, decision_to_dict, snapshot_from_dict
+from policyd.model.snapshot import Snapshot
+from policyd.policy import PolicyError, json_schema_text, load_policies, summary, validate_files
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+class InputError(Exception):
+    """A problem with the user's input, already worded for the terminal (one line each).
+
+    Lines that start with a file location (`FILE:LINE: ...`) are printed bare so that editors
+    and CI logs can link them; `summary` (if any) follows, prefixed with the command's name.
+    """
+
+    def __init__(self, lines: Sequence[str], summary: str = "") -> None:
+        self.lines = list(lines)
+        self.summary = summary
+        super().__init__("\n".join([*self.lines, summary]))
+
+
+def read_snapshot(path: Path) -> Snapshot:
+    """Read and check a snapshot file; every problem is prefixed with the file name."""
+    try:
+        with path.open("rb") as handle:
+            raw = json.load(handle)
+    except FileNotFoundError:
+        raise InputError([f"{path}: no such snapshot file"]) from None
+    except OSError as exc:
+        raise InputError([f"{path}: cannot read: {exc.strerror}"]) from None
+    except json.JSONDecodeError as exc:
+        where = f"{path}:{exc.lineno}:{exc.colno}"
+        raise InputError([f"{where}: JSON syntax error: {exc.msg}"]) from None
+    except UnicodeDecodeError as exc:
+        raise InputError([f"{path}: not UTF-8 text: {exc.reason}"]) from None
+    try:
+        return snapshot_from_dict(raw)
+    except SnapshotError as exc:
+        raise InputError([f"{path}: {problem}" for problem in exc.problems]) from None
+
+
+def _choose(policies: list[PolicyDocument], path: Path, name: str | None) -> PolicyDocument:
+    if name is not None:
+        for policy in policies:
+            if policy.name == name:
+                return policy
+        known = ", ".join(p.name for p in policies)
+        raise InputError([f"{path}: no policy named {name!r}; the file holds: {known}"])
+    if len(policies) != 1:
+        known = ", ".join(p.name for p in policies)
+        raise InputError([
+            f"{path} holds {len(policies)} policies ({known}): choose one with --name"
+        ])
+    return policies[0]
+
+
+def _cmd_validate(args: argparse.Namespace, out: TextIO) -> int:
+    policies, problems = validate_files([Path(p) for p in args.files])
+    if problems:
+        raise InputError(
+            [str(p) for p in problems],
+            f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found; nothing applied",
+        )
+    print(summary(policies, [Path(p) for p in args.files]), file=out)
+    return EXIT_OK
+
+
+def _cmd_schema(_: argparse.Namespace, out: TextIO) -> int:
+    out.write(json_schema_text())
+    return EXIT_OK
+
+
+def _cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
+    policy_path = Path(args.policy)
+    try:
+        policies = load_policies(policy_path)
+    except PolicyError as exc:
+        raise InputError([str(p) for p in exc.problems]) from None
+    policy = _choose(policies, policy_path, args.name)
+    snapshot = read_snapshot(Path(args.snapshot))
+    decision = decide(policy, snapshot)
+    if args.output == "json":
+        json.dump(decision_to_dict(decision), out, indent=2, allow_nan=False)
+        out.write("\n")
+    else:
+        out.write(render_decision(decision, snapshot, color=args.color and out.isatty()))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="policyd",
+        description=(
+            "Make deep-learning training jobs finish sooner on shared clusters: FlowCon gives "
+            "fast-growing jobs more CPU, SpeCon migrates converged jobs to the least-loaded worker."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"policyd {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    validate = commands.add_parser(
+        "validate", help="check policy files and report every problem at once"
+    )
+    validate.add_argument("files", nargs="+", metavar="FILE", help="policy YAML files")
+    validate.set_defaults(run=_cmd_validate)
+
+    schema = commands.add_parser("schema", help="print the JSON Schema of policy documents")
+    schema.set_defaults(run=_cmd_schema)
+
+    plan = commands.add_parser(
+        "plan", help="decide offline: what a policy would do given a snapshot (acts on nothing)"
+    )
+    plan.add_argument("--policy", required=True, metavar="FILE", help="policy YAML file")
+    plan.add_argument("--snapshot", required=True, metavar="FILE", help="snapshot JSON file")
+    plan.add_argument("--name", help="which policy of the file, when it holds several")
+    plan.add_argument("--output", choices=("text", "json"), default="text",
+                      help="text: a table per node (default); json: the decision document")
+    plan.add_argument("--no-color", dest="color", action="store_false",
+                      help="plain text even on a terminal")
+    plan.set_defaults(run=_cmd_plan)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    """Run the CLI; returns the exit code (the console script exits with it)."""
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse has printed the usage error already
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    try:
+        code: int = args.run(args, out)
+        return code
+    except InputError as exc:
+        for line in exc.lines:
+            print(line, file=err)
+        if exc.summary:
+            print(f"policyd {args.command}: {exc.summary}", file=err)
+        return EXIT_INVALID
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

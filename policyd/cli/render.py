@@ -1,0 +1,102 @@
+"""The text form of a decision: a table per node, then the actions with their reasons.
+
+    FlowCon policy "flowcon" at 2023-11-14 22:13:20 UTC: 1 action, next interval 20 s
+    node worker-1  (4 cores, 3.1 used)
+      CONTAINER   CATEGORY   G (growth eff.)   CPU NOW -> NEXT
+      vae         CL                  0.0031   1.00 -> 0.25
+      mnist       NL                       -   1.00 -> 1.00
+    actions
+      set_cpu  vae on worker-1 -> 0.25  CL on worker-1: ...
+
+Pure formatting: it reads the decision and the snapshot it came from and returns a string.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from datetime import UTC, datetime
+
+from policyd.model import Action, Assessment, Decision, MarkMigrated, Migrate, SetCpu, Snapshot
+
+_GAIN_HEADER = {"FlowCon": "G (growth eff.)", "SpeCon": "g (gain)"}
+_BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
+
+
+def _when(seconds: float) -> str:
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        return f"t={seconds:g}"
+
+
+def _fraction(value: float | None) -> str:
+    return "   -" if value is None else f"{value:4.2f}"
+
+
+def _gain(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if math.isinf(value):
+        return "inf"
+    return f"{value:.4g}"
+
+
+def _target(action: Action, names: dict[str, str]) -> str:
+    name = names.get(action.container, action.container)
+    match action:
+        case SetCpu():
+            fraction = f"{action.fraction:.2f} ({action.mode})"
+            return f"set_cpu        {name} on {action.node} -> {fraction}"
+        case Migrate():
+            verb = "rebalance" if action.rebalance else "migrate"
+            return f"{verb:<14} {name} {action.from_node} -> {action.to_node}"
+        case MarkMigrated():
+            return f"mark_migrated  {name} stays on {action.node}"
+
+
+def _rows(assessments: list[Assessment], names: dict[str, str], kind: str) -> list[str]:
+    header = ("CONTAINER", "CATEGORY", _GAIN_HEADER.get(kind, "GAIN"), "CPU NOW -> NEXT", "NOTE")
+    table = [header]
+    for a in assessments:
+        cpu = ("" if a.cpu_fraction_now is None and a.cpu_fraction_next is None
+               else f"{_fraction(a.cpu_fraction_now)} -> {_fraction(a.cpu_fraction_next)}")
+        table.append((names.get(a.container, a.container), a.category or "-", _gain(a.gain),
+                      cpu, a.note))
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    lines = []
+    for row in table:
+        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]),
+                 row[3].ljust(widths[3]), row[4]]
+        lines.append("  " + "   ".join(cells).rstrip())
+    return lines
+
+
+def render_decision(decision: Decision, snapshot: Snapshot, *, color: bool = False) -> str:
+    """The decision as a table per node followed by its actions, ready to print."""
+    bold, dim, reset = (_BOLD, _DIM, _RESET) if color else ("", "", "")
+    names = {c.id: c.name or c.id for c in snapshot.containers}
+    count = len(decision.actions)
+    mode = "  [dry run: nothing will be applied]" if decision.dry_run else ""
+    lines = [
+        f"{bold}{decision.kind} policy {decision.policy!r} at {_when(decision.time)}{reset}: "
+        f"{count} action{'s' if count != 1 else ''}, next interval "
+        f"{decision.next_interval:g} s{mode}"
+    ]
+    by_node: dict[str, list[Assessment]] = defaultdict(list)
+    for assessment in decision.assessments:
+        by_node[assessment.node].append(assessment)
+    for node in snapshot.nodes:
+        found = by_node.get(node.name)
+        header = f"node {node.name}  ({node.cpu_capacity:g} cores, {node.cpu_usage:.3g} used)"
+        if not found:
+            lines.append(f"{header}  {dim}no managed containers{reset}")
+            continue
+        lines.append(f"{bold}{header}{reset}")
+        lines.extend(_rows(found, names, decision.kind))
+    lines.append(f"{bold}actions{reset}" if decision.actions else "no actions")
+    for action in decision.actions:
+        lines.append(f"  {_target(action, names)}")
+        lines.append(f"      {dim}{action.reason}{reset}")
+    lines.extend(f"{dim}note: {note}{reset}" for note in decision.notes)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,21 @@
+# Sourced by scripts/run and scripts/test: makes .venv (once) and installs policyd into it.
+# Usage: . scripts/env.sh [extra]   (extra = pip extras, e.g. "test")
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${POLICYD_VENV:-$ROOT/.venv}
+PYTHON=${PYTHON:-python3}
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "policyd: creating $VENV" >&2
+  "$PYTHON" -m venv "$VENV"
+fi
+extra=${1:-}
+spec="$ROOT${extra:+[$extra]}"
+stamp="$VENV/.policyd-installed${extra:+-$extra}"
+# Reinstall only when the project's metadata changed since the last install.
+if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+  echo "policyd: installing $spec into $VENV" >&2
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$spec"
+  touch "$stamp"
+fi
+export PATH="$VENV/bin:$PATH"
+cd "$ROOT"

@@ -1,0 +1,183 @@
+"""`policyd validate | schema | plan` as a user runs them: exit codes, output, and clear errors
+(never a traceback) for broken input."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from policyd.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICIES = sorted((ROOT / "policies").glob("*.yaml"))
+FLOWCON_EXAMPLE = ROOT / "examples" / "thesis-flowcon-two-jobs.json"
+SPECON_EXAMPLE = ROOT / "examples" / "thesis-specon-worker-score.json"
+REBALANCE_EXAMPLE = ROOT / "examples" / "thesis-specon-rebalance.json"
+THESIS_FLOWCON = ROOT / "policies" / "thesis-flowcon.yaml"
+THESIS_SPECON = ROOT / "policies" / "thesis-specon.yaml"
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_validate_shipped_policies() -> None:
+    code, out, err = run("validate", *map(str, POLICIES))
+    assert (code, err) == (0, "")
+    assert out.count("\n") == 1
+    assert "valid" in out
+
+
+def test_validate_reports_every_problem_and_exits_1(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: policyd.io/v1alpha1\n"
+        "kind: SpeCon\n"
+        "metadata: {name: s}\n"
+        "spec:\n"
+        "  alpha: -1\n"
+        "  weights: {pc: 1.0, wc: 1.5, cc: 1.0}\n"
+        "---\n"
+        "apiVersion: policyd.io/v1alpha1\n"
+        "kind: FlowCom\n"
+        "metadata: {name: f}\n"
+    )
+    code, out, err = run("validate", str(bad))
+    assert code == 1
+    assert out == ""
+    *problems, last = err.splitlines()
+    assert all(line.startswith(f"{bad}:") for line in problems)  # editors link FILE:LINE
+    assert any(f"{bad}:5:" in line and "spec.alpha" in line for line in problems)
+    assert any(f"{bad}:6:" in line and "pc (1) must be greater than wc (1.5)" in line
+               for line in problems)
+    assert any(f"{bad}:9:" in line and "FlowCon" in line and "SpeCon" in line
+               for line in problems)
+    assert any(f"{bad}:8:" in line and "spec: required field is missing" in line
+               for line in problems)
+    assert last == "policyd validate: 4 problems found; nothing applied"
+    assert "Traceback" not in err
+
+
+def test_validate_missing_file() -> None:
+    code, _, err = run("validate", "no/such/policy.yaml")
+    assert code == 1
+    assert "no/such/policy.yaml" in err
+    assert "Traceback" not in err
+
+
+def test_schema_is_json_with_both_kinds() -> None:
+    code, out, _ = run("schema")
+    assert code == 0
+    text = json.dumps(json.loads(out))
+    assert "FlowCon" in text and "SpeCon" in text
+
+
+def test_plan_reproduces_the_flowcon_thesis_example_as_text() -> None:
+    code, out, err = run("plan", "--policy", str(THESIS_FLOWCON), "--snapshot",
+                         str(FLOWCON_EXAMPLE))
+    assert (code, err) == (0, "")
+    assert "FlowCon policy" in out
+    assert "-> 0.25" in out
+    assert "G (growth eff.)" in out
+
+
+def test_plan_json_is_the_decision(tmp_path: Path) -> None:
+    code, out, _ = run("plan", "--policy", str(THESIS_FLOWCON), "--snapshot",
+                       str(FLOWCON_EXAMPLE), "--output", "json")
+    assert code == 0
+    decision = json.loads(out)
+    fractions = sorted(a["fraction"] for a in decision["actions"] if a["kind"] == "set_cpu")
+    assert fractions == [0.25]
+    assert set(decision) >= {"actions", "categories", "next_interval"}
+    assert all(a["reason"] and a["policy"] for a in decision["actions"])
+
+
+def test_plan_reproduces_the_worker_score_example() -> None:
+    code, out, _ = run("plan", "--policy", str(THESIS_SPECON), "--snapshot",
+                       str(SPECON_EXAMPLE), "--output", "json")
+    assert code == 0
+    migrations = [a for a in json.loads(out)["actions"] if a["kind"] == "migrate"]
+    assert len(migrations) == 1
+    assert (migrations[0]["from"], migrations[0]["to"]) == ("w4", "w2")
+    assert migrations[0]["scores"] == {"w1": 6.0, "w2": 3.5, "w3": 4.0, "w4": 11.0}
+
+
+def test_plan_rebalance_example_moves_a_job_to_the_idle_worker() -> None:
+    code, out, _ = run("plan", "--policy", str(THESIS_SPECON), "--snapshot",
+                       str(REBALANCE_EXAMPLE), "--output", "json")
+    assert code == 0
+    moves = [a for a in json.loads(out)["actions"] if a["kind"] == "migrate"]
+    assert moves and all(a["rebalance"] for a in moves)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        pytest.param('{"time": 1,\n "nodes": [}', ":2:12: JSON syntax error: ", id="syntax"),
+        pytest.param('{"time": 1, "nodes": []}', ": $.nodes: required non-empty list of nodes",
+                     id="no-nodes"),
+        pytest.param('{"time": 1, "nodes": [{"name": "w", "cpu_capacity": 1}], "containers":'
+                     ' [{"id": "c", "node": "w", "started_at": 0, "cpu_allocation": 2}]}',
+                     ": containers[0]: cpu_allocation must be in (0, 1], got 2.0",
+                     id="bad-field"),
+        pytest.param(b'{"time": "\xff"}', ": not UTF-8 text", id="binary"),
+    ],
+)
+def test_plan_rejects_malformed_snapshots(tmp_path: Path, content: str | bytes,
+                                          expected: str) -> None:
+    snap = tmp_path / "s.json"
+    if isinstance(content, bytes):
+        snap.write_bytes(content)
+    else:
+        snap.write_text(content)
+    code, out, err = run("plan", "--policy", str(THESIS_FLOWCON), "--snapshot", str(snap))
+    assert code == 1
+    assert out == ""
+    assert err.startswith(f"{snap}")
+    assert expected in err
+    assert "Traceback" not in err
+
+
+def test_plan_nan_series_gives_no_action_and_says_why(tmp_path: Path) -> None:
+    raw = json.loads(FLOWCON_EXAMPLE.read_text())
+    for c in raw["containers"]:
+        c["evaluation"][-1][1] = float("nan")
+    snap = tmp_path / "nan.json"
+    snap.write_text(json.dumps(raw))
+    code, out, _ = run("plan", "--policy", str(THESIS_FLOWCON), "--snapshot", str(snap),
+                       "--output", "json")
+    assert code == 0
+    decision = json.loads(out)
+    assert decision["actions"] == []
+    assert all("nan" in why for why in decision["skipped"].values())
+    assert len(decision["skipped"]) == len(raw["containers"])
+
+
+def test_plan_requires_a_name_when_the_file_has_several_policies(tmp_path: Path) -> None:
+    both = tmp_path / "both.yaml"
+    both.write_text(THESIS_FLOWCON.read_text() + "\n---\n" + THESIS_SPECON.read_text())
+    code, _, err = run("plan", "--policy", str(both), "--snapshot", str(FLOWCON_EXAMPLE))
+    assert code == 1
+    assert "choose one with --name" in err
+    name = json.loads(run("plan", "--policy", str(both), "--name", "thesis-specon",
+                          "--snapshot", str(SPECON_EXAMPLE), "--output", "json")[1])["policy"]
+    assert name == "thesis-specon"
+
+
+def test_usage_errors_exit_2() -> None:
+    assert run("plan", "--policy", "x.yaml")[0] == 2
+    assert run("frobnicate")[0] == 2
+
+
+def test_console_entry_point_runs() -> None:
+    done = subprocess.run([sys.executable, "-m", "policyd", "--version"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0
+    assert done.stdout.startswith("policyd ")
