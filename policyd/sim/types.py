@@ -1,0 +1,149 @@
+"""Plain values of the simulated world: training profiles, jobs, nodes, scenarios, results.
+
+Shared by the profiles (recorded curves), the world (`policyd.sim.world`), the scenarios and
+the reports. Frozen and keyword-only; times are virtual seconds from the scenario's start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+import numpy as np
+
+from policyd.engine.spec import PolicyDocument
+from policyd.model.snapshot import FloatArray
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Profile:
+    """How one model trains on this machine: its loss per iteration and what an iteration costs.
+
+    `losses[i]` is the evaluation function after i iterations (`losses[0]` before training).
+    `iteration_seconds_1core` is the wall time of one iteration on one core; the speed on c cores
+    follows Amdahl's law with `parallel_fraction` p, fitted from runs at several thread counts:
+    t(c) = t(1) * ((1 - p) + p / c) for c >= 1, and t(1) / c below one core (time slicing).
+    A job never uses more than `max_parallelism` cores. `source` says whether the curve was
+    recorded from a real training run or generated from the family fitted to recorded ones.
+    """
+
+    model: str
+    source: Literal["recorded", "fitted"]
+    losses: FloatArray
+    iteration_seconds_1core: float
+    parallel_fraction: float
+    max_parallelism: float
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.losses.ndim != 1 or self.losses.size < 2 or not np.isfinite(self.losses).all():
+            raise ValueError(f"{self.model}: losses must be a finite 1-d series of >= 2 values")
+        if not self.iteration_seconds_1core > 0:
+            raise ValueError(f"{self.model}: iteration_seconds_1core must be positive")
+        if not 0 <= self.parallel_fraction <= 1:
+            raise ValueError(f"{self.model}: parallel_fraction must be in [0, 1]")
+        if not self.max_parallelism >= 1:
+            raise ValueError(f"{self.model}: max_parallelism must be >= 1 core")
+
+    @property
+    def iterations(self) -> int:
+        """Iterations in the recorded (or generated) run."""
+        return int(self.losses.size - 1)
+
+    def iteration_seconds(self, cores: float) -> float:
+        """Wall seconds per iteration with `cores` cores (inf with none)."""
+        if cores <= 0:
+            return float("inf")
+        usable = min(cores, self.max_parallelism)
+        if usable < 1:
+            return self.iteration_seconds_1core / usable
+        p = self.parallel_fraction
+        return self.iteration_seconds_1core * ((1 - p) + p / usable)
+
+    def loss_after(self, iterations: float) -> float:
+        """The evaluation function once `iterations` iterations are complete (whole ones)."""
+        done = int(min(max(iterations, 0.0), self.iterations))
+        return float(self.losses[done])
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeSpec:
+    name: str
+    cores: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """One training job: which profile, when it is submitted, and where (None: placement rule).
+
+    `work_scale` multiplies the profile's iteration time: the scenarios size jobs so that the
+    baseline is about as contended as the thesis's testbed (each scenario says how).
+    """
+
+    id: str
+    profile: Profile
+    submit_seconds: float
+    work_scale: float = 1.0
+    node: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """A named, seeded experiment: the cluster, the jobs, the policy, and the thesis's figures."""
+
+    name: str
+    description: str
+    seed: int
+    nodes: tuple[NodeSpec, ...]
+    jobs: tuple[JobSpec, ...]
+    policy: PolicyDocument
+    baseline: Literal["NA", "DS"]
+    scrape_seconds: float = 5.0
+    migration_seconds: float = 5.0
+    thesis: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobResult:
+    id: str
+    model: str
+    submit: float
+    finish: float
+    time_to_quality: float
+    nodes: tuple[str, ...]
+
+    @property
+    def jct(self) -> float:
+        """Job completion time: finish - submit, seconds."""
+        return self.finish - self.submit
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sample:
+    """The world at one instant, for the pictures: per job its node, cores used and limit."""
+
+    time: float
+    jobs: Mapping[str, tuple[str, float, float]]  # job id -> (node, cores used, cpu fraction)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """One run of a scenario under one strategy (policy, baseline or oracle)."""
+
+    strategy: Literal["policy", "baseline", "oracle"]
+    jobs: tuple[JobResult, ...]
+    migrations: int
+    timeline: tuple[Sample, ...] = ()
+
+    @property
+    def avg_jct(self) -> float:
+        return float(np.mean([j.jct for j in self.jobs])) if self.jobs else 0.0
+
+    @property
+    def makespan(self) -> float:
+        """From the first submission to the last finish, seconds."""
+        if not self.jobs:
+            return 0.0
+        return max(j.finish for j in self.jobs) - min(j.submit for j in self.jobs)
