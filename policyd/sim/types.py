@@ -16,12 +16,31 @@ import numpy as np
 from policyd.engine.spec import PolicyDocument
 from policyd.model.snapshot import FloatArray
 
+REPORT_WINDOW_ITERATIONS = 100
+"""The simulated exporter reports the mean loss of the last 100 iterations, as training loops
+log a running average (a Keras epoch mean, the Hugging Face Trainer's logging_steps mean): the
+raw loss of one mini-batch is noise of 10-15 % on our recorded classifiers' tails, far above any
+alpha the thesis uses, while a 100-step mean moves by ~1 % per 100 steps there."""
+
+
+def running_mean(losses: FloatArray, window: int) -> FloatArray:
+    """reported[0] = losses[0] (before training); reported[i] = mean of losses[i-w+1 .. i],
+    over the iterations done so far when fewer than w (iteration 0 is not a training step)."""
+    steps = losses[1:]
+    total = np.concatenate(([0.0], np.cumsum(steps)))
+    ends = np.arange(1, steps.size + 1)
+    starts = np.maximum(ends - window, 0)
+    means = (total[ends] - total[starts]) / (ends - starts)
+    return np.concatenate((losses[:1], means))
+
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Profile:
     """How one model trains on this machine: its loss per iteration and what an iteration costs.
 
-    `losses[i]` is the evaluation function after i iterations (`losses[0]` before training).
+    `losses[i]` is the loss of iteration i as recorded (`losses[0]` before training);
+    `reported` is what the job's exporter shows after i iterations: the running mean of the last
+    `REPORT_WINDOW_ITERATIONS` losses (see there), which is the evaluation function policies see.
     `iteration_seconds_1core` is the wall time of one iteration on one core; the speed on c cores
     follows Amdahl's law with `parallel_fraction` p, fitted from runs at several thread counts:
     t(c) = t(1) * ((1 - p) + p / c) for c >= 1, and t(1) / c below one core (time slicing).
@@ -46,7 +65,11 @@ class Profile:
             raise ValueError(f"{self.model}: parallel_fraction must be in [0, 1]")
         if not self.max_parallelism >= 1:
             raise ValueError(f"{self.model}: max_parallelism must be >= 1 core")
+        reported = running_mean(self.losses, REPORT_WINDOW_ITERATIONS)
+        reported.setflags(write=False)
+        object.__setattr__(self, "reported", reported)
 
+    reported: FloatArray = field(init=False, repr=False)
     @property
     def iterations(self) -> int:
         """Iterations in the recorded (or generated) run."""
@@ -63,9 +86,9 @@ class Profile:
         return self.iteration_seconds_1core * ((1 - p) + p / usable)
 
     def loss_after(self, iterations: float) -> float:
-        """The evaluation function once `iterations` iterations are complete (whole ones)."""
+        """The reported evaluation function once `iterations` iterations are complete."""
         done = int(min(max(iterations, 0.0), self.iterations))
-        return float(self.losses[done])
+        return float(self.reported[done])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,7 +145,8 @@ class JobResult:
 
 @dataclass(frozen=True, kw_only=True)
 class Sample:
-    """The world at one instant, for the pictures: per job its node, cores used and limit."""
+    """The world at a scrape, for the pictures: per running job its node, the cores it used on
+    average over the scrape interval that ends here, and its CPU fraction."""
 
     time: float
     jobs: Mapping[str, tuple[str, float, float]]  # job id -> (node, cores used, cpu fraction)

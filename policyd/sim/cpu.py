@@ -1,0 +1,107 @@
+"""CPU sharing on one node, as Linux's CFS shares it between containers: pure functions.
+
+Theory of operation. Every running job asks for `demand` cores (its maximum parallelism: more
+threads than that do not help it). The kernel hands out the node's `capacity` by weighted
+max-min fairness, "water-filling": a water level λ rises, job i receives min(limit_i, λ·w_i)
+where limit_i = min(demand_i, cap_i), and λ stops where the capacity is used up or every job is
+satisfied. Hence
+
+* capacity is split in proportion to the weights among the jobs not yet satisfied;
+* what a satisfied job (demand or cap reached) does not use flows to the others: CFS is
+  work-conserving, except that a hard cap (quota) is never exceeded even when the node is idle.
+
+How FlowCon's fraction f of the node (a `SetCpu`) becomes weights and caps (FACTS.md, Docker):
+
+* `shares`: Docker cpu_shares = f * 1024 against the default 1024 of an unlimited container, so
+  the weight is f (relative, soft) and there is no cap;
+* `quota`: Docker cpu_quota / cpu_period = f * capacity cores, a hard cap; weights stay equal;
+* no policy (NA, the thesis's plain Docker): every job has f = 1, equal weights, no caps.
+
+This module owns the arithmetic only: it knows nothing of jobs, time or policies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from policyd.model.snapshot import FloatArray
+
+CpuMode = Literal["shares", "quota"]
+
+
+def share_cpu(
+    capacity_cores: float,
+    demands: Sequence[float] | FloatArray,
+    weights: Sequence[float] | FloatArray,
+    caps: Sequence[float] | FloatArray | None = None,
+) -> FloatArray:
+    """Cores each job receives: weighted max-min fair, capped by demand and cap.
+
+    `weights` must be positive; `caps` (cores, inf = none) default to none. The allocations
+    never exceed the capacity, and they use all of it unless every job is satisfied.
+    """
+    demand = np.asarray(demands, dtype=np.float64)
+    weight = np.asarray(weights, dtype=np.float64)
+    if not (np.isfinite(capacity_cores) and capacity_cores >= 0):
+        raise ValueError(f"capacity must be a non-negative number of cores, got {capacity_cores}")
+    if demand.shape != weight.shape or demand.ndim != 1:
+        raise ValueError("demands and weights must be one-dimensional and of equal length")
+    if (demand < 0).any() or not np.isfinite(demand).all():
+        raise ValueError("demands must be finite and non-negative")
+    if not (weight > 0).all() or not np.isfinite(weight).all():
+        raise ValueError("weights must be positive and finite")
+    limit = demand
+    if caps is not None:
+        cap = np.asarray(caps, dtype=np.float64)
+        if cap.shape != demand.shape or (cap < 0).any() or np.isnan(cap).any():
+            raise ValueError("caps must be non-negative (inf for none), one per job")
+        limit = np.minimum(demand, cap)
+
+    allocation = np.zeros_like(demand)
+    # Jobs in the order in which the rising level satisfies them: limit_i / w_i ascending
+    # (stable, so equal jobs keep their order and the result is deterministic).
+    order = np.argsort(limit / weight, kind="stable")
+    remaining = float(capacity_cores)
+    weight_left = float(weight.sum())
+    for k, i in enumerate(order.tolist()):
+        level = remaining / weight_left  # cores per unit of weight if nobody else were satisfied
+        if limit[i] <= level * weight[i]:
+            # Satisfied below the level: takes its limit, the rest rise further.
+            allocation[i] = limit[i]
+            remaining = max(remaining - float(limit[i]), 0.0)
+            weight_left -= float(weight[i])
+        else:
+            # Nobody after i is satisfied either: they share what is left by weight.
+            rest = order[k:]
+            allocation[rest] = level * weight[rest]
+            break
+    return allocation
+
+
+def weight_and_cap(fraction: float, mode: CpuMode, capacity_cores: float) -> tuple[float, float]:
+    """The CFS weight and cap (cores, inf = none) of a job limited to `fraction` of the node.
+
+    shares: cpu_shares = fraction * 1024 -> weight `fraction`, no cap.
+    quota: cpu_quota = fraction * capacity cores -> weight 1, cap fraction * capacity.
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    if mode == "shares":
+        return fraction, float("inf")
+    return 1.0, fraction * capacity_cores
+
+
+def share_node(
+    capacity_cores: float,
+    demands: Sequence[float],
+    fractions: Sequence[float],
+    modes: Sequence[CpuMode],
+) -> FloatArray:
+    """Cores per job on one node from each job's demand, FlowCon fraction and limit mode."""
+    terms = [weight_and_cap(f, m, capacity_cores) for f, m in zip(fractions, modes, strict=True)]
+    weights = [w for w, _ in terms]
+    caps = [c for _, c in terms]
+    return share_cpu(capacity_cores, demands, weights, caps)

@@ -1,0 +1,151 @@
+"""One simulated training job: its progress at a constant rate, its limits and its markers.
+
+A job runs `profile.iterations` iterations. On c cores it makes 1 / (profile.iteration_seconds(c)
+* work_scale) iterations per second, using at most `profile.max_parallelism` cores (its demand).
+Between the world's events its cores, hence its rate, are constant, so progress is exact
+arithmetic: `run_for` advances it and notes when the job crossed its time-to-quality iteration,
+interpolated inside the stretch. The world owns the clock and the events; this module owns the
+per-job arithmetic and state, nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from policyd.model import Container, Markers, Series
+from policyd.model.snapshot import FloatArray
+from policyd.sim.cpu import CpuMode
+from policyd.sim.source import EPOCH_SECONDS, Ring
+from policyd.sim.types import JobSpec
+
+Phase = Literal["pending", "running", "migrating", "done"]
+NAMESPACE = "training"
+PROGRESS_TOLERANCE = 1e-9
+"""Iterations: progress this close to a whole iteration counts as having reached it (absorbs the
+rounding of rate * seconds, so a job finishes and reports its loss at the predicted instant)."""
+
+
+@dataclass(eq=False)
+class SimJob:
+    """The mutable state of one job in the world (virtual seconds throughout)."""
+
+    spec: JobSpec
+    quality_iteration: int
+    evaluation: Ring
+    cpu: Ring
+    phase: Phase = "pending"
+    node: str = ""  # where it runs, or where it is being restored while migrating
+    nodes: list[str] = field(default_factory=list)
+    progress: float = 0.0  # iterations done, fractional
+    cores: float = 0.0
+    rate: float = 0.0  # iterations per second on `cores`
+    fraction: float = 1.0  # FlowCon's limit as a fraction of the node
+    mode: CpuMode = "shares"
+    started_at: float = 0.0  # when its current container started
+    resume_at: float = math.inf  # end of a migration in progress
+    markers: Markers = field(default_factory=Markers)
+    cpu_seconds: float = 0.0  # core-seconds used since `measured_since` (the last scrape)
+    measured_since: float = 0.0
+    quality_at: float | None = None
+    finish_at: float | None = None
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def iterations(self) -> int:
+        return self.spec.profile.iterations
+
+    @property
+    def demand(self) -> float:
+        """Cores it can use: its maximum parallelism."""
+        return self.spec.profile.max_parallelism
+
+    @property
+    def loss(self) -> float:
+        """The evaluation function after the whole iterations done (the previous value holds
+        in the middle of an iteration)."""
+        return self.spec.profile.loss_after(self.progress + PROGRESS_TOLERANCE)
+
+    @property
+    def complete(self) -> bool:
+        return self.progress >= self.iterations - PROGRESS_TOLERANCE
+
+    def set_cores(self, cores: float) -> None:
+        self.cores = cores
+        seconds = self.spec.profile.iteration_seconds(cores) * self.spec.work_scale
+        self.rate = 0.0 if cores <= 0 else 1.0 / seconds
+
+    def seconds_to_finish(self) -> float:
+        if self.rate <= 0:
+            return math.inf
+        return max(self.iterations - self.progress, 0.0) / self.rate
+
+    def remaining_work_seconds(self, capacity_cores: float) -> float:
+        """Seconds left at its best speed on a node of `capacity_cores` (the oracle's key)."""
+        best = min(self.demand, capacity_cores)
+        seconds = self.spec.profile.iteration_seconds(best) * self.spec.work_scale
+        return max(self.iterations - self.progress, 0.0) * seconds
+
+    def start(self, now: float, node: str) -> None:
+        """A container for this job starts on `node` (submission, or restore after a move)."""
+        self.phase = "running"
+        self.node = node
+        if not self.nodes or self.nodes[-1] != node:
+            self.nodes.append(node)
+        self.started_at = now
+        self.measured_since = now
+        self.cpu_seconds = 0.0
+        self.resume_at = math.inf
+        if self.quality_at is None and self.progress >= self.quality_iteration:
+            self.quality_at = now  # only when the curve's very start already is "quality"
+
+    def stop(self) -> None:
+        """The container stops: no CPU until the job starts again (or ever, when done)."""
+        self.set_cores(0.0)
+        self.cpu_seconds = 0.0
+
+    def run_for(self, start: float, seconds: float) -> None:
+        """Advance from virtual time `start` by `seconds` at the current rate."""
+        if self.phase != "running" or seconds <= 0:
+            return
+        self.cpu_seconds += self.cores * seconds
+        if self.rate <= 0:
+            return
+        before = self.progress
+        self.progress = min(before + self.rate * seconds, float(self.iterations))
+        target = self.quality_iteration
+        if self.quality_at is None and self.progress >= target - PROGRESS_TOLERANCE:
+            # Reached inside this constant-rate stretch: interpolate the instant.
+            self.quality_at = start + max(target - before, 0.0) / self.rate
+
+    def container(self, *, since: float) -> Container:
+        """The job as a policy sees it, with its series from epoch time `since` on."""
+        model = self.spec.profile.model
+        eval_times, eval_values = self.evaluation.since(since)
+        cpu_times, cpu_values = self.cpu.since(since)
+        return Container(
+            id=self.id, name=f"{self.id}-{model}", node=self.node,
+            started_at=EPOCH_SECONDS + self.started_at,
+            evaluation=Series.of(eval_times, eval_values),  # copies: the rings move on
+            cpu_usage=Series.of(cpu_times, cpu_values),
+            cpu_allocation=self.fraction, namespace=NAMESPACE,
+            labels={"app": "train", "model": model}, markers=self.markers,
+        )
+
+
+def quality_iteration(losses: FloatArray) -> int:
+    """The first iteration at which the loss has made 95% of its final change.
+
+    For a falling curve: the first i with loss(i) <= L0 - 0.95 (L0 - L_final), over the whole
+    curve (time-to-quality). A rising curve (an accuracy-like function) is read the other way.
+    """
+    start, final = float(losses[0]), float(losses[-1])
+    target = start - 0.95 * (start - final)
+    reached = losses <= target if final <= start else losses >= target
+    return int(np.argmax(reached))

@@ -1,0 +1,40 @@
+"""Play one scenario under one strategy: the policy, the baseline, or the oracle.
+
+* `policy`: the scenario's policy (or the one given) drives the world through `policyd.tick`.
+* `baseline`: what the thesis compares against. For FlowCon scenarios that is NA (plain Docker:
+  equal competition, no limits), for SpeCon ones DS (the Kubernetes default scheduler's
+  placement, never migrated). In the simulator both are the same thing: DS placement and no
+  actions at all, so there is one code path.
+* `oracle`: the same placement, with each node's cores given by shortest remaining processing
+  time (`policyd.sim.oracle`): a per-node reference without migrations.
+
+A scenario is fully drawn in advance (its seed made the jobs), and the world has no randomness,
+so every strategy sees the same jobs at the same times and a run is deterministic.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, assert_never
+
+from policyd.engine.spec import PolicyDocument
+from policyd.sim.types import RunResult, Scenario
+from policyd.sim.world import World
+
+Strategy = Literal["policy", "baseline", "oracle"]
+
+
+def run(scenario: Scenario, strategy: Strategy, *, policy: PolicyDocument | None = None,
+        record_timeline: bool = False) -> RunResult:
+    """Play `scenario` to the end under `strategy`; `policy` defaults to the scenario's."""
+    match strategy:
+        case "policy":
+            world = World(scenario, policy=policy or scenario.policy,
+                          record_timeline=record_timeline)
+        case "baseline":
+            world = World(scenario, record_timeline=record_timeline)
+        case "oracle":
+            world = World(scenario, allocation="srpt", record_timeline=record_timeline)
+        case _:
+            assert_never(strategy)
+    world.run()
+    return world.result(strategy)

@@ -1,0 +1,290 @@
+"""The simulated cluster: a discrete-event world in virtual time, a Source and an Actuator.
+
+Theory of operation. Virtual time runs in seconds from 0; `snapshot().time` is
+`EPOCH_SECONDS` + virtual time. Between two events every job's cores, hence its speed, are
+constant, so the world jumps straight to the next event and advances every job exactly
+(`SimJob.run_for`). The events, and the order in which those falling on the same instant are
+handled:
+
+1. a job completes its last iteration (its container disappears);
+2. a migration completes (the job's new container starts on the target node);
+3. a job is submitted (placed: `JobSpec.node`, else the default scheduler's choice);
+   then every node's CPU is shared again (`policyd.sim.cpu`, or the oracle's SRPT);
+4. a scrape, every `scenario.scrape_seconds` from 0: each running job's loss and its cores
+   averaged over the scrape interval are appended to its series (`policyd.sim.source`);
+5. a policy tick: on the policy's schedule (first at the first submission + its interval, then
+   every `decision.next_interval`), and for FlowCon also at once when a container appeared or
+   disappeared at this instant (Algorithm 2's listener, which also resets the interval to the
+   base one). A tick is `policyd.tick.tick(source=world, policy, actuator=world)`.
+
+The world contains no policy logic: it shares CPU, runs, pauses and moves jobs, and measures.
+Placement of new jobs imitates the Kubernetes default scheduler (DS): the node with the fewest
+jobs (running, or being restored there), ties by the fewest cores in use, then by name.
+
+As an actuator it carries out `SetCpu`, `Migrate` and `MarkMigrated` (`policyd.sim.actuator`);
+a decision marked dry-run is not applied.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Literal
+
+from policyd.engine.flowcon import FlowConPolicy
+from policyd.engine.spec import PolicyDocument
+from policyd.model import Action, Decision, Migrate, Node, Snapshot
+from policyd.sim.actuator import carry_out
+from policyd.sim.cpu import share_node
+from policyd.sim.job import SimJob, quality_iteration
+from policyd.sim.oracle import srpt_share
+from policyd.sim.source import (
+    EPOCH_SECONDS,
+    Ring,
+    base_interval_seconds,
+    history_seconds,
+    ring_capacity,
+)
+from policyd.sim.types import JobResult, RunResult, Sample, Scenario
+from policyd.tick import Outcome, tick
+
+Allocation = Literal["fair", "srpt"]
+
+
+class World:
+    """One scenario being played: call `run()` (or `run_until`), then `result()`."""
+
+    def __init__(self, scenario: Scenario, *, policy: PolicyDocument | None = None,
+                 allocation: Allocation = "fair", record_timeline: bool = False) -> None:
+        _check(scenario)
+        self.scenario = scenario
+        self.policy = policy
+        self.now = 0.0
+        self.migrations = 0
+        self.outcomes: list[tuple[float, Outcome]] = []  # (virtual time, what the tick did)
+        self.timeline: list[Sample] = []
+        self._allocation: Allocation = allocation
+        self._record = record_timeline
+        self._capacity = {n.name: n.cores for n in scenario.nodes}
+        capacity = ring_capacity([policy] if policy else [], scenario.scrape_seconds)
+        self._jobs = [
+            SimJob(spec=j, quality_iteration=quality_iteration(j.profile.reported),
+                   evaluation=Ring(capacity), cpu=Ring(capacity))
+            for j in scenario.jobs
+        ]
+        self._pending = sorted(self._jobs, key=lambda j: j.spec.submit_seconds)  # stable
+        self._scrapes = 0  # index of the next scrape
+        first = self._pending[0].spec.submit_seconds if self._pending else 0.0
+        self._base_interval = base_interval_seconds(policy) if policy else math.inf
+        self._interval = self._base_interval
+        self._next_tick = first + self._base_interval
+        self._listens = isinstance(policy, FlowConPolicy)  # Algorithm 2's listener
+        self._changed = False  # a container appeared or disappeared at this instant
+
+    # --- the clock ---------------------------------------------------------------------------
+
+    @property
+    def finished(self) -> bool:
+        return all(j.phase == "done" for j in self._jobs)
+
+    def run(self, *, max_seconds: float = 1e7) -> None:
+        """Play until every job is done."""
+        self.run_until(max_seconds)
+        if not self.finished:
+            raise RuntimeError(f"{self.scenario.name}: jobs still running after {max_seconds} s")
+
+    def run_until(self, until: float) -> None:
+        """Play every event up to virtual time `until` (inclusive), then advance to it."""
+        if until < self.now:
+            raise ValueError(f"cannot go back from {self.now} s to {until} s")
+        while not self.finished:
+            at = self._next_event()
+            if at > until:
+                self._advance(until)
+                return
+            self._advance(at)
+            self._instant()
+
+    def _next_event(self) -> float:
+        scrape = self._scrapes * self.scenario.scrape_seconds
+        times = [scrape, self._next_tick if self.policy else math.inf]
+        if self._pending:
+            times.append(self._pending[0].spec.submit_seconds)
+        for j in self._jobs:
+            if j.phase == "running":
+                times.append(self.now + j.seconds_to_finish())
+            elif j.phase == "migrating":
+                times.append(j.resume_at)
+        return max(min(times), self.now)
+
+    def _advance(self, to: float) -> None:
+        seconds = to - self.now
+        for j in self._jobs:
+            j.run_for(self.now, seconds)
+        self.now = to
+
+    def _instant(self) -> None:
+        now = self.now
+        for j in self._jobs:
+            if j.phase == "running" and j.complete:
+                j.progress, j.finish_at, j.phase = float(j.iterations), now, "done"
+                j.stop()
+                self._changed = True
+            elif j.phase == "migrating" and j.resume_at <= now:
+                j.start(now, j.node)
+                self._changed = True
+        while self._pending and self._pending[0].spec.submit_seconds <= now:
+            job = self._pending.pop(0)
+            job.start(now, job.spec.node or self._place())
+            self._changed = True
+        self._share()
+        if now >= self._scrapes * self.scenario.scrape_seconds:
+            self._scrape()
+            while now >= self._scrapes * self.scenario.scrape_seconds:
+                self._scrapes += 1
+        listener = self._listens and self._changed
+        if self.policy is not None and (now >= self._next_tick or listener):
+            self._tick(self.policy, reset=listener)
+        self._changed = False
+
+    # --- placement, CPU, scrapes and ticks ---------------------------------------------------
+
+    def _place(self) -> str:
+        """DS: the node with the fewest jobs, then the fewest cores in use, then by name."""
+        jobs: Counter[str] = Counter()
+        used: defaultdict[str, float] = defaultdict(float)
+        for j in self._jobs:
+            if j.phase in ("running", "migrating"):
+                jobs[j.node] += 1
+                used[j.node] += j.cores
+        return min(self._capacity, key=lambda n: (jobs[n], used[n], n))
+
+    def _share(self) -> None:
+        """Share every node's CPU among its running jobs (CFS, or the oracle's SRPT)."""
+        by_node: defaultdict[str, list[SimJob]] = defaultdict(list)
+        for j in self._jobs:
+            if j.phase == "running":
+                by_node[j.node].append(j)
+        for node, jobs in by_node.items():
+            capacity = self._capacity[node]
+            demands = [j.demand for j in jobs]
+            if self._allocation == "srpt":
+                cores = srpt_share(capacity, demands,
+                                   [j.remaining_work_seconds(capacity) for j in jobs])
+            else:
+                cores = share_node(capacity, demands, [j.fraction for j in jobs],
+                                   [j.mode for j in jobs])
+            for j, c in zip(jobs, cores.tolist(), strict=True):
+                j.set_cores(c)
+
+    def _scrape(self) -> None:
+        now, stamp = self.now, EPOCH_SECONDS + self.now
+        seen: dict[str, tuple[str, float, float]] = {}
+        for j in self._jobs:
+            if j.phase != "running":
+                continue
+            j.evaluation.append(stamp, j.loss)
+            span = now - j.measured_since
+            used = j.cpu_seconds / span if span > 0 else j.cores
+            if span > 0:  # a container started this instant has no interval to average yet
+                j.cpu.append(stamp, used)
+            # The pictures stack jobs per scrape interval: a job that started inside it counts
+            # zero before its start, so the stack never exceeds the node's cores.
+            seen[j.id] = (j.node, j.cpu_seconds / self.scenario.scrape_seconds, j.fraction)
+            j.cpu_seconds, j.measured_since = 0.0, now
+        if self._record:
+            self.timeline.append(Sample(time=now, jobs=seen))
+
+    def _tick(self, policy: PolicyDocument, *, reset: bool) -> None:
+        if reset:
+            self._interval = self._base_interval  # Algorithm 2, line 8
+        outcome = tick(source=self, policy=policy, actuator=self)
+        self.outcomes.append((self.now, outcome))
+        self._interval = outcome.decision.next_interval
+        self._next_tick = self.now + self._interval
+
+    # --- Source ------------------------------------------------------------------------------
+
+    def snapshot(self, policies: Sequence[PolicyDocument]) -> Snapshot:
+        """The cluster now, with the history `policies` read (the whole kept history if none)."""
+        stamp = EPOCH_SECONDS + self.now
+        running = [j for j in self._jobs if j.phase == "running"]
+        used: defaultdict[str, float] = defaultdict(float)
+        for j in running:
+            used[j.node] += j.cores
+        nodes = tuple(Node(name=n, cpu_capacity=c, cpu_usage=used[n])
+                      for n, c in self._capacity.items())
+        scrape = self.scenario.scrape_seconds
+        reach = max((history_seconds(p, self._interval_of(p), scrape) for p in policies),
+                    default=math.inf)
+        containers = tuple(j.container(since=stamp - reach) for j in running)
+        intervals = {p.name: self._interval_of(p) for p in policies}
+        return Snapshot(time=stamp, nodes=nodes, containers=containers, intervals=intervals)
+
+    def _interval_of(self, policy: PolicyDocument) -> float:
+        if self.policy is not None and policy.name == self.policy.name:
+            return self._interval
+        return base_interval_seconds(policy)
+
+    # --- Actuator ----------------------------------------------------------------------------
+
+    def apply(self, action: Action, decision: Decision) -> None:
+        """Carry out one action of `decision` now (see `policyd.sim.actuator`); raises when it
+        names a job that is not running or a node that does not exist."""
+        if decision.dry_run:
+            return
+        job = next((j for j in self._jobs if j.id == action.container), None)
+        if job is None or job.phase != "running":
+            state = "unknown" if job is None else job.phase
+            raise LookupError(f"container {action.container!r} is not running ({state})")
+        carry_out(job, action, now=self.now, migration_seconds=self.scenario.migration_seconds,
+                  nodes=self._capacity)
+        if isinstance(action, Migrate):
+            self.migrations += 1
+            self._changed = True  # its container disappears
+        self._share()
+
+    # --- results -----------------------------------------------------------------------------
+
+    def job(self, job_id: str) -> SimJob:
+        """The live state of one job (read it; changing it bypasses the world)."""
+        for j in self._jobs:
+            if j.id == job_id:
+                return j
+        raise LookupError(f"no job {job_id!r}")
+
+    def result(self, strategy: Literal["policy", "baseline", "oracle"]) -> RunResult:
+        """The run's outcome; every job must be done."""
+        jobs = []
+        for j in self._jobs:
+            if j.finish_at is None or j.quality_at is None:
+                raise RuntimeError(f"job {j.id!r} has not finished")
+            jobs.append(JobResult(
+                id=j.id, model=j.spec.profile.model, submit=j.spec.submit_seconds,
+                finish=j.finish_at, time_to_quality=j.quality_at - j.spec.submit_seconds,
+                nodes=tuple(j.nodes)))
+        return RunResult(strategy=strategy, jobs=tuple(jobs), migrations=self.migrations,
+                         timeline=tuple(self.timeline))
+
+
+def _check(scenario: Scenario) -> None:
+    """Reject a scenario the world cannot play, naming every problem."""
+    problems = []
+    names = [n.name for n in scenario.nodes]
+    if not names or len(set(names)) != len(names):
+        problems.append(f"node names must be unique and at least one: {names}")
+    problems += [f"node {n.name}: cores must be positive" for n in scenario.nodes
+                 if not n.cores > 0]
+    ids = [j.id for j in scenario.jobs]
+    if len(set(ids)) != len(ids):
+        problems.append("job ids must be unique")
+    for j in scenario.jobs:
+        if j.node is not None and j.node not in names:
+            problems.append(f"job {j.id}: node {j.node!r} is not one of {names}")
+        if not (j.submit_seconds >= 0 and j.work_scale > 0):
+            problems.append(f"job {j.id}: submit_seconds must be >= 0 and work_scale > 0")
+    if not scenario.scrape_seconds > 0 or not scenario.migration_seconds >= 0:
+        problems.append("scrape_seconds must be > 0 and migration_seconds >= 0")
+    if problems:
+        raise ValueError(f"scenario {scenario.name}: " + "; ".join(problems))
