@@ -1,4 +1,4 @@
-"""`policyd` on the command line: validate policies, print their schema, plan offline.
+"""`policyd` on the command line: validate policies, print their schema, plan offline, simulate.
 
 The top layer: it reads files, calls the policy loader and the pure engine, and prints. Every
 problem with user input becomes a clear message on stderr and a non-zero exit, never a
@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TextIO
 
 from policyd import __version__
+from policyd.cli import simulate
+from policyd.cli.errors import InputError
 from policyd.cli.render import render_decision
 from policyd.engine import decide
 from policyd.engine.spec import PolicyDocument
@@ -23,19 +25,6 @@ from policyd.model.snapshot import Snapshot
 from policyd.policy import PolicyError, json_schema_text, load_policies, summary, validate_files
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
-
-
-class InputError(Exception):
-    """A problem with the user's input, already worded for the terminal (one line each).
-
-    Lines that start with a file location (`FILE:LINE: ...`) are printed bare so that editors
-    and CI logs can link them; `summary` (if any) follows, prefixed with the command's name.
-    """
-
-    def __init__(self, lines: Sequence[str], summary: str = "") -> None:
-        self.lines = list(lines)
-        self.summary = summary
-        super().__init__("\n".join([*self.lines, summary]))
 
 
 def read_snapshot(path: Path) -> Snapshot:
@@ -73,7 +62,7 @@ def _choose(policies: list[PolicyDocument], path: Path, name: str | None) -> Pol
     return policies[0]
 
 
-def _cmd_validate(args: argparse.Namespace, out: TextIO) -> int:
+def _cmd_validate(args: argparse.Namespace, out: TextIO, _: TextIO) -> int:
     policies, problems = validate_files([Path(p) for p in args.files])
     if problems:
         raise InputError(
@@ -84,12 +73,12 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _cmd_schema(_: argparse.Namespace, out: TextIO) -> int:
+def _cmd_schema(_: argparse.Namespace, out: TextIO, __: TextIO) -> int:
     out.write(json_schema_text())
     return EXIT_OK
 
 
-def _cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
+def _cmd_plan(args: argparse.Namespace, out: TextIO, _: TextIO) -> int:
     policy_path = Path(args.policy)
     try:
         policies = load_policies(policy_path)
@@ -137,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--no-color", dest="color", action="store_false",
                       help="plain text even on a terminal")
     plan.set_defaults(run=_cmd_plan)
+
+    simulate.add_parser(commands)
     return parser
 
 
@@ -151,7 +142,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     except SystemExit as exc:  # argparse has printed the usage error already
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     try:
-        code: int = args.run(args, out)
+        code: int = args.run(args, out, err)
         return code
     except InputError as exc:
         for line in exc.lines:

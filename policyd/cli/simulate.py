@@ -1,0 +1,112 @@
+"""`policyd simulate`: run the thesis's experiments in the embedded cluster simulator.
+
+With no arguments it runs the default set of scenarios and prints, per scenario, every job's
+completion time under the policy and the baseline, averages, makespan, time-to-quality,
+migrations and the thesis's figure beside ours. `--plot DIR` writes the pictures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from policyd.cli.errors import InputError
+from policyd.cli.progress import Progress
+from policyd.policy import PolicyError, load_policies
+
+if TYPE_CHECKING:
+    from policyd.sim.report import Outcome
+    from policyd.sim.types import Scenario
+
+
+def _work(args: argparse.Namespace) -> list[tuple[str, Scenario]]:
+    from policyd.sim import scenarios  # noqa: PLC0415 - the simulator loads only when asked
+
+    names = args.scenario or [n for n, e in scenarios.SCENARIOS.items() if e.default]
+    unknown = [n for n in names if n not in scenarios.SCENARIOS and n not in scenarios.SWEEPS]
+    if unknown:
+        known = ", ".join([*scenarios.SCENARIOS, *scenarios.SWEEPS])
+        raise InputError([f"unknown scenario {n!r}; known: {known}" for n in unknown])
+    work: list[tuple[str, Scenario]] = []
+    for name in names:
+        if name in scenarios.SWEEPS:
+            work.extend(scenarios.sweep_variants(name, args.seed))
+        else:
+            work.append(("", scenarios.build(name, args.seed)))
+    if args.policy:
+        work = _override_policy(work, Path(args.policy))
+    return work
+
+
+def _override_policy(work: list[tuple[str, Scenario]], path: Path) -> list[tuple[str, Scenario]]:
+    from policyd.sim import scenarios  # noqa: PLC0415
+
+    try:
+        policies = load_policies(path)
+    except PolicyError as exc:
+        raise InputError([str(p) for p in exc.problems]) from None
+    by_kind = {p.kind: p for p in policies}
+    changed = []
+    for label, scenario in work:
+        policy = by_kind.get(scenario.policy.kind)
+        if policy is None:
+            raise InputError([f"{path}: no {scenario.policy.kind} policy for scenario "
+                              f"{scenario.name} (the file holds: "
+                              f"{', '.join(p.name + ' (' + p.kind + ')' for p in policies)})"])
+        changed.append((label, scenarios.with_policy(scenario, policy)))
+    return changed
+
+
+def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    # The simulator (numpy-heavy scenarios, matplotlib) loads only for this command, so that
+    # `policyd plan` and `validate` start fast.
+    from policyd.sim import scenarios  # noqa: PLC0415
+    from policyd.sim.experiment import run_outcome  # noqa: PLC0415
+    from policyd.sim.report import render_text, to_json  # noqa: PLC0415
+
+    if args.list:
+        for name, entry in scenarios.SCENARIOS.items():
+            print(f"{name:22} seed {entry.seed:<3} {entry.build(entry.seed).description}",
+                  file=out)
+        for name, sweep in scenarios.SWEEPS.items():
+            values = ", ".join(f"{v:g}" for v in sweep.values)
+            print(f"{name:22} {sweep.figure}: {sweep.base}, {sweep.field} in {values}", file=out)
+        return 0
+    work = _work(args)
+    progress = Progress(len(work), err)
+    outcomes: list[Outcome] = []
+    for label, scenario in work:
+        progress.step(f"{scenario.name} {label}".strip())
+        outcomes.append(run_outcome(scenario, label=label, timeline=bool(args.plot)))
+    progress.close()
+    if args.output == "json":
+        out.write(json.dumps(to_json(outcomes), indent=2, sort_keys=True, allow_nan=False))
+        out.write("\n")
+    else:
+        out.write(render_text(outcomes))
+    if args.plot:
+        from policyd.sim.plots import plot_all  # noqa: PLC0415 - matplotlib only for pictures
+
+        for path in plot_all(outcomes, Path(args.plot)):
+            print(f"wrote {path}", file=err)
+    return 0
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    simulate = commands.add_parser(
+        "simulate",
+        help="run the thesis's experiments in the simulated cluster (policy vs baseline)",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
+    simulate.add_argument("--scenario", action="append", metavar="NAME",
+                          help="a scenario or sweep (repeatable); default: every scenario. "
+                               "See --list")
+    simulate.add_argument("--policy", metavar="FILE",
+                          help="run this policy instead of the scenario's (same kind)")
+    simulate.add_argument("--seed", type=int, help="draw the random scenarios from this seed")
+    simulate.add_argument("--output", choices=("text", "json"), default="text")
+    simulate.add_argument("--plot", metavar="DIR", help="write PNG pictures into DIR")
+    simulate.add_argument("--list", action="store_true", help="list scenarios and sweeps")
+    simulate.set_defaults(run=cmd_simulate)

@@ -1,0 +1,147 @@
+"""What `policyd simulate` prints: per scenario, every job under the policy, the baseline and the
+oracle, the averages, and the thesis's figures beside ours.
+
+JSON shape (keys may be added, none renamed):
+`{"scenarios": [{"name", "seed", "thesis": {...}, "runs": {"policy": R, "baseline": R,
+"oracle": R}}]}`, R = `{"avg_jct", "makespan", "migrations", "jobs": [{"id", "submit", "finish",
+"jct", "time_to_quality"}]}`. Floats are rounded to milliseconds so that the same seed gives
+byte-identical output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from policyd.sim.types import JobResult, RunResult, Scenario
+
+STRATEGIES: tuple[Literal["policy", "baseline", "oracle"], ...] = ("policy", "baseline", "oracle")
+"""The three runs a report compares, in the order it prints them."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """One scenario (or one setting of a sweep) and its three runs."""
+
+    scenario: Scenario
+    runs: Mapping[str, RunResult]
+    label: str = ""
+
+
+def _ms(value: float) -> float:
+    return round(float(value), 3)
+
+
+def _job_json(job: JobResult) -> dict[str, Any]:
+    return {"id": job.id, "model": job.model, "submit": _ms(job.submit),
+            "finish": _ms(job.finish), "jct": _ms(job.jct),
+            "time_to_quality": _ms(job.time_to_quality), "nodes": list(job.nodes)}
+
+
+def _run_json(run: RunResult) -> dict[str, Any]:
+    return {"avg_jct": _ms(run.avg_jct), "makespan": _ms(run.makespan),
+            "migrations": run.migrations, "jobs": [_job_json(j) for j in run.jobs]}
+
+
+def _policy_json(scenario: Scenario) -> dict[str, Any]:
+    spec = scenario.policy.spec.model_dump(mode="json")
+    keep = ("alpha", "interval_seconds", "beta", "mode", "weights", "max_interval_seconds")
+    return {"name": scenario.policy.name, "kind": scenario.policy.kind,
+            **{k: spec[k] for k in keep if k in spec}}
+
+
+def to_json(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """The report as a JSON-ready dict."""
+    return {"scenarios": [
+        {
+            "name": o.scenario.name,
+            **({"label": o.label} if o.label else {}),
+            "seed": o.scenario.seed,
+            "description": o.scenario.description,
+            "policy": _policy_json(o.scenario),
+            "baseline_kind": o.scenario.baseline,
+            "workers": len(o.scenario.nodes),
+            "thesis": dict(o.scenario.thesis),
+            "runs": {name: _run_json(o.runs[name]) for name in STRATEGIES if name in o.runs},
+            "profiles": sorted({f"{j.profile.model}:{j.profile.source}"
+                                for j in o.scenario.jobs}),
+        }
+        for o in outcomes
+    ]}
+
+
+def change_pct(policy: float, baseline: float) -> float:
+    """The policy's change against the baseline in percent (negative: the policy is faster)."""
+    return 100.0 * (policy - baseline) / baseline if baseline else 0.0
+
+
+def _fmt_change(policy: float, baseline: float) -> str:
+    return f"{change_pct(policy, baseline):+.1f}%"
+
+
+def _policy_line(scenario: Scenario) -> str:
+    spec = _policy_json(scenario)
+    if scenario.policy.kind == "FlowCon":
+        return (f"FlowCon alpha {100 * spec['alpha']:g}%, interval {spec['interval_seconds']:g} s"
+                f", beta {spec['beta']:g}, {spec['mode']} vs {scenario.baseline}")
+    w = spec["weights"]
+    return (f"SpeCon alpha {spec['alpha']:g}, interval {spec['interval_seconds']:g} s, weights "
+            f"{w['pc']:g}/{w['wc']:g}/{w['cc']:g} vs {scenario.baseline}")
+
+
+def _thesis_lines(scenario: Scenario, policy: RunResult, baseline: RunResult) -> list[str]:
+    t = scenario.thesis
+    if not t:
+        return []
+    faster = sum(1 for p, b in zip(policy.jobs, baseline.jobs, strict=True) if p.jct < b.jct)
+    ours = [f"ours: avg JCT {_fmt_change(policy.avg_jct, baseline.avg_jct)}, makespan "
+            f"{_fmt_change(policy.makespan, baseline.makespan)}, "
+            f"{faster} of {len(policy.jobs)} jobs faster"]
+    theirs = []
+    for key, what in (("avg_jct", "avg JCT"), ("makespan", "makespan")):
+        if f"baseline_{key}" in t and f"policy_{key}" in t:
+            theirs.append(f"{what} {t[f'baseline_{key}']} -> {t[f'policy_{key}']} s")
+        elif f"{key}_change_pct" in t:
+            theirs.append(f"{what} -{t[f'{key}_change_pct']}%")
+    if "jobs_faster" in t:
+        theirs.append(f"{t['jobs_faster']} jobs faster")
+    line = f"  thesis ({t.get('source', '')}): {', '.join(theirs)}"
+    lines = [line, f"    {t.get('note', '')}" if t.get("note") else "", f"  {ours[0]}"]
+    return [x for x in lines if x]
+
+
+def render_text(outcomes: Sequence[Outcome]) -> str:
+    """The report as aligned text, one block per scenario."""
+    lines: list[str] = []
+    for o in outcomes:
+        s, runs = o.scenario, o.runs
+        policy, baseline, oracle = runs["policy"], runs["baseline"], runs.get("oracle")
+        title = f"{s.name}{f' [{o.label}]' if o.label else ''} (seed {s.seed}): {s.description}"
+        lines += [title, f"  {_policy_line(s)}"]
+        header = ["JOB", "MODEL", "SUBMIT", "JCT POLICY", "JCT BASE", "CHANGE", "TTQ POLICY",
+                  "TTQ BASE", "JCT ORACLE"]
+        table = [header]
+        oracle_jobs = {j.id: j for j in oracle.jobs} if oracle else {}
+        for p, b in zip(policy.jobs, baseline.jobs, strict=True):
+            o_job = oracle_jobs.get(p.id)
+            table.append([p.id, p.model, f"{p.submit:.1f}", f"{p.jct:.1f}", f"{b.jct:.1f}",
+                          _fmt_change(p.jct, b.jct), f"{p.time_to_quality:.1f}",
+                          f"{b.time_to_quality:.1f}", f"{o_job.jct:.1f}" if o_job else "-"])
+        widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+        for row in table:
+            cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
+            cells += [row[i].rjust(widths[i]) for i in range(2, len(header))]
+            lines.append("  " + "  ".join(cells))
+        oracle_avg = f", oracle {oracle.avg_jct:.1f} s" if oracle else ""
+        oracle_span = f", oracle {oracle.makespan:.1f} s" if oracle else ""
+        lines += [
+            f"  average JCT: policy {policy.avg_jct:.1f} s, baseline {baseline.avg_jct:.1f} s "
+            f"({_fmt_change(policy.avg_jct, baseline.avg_jct)}){oracle_avg}",
+            f"  makespan:    policy {policy.makespan:.1f} s, baseline {baseline.makespan:.1f} s "
+            f"({_fmt_change(policy.makespan, baseline.makespan)}){oracle_span}",
+            f"  migrations:  policy {policy.migrations}",
+            *_thesis_lines(s, policy, baseline),
+            "",
+        ]
+    return "\n".join(lines)

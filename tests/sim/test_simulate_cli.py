@@ -1,0 +1,86 @@
+"""`policyd simulate` as a user runs it."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from policyd.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_json_has_policy_baseline_and_oracle_runs() -> None:
+    code, out, _ = run("simulate", "--scenario", "flowcon-fixed-3", "--output", "json")
+    assert code == 0
+    (scenario,) = json.loads(out)["scenarios"]
+    assert scenario["name"] == "flowcon-fixed-3"
+    assert scenario["seed"] == 1
+    assert scenario["thesis"]["baseline_makespan"] == 394.0
+    assert set(scenario["runs"]) == {"policy", "baseline", "oracle"}
+    for r in scenario["runs"].values():
+        assert set(r) >= {"avg_jct", "makespan", "migrations", "jobs"}
+        assert [j["id"] for j in r["jobs"]] == ["job-1", "job-2", "job-3"]
+        for j in r["jobs"]:
+            assert set(j) >= {"id", "submit", "finish", "jct", "time_to_quality"}
+            assert j["finish"] > j["submit"]
+            assert 0 < j["time_to_quality"] <= j["jct"] + 1e-6
+
+
+def test_same_seed_gives_byte_identical_json() -> None:
+    args = ("simulate", "--scenario", "flowcon-random-5", "--seed", "3", "--output", "json")
+    assert run(*args)[1] == run(*args)[1]
+
+
+def test_text_report_puts_the_thesis_beside_ours() -> None:
+    code, out, _ = run("simulate", "--scenario", "flowcon-fixed-3")
+    assert code == 0
+    assert "thesis (section 6.1.3" in out
+    assert "ours: avg JCT" in out
+    assert "average JCT: policy" in out
+
+
+def test_list_names_every_scenario_and_sweep() -> None:
+    code, out, _ = run("simulate", "--list")
+    assert code == 0
+    for name in ("flowcon-fixed-3", "specon-random-50-8w", "sweep-flowcon-alpha"):
+        assert name in out
+
+
+def test_unknown_scenario_is_a_clear_error() -> None:
+    code, out, err = run("simulate", "--scenario", "nope")
+    assert code == 1 and out == ""
+    assert "unknown scenario 'nope'; known: flowcon-fixed-3" in err
+
+
+def test_policy_of_the_wrong_kind_is_refused() -> None:
+    code, _, err = run("simulate", "--scenario", "flowcon-fixed-3", "--policy",
+                       str(ROOT / "policies" / "specon.yaml"))
+    assert code == 1
+    assert "no FlowCon policy for scenario flowcon-fixed-3" in err
+
+
+def test_a_policy_file_replaces_the_scenarios_policy() -> None:
+    code, out, _ = run("simulate", "--scenario", "flowcon-fixed-3", "--policy",
+                       str(ROOT / "policies" / "flowcon.yaml"), "--output", "json")
+    assert code == 0
+    assert json.loads(out)["scenarios"][0]["policy"]["name"] == "flowcon-default"
+
+
+def test_plot_writes_pictures(tmp_path: Path) -> None:
+    code, _, err = run("simulate", "--scenario", "flowcon-fixed-3", "--scenario",
+                       "specon-fixed-20", "--plot", str(tmp_path))
+    assert code == 0
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == ["flowcon-fixed-3-cpu.png", "flowcon-fixed-3-jct.png",
+                       "specon-fixed-20-jct.png", "specon-fixed-20-workers.png"]
+    for name in written:
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert err.count("wrote ") == 4
