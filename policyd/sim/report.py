@@ -111,8 +111,26 @@ def _thesis_lines(scenario: Scenario, policy: RunResult, baseline: RunResult) ->
     return [x for x in lines if x]
 
 
+def _sweep_summary(outcomes: Sequence[Outcome]) -> list[str]:
+    """One line per setting of a sweep: the figure's numbers at a glance."""
+    swept = [o for o in outcomes if o.label]
+    if not swept:
+        return []
+    width = max(len(f"{o.scenario.name} [{o.label}]") for o in swept)
+    lines = ["sweep summary (change against the baseline; negative: the policy is faster)",
+             f"  {'SETTING'.ljust(width)}  AVG JCT  MAKESPAN  LAST JOB  MIGRATIONS"]
+    for o in swept:
+        p, b = o.runs["policy"], o.runs["baseline"]
+        last_p, last_b = p.jobs[-1].jct, b.jobs[-1].jct
+        lines.append(f"  {f'{o.scenario.name} [{o.label}]'.ljust(width)}  "
+                     f"{change_pct(p.avg_jct, b.avg_jct):+6.1f}%  "
+                     f"{change_pct(p.makespan, b.makespan):+7.1f}%  "
+                     f"{change_pct(last_p, last_b):+7.1f}%  {p.migrations:>10}")
+    return [*lines, ""]
+
+
 def render_text(outcomes: Sequence[Outcome]) -> str:
-    """The report as aligned text, one block per scenario."""
+    """The report as aligned text, one block per scenario, then a summary of any sweep."""
     lines: list[str] = []
     for o in outcomes:
         s, runs = o.scenario, o.runs
@@ -144,4 +162,4 @@ def render_text(outcomes: Sequence[Outcome]) -> str:
             *_thesis_lines(s, policy, baseline),
             "",
         ]
-    return "\n".join(lines)
+    return "\n".join([*lines, *_sweep_summary(outcomes)])

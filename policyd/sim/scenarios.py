@@ -213,12 +213,18 @@ class Sweep:
 
 
 SWEEPS: Mapping[str, Sweep] = MappingProxyType({
+    "sweep-flowcon-interval-a5": Sweep(base="flowcon-fixed-3", figure="Fig. 6.1",
+                                       field="interval_seconds", values=(20, 30, 40, 50, 60),
+                                       fixed={"alpha": 0.05}),
     "sweep-flowcon-interval": Sweep(base="flowcon-fixed-3", figure="Fig. 6.2",
                                     field="interval_seconds", values=(20, 30, 40, 50, 60),
                                     fixed={"alpha": 0.10}),
     "sweep-flowcon-alpha": Sweep(base="flowcon-fixed-3", figure="Fig. 6.3", field="alpha",
                                  values=(0.01, 0.03, 0.05, 0.10, 0.15),
                                  fixed={"interval_seconds": 20}),
+    "sweep-flowcon-alpha-i30": Sweep(base="flowcon-fixed-3", figure="Fig. 6.4", field="alpha",
+                                     values=(0.01, 0.03, 0.05, 0.10, 0.15),
+                                     fixed={"interval_seconds": 30}),
     "sweep-specon-interval": Sweep(base="specon-random-20-vae", figure="Fig. 6.17",
                                    field="interval_seconds", values=(20, 25, 30),
                                    fixed={"alpha": 0.05}),
