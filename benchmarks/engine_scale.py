@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from synthetic import make_snapshot
+from timing import median_seconds
 
 from policyd.engine import decide
 from policyd.model.codec import snapshot_to_dict
@@ -35,15 +34,6 @@ POLICIES = {
     "FlowCon": ROOT / "policies" / "flowcon.yaml",
     "SpeCon": ROOT / "policies" / "specon.yaml",
 }
-
-
-def _median_seconds(func, repeat: int) -> float:
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        runs.append(time.perf_counter() - start)
-    return statistics.median(runs)
 
 
 def _peak_mib(func) -> float:
@@ -61,7 +51,7 @@ def bench_engine(sizes: list[int], repeat: int) -> list[dict[str, object]]:
         snapshot = make_snapshot(size)
         for kind, policy in policies.items():
             decision = decide(policy, snapshot)  # warm-up, and a sanity check
-            seconds = _median_seconds(lambda p=policy, s=snapshot: decide(p, s), repeat)
+            seconds = median_seconds(lambda p=policy, s=snapshot: decide(p, s), repeat)
             peak = _peak_mib(lambda p=policy, s=snapshot: decide(p, s))
             rows.append({"kind": kind, "containers": size, "nodes": len(snapshot.nodes),
                          "median_s": seconds, "containers_per_s": size / seconds,
@@ -80,7 +70,7 @@ def bench_plan_cli(size: int, repeat: int = 3) -> float:
         megabytes = path.stat().st_size / 2**20
         cmd = [sys.executable, "-m", "policyd", "plan", "--policy", str(POLICIES["FlowCon"]),
                "--snapshot", str(path), "--output", "json"]
-        seconds = _median_seconds(
+        seconds = median_seconds(
             lambda: subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL), repeat)
     print(f"policyd plan on {size} containers ({megabytes:.0f} MiB JSON): {seconds:.2f} s "
           f"(median of {repeat}, start-up and parsing included)", flush=True)

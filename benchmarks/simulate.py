@@ -11,22 +11,17 @@ for benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from timing import median_seconds
 
 from policyd.sim import scenarios
 from policyd.sim.experiment import run_outcome
 from policyd.sim.report import Outcome, change_pct
 from policyd.sim.run import run
-
-
-def _median_seconds(func, repeat: int) -> float:
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        runs.append(time.perf_counter() - start)
-    return statistics.median(runs)
 
 
 def _default_set() -> list[Outcome]:
@@ -50,9 +45,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     big = scenarios.build("specon-random-50-8w")
-    seconds = _median_seconds(lambda: (run(big, "policy"), run(big, "baseline")), args.repeat)
+    seconds = median_seconds(lambda: (run(big, "policy"), run(big, "baseline")), args.repeat)
     print(f"specon-random-50-8w policy + baseline: {seconds:.2f} s (median of {args.repeat})")
-    seconds = _median_seconds(_default_set, args.repeat)
+    seconds = median_seconds(_default_set, args.repeat)
     print(f"default set, policy + baseline + oracle each: {seconds:.2f} s "
           f"(median of {args.repeat})\n")
     print("| scenario | avg JCT policy / baseline / oracle (s) | avg JCT change (thesis) "

@@ -41,7 +41,7 @@ from pydantic import Field, model_validator
 
 from policyd.engine import series
 from policyd.engine.guards import action_blocked
-from policyd.engine.spec import CommonSpec, PolicyDocument
+from policyd.engine.spec import CommonSpec, PolicyDocument, check_relative_alpha
 from policyd.model import Assessment, Container, Decision, SetCpu, Snapshot
 from policyd.model.snapshot import FloatArray
 
@@ -79,11 +79,7 @@ class FlowConSpec(CommonSpec):
                 f"max_interval_seconds ({self.max_interval_seconds:g}) must be at least "
                 f"interval_seconds ({self.interval_seconds:g})"
             )
-        if self.evaluation.normalization == "relative" and self.alpha >= 1:
-            raise ValueError(
-                f"alpha ({self.alpha:g}) must be below 1 with relative normalization: it is a "
-                "fraction (0.05 = 5%)"
-            )
+        check_relative_alpha(self.alpha, self.evaluation, "0.05 = 5%")
         return self
 
 

@@ -117,6 +117,15 @@ class CommonSpec(Strict):
     )
 
 
+def check_relative_alpha(alpha: float, evaluation: Evaluation, example: str) -> None:
+    """With relative normalization alpha is a fraction of the previous value: below 1."""
+    if evaluation.normalization == "relative" and alpha >= 1:
+        raise ValueError(
+            f"alpha ({alpha:g}) must be below 1 with relative normalization: it is a "
+            f"fraction ({example})"
+        )
+
+
 class PolicyDocument(Strict):
     """The envelope of every policy document; each kind narrows `kind` and `spec`."""
 

@@ -37,7 +37,7 @@ from pydantic import Field, model_validator
 
 from policyd.engine import guards, series
 from policyd.engine.rebalance import rebalance_cluster
-from policyd.engine.spec import CommonSpec, PolicyDocument, Strict
+from policyd.engine.spec import CommonSpec, PolicyDocument, Strict, check_relative_alpha
 from policyd.model import Action, Assessment, Container, Decision, MarkMigrated, Migrate, Snapshot
 from policyd.model.snapshot import FloatArray
 
@@ -93,11 +93,7 @@ class SpeConSpec(CommonSpec):
 
     @model_validator(mode="after")
     def _check(self) -> SpeConSpec:
-        if self.evaluation.normalization == "relative" and self.alpha >= 1:
-            raise ValueError(
-                f"alpha ({self.alpha:g}) must be below 1 with relative normalization: it is a "
-                "fraction (0.01 = 1%)"
-            )
+        check_relative_alpha(self.alpha, self.evaluation, "0.01 = 1%")
         return self
 
 

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -21,9 +21,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from policyd.sim.report import Outcome
 from policyd.sim.types import RunResult
+
+Panel = Callable[[Axes, RunResult, str], None]
+"""Draws one run into one panel under a title."""
 
 
 def _slug(outcome: Outcome) -> str:
@@ -41,18 +45,29 @@ def _cpu_panel(ax: Axes, run: RunResult, jobs: Sequence[str], title: str) -> Non
     ax.set_ylabel("cores used")
 
 
-def plot_cpu(outcome: Outcome, directory: Path) -> Path:
-    jobs = [j.id for j in outcome.scenario.jobs]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
-    _cpu_panel(axes[0], outcome.runs["policy"], jobs, f"{outcome.scenario.policy.kind}")
-    _cpu_panel(axes[1], outcome.runs["baseline"], jobs, f"{outcome.scenario.baseline} (baseline)")
-    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    fig.suptitle(f"{outcome.scenario.name}: CPU per job over time")
+def _save(fig: Figure, outcome: Outcome, directory: Path, suffix: str) -> Path:
     fig.tight_layout()
-    path = directory / f"{_slug(outcome)}-cpu.png"
+    path = directory / f"{_slug(outcome)}-{suffix}.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _side_by_side(outcome: Outcome, directory: Path, *, panel: Panel, what: str,
+                  suffix: str) -> Path:
+    """The policy's run beside the baseline's, one panel each, a shared legend on the right."""
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
+    panel(axes[0], outcome.runs["policy"], outcome.scenario.policy.kind)
+    panel(axes[1], outcome.runs["baseline"], f"{outcome.scenario.baseline} (baseline)")
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    fig.suptitle(f"{outcome.scenario.name}: {what}")
+    return _save(fig, outcome, directory, suffix)
+
+
+def plot_cpu(outcome: Outcome, directory: Path) -> Path:
+    jobs = [j.id for j in outcome.scenario.jobs]
+    return _side_by_side(outcome, directory, what="CPU per job over time", suffix="cpu",
+                         panel=lambda ax, run, title: _cpu_panel(ax, run, jobs, title))
 
 
 def plot_jct(outcome: Outcome, directory: Path) -> Path:
@@ -71,11 +86,7 @@ def plot_jct(outcome: Outcome, directory: Path) -> Path:
     ax.set_title(f"{outcome.scenario.name}: completion time per job "
                  f"(avg {policy.avg_jct:.0f} s vs {baseline.avg_jct:.0f} s)")
     ax.legend()
-    fig.tight_layout()
-    path = directory / f"{_slug(outcome)}-jct.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, outcome, directory, "jct")
 
 
 def _workers_panel(ax: Axes, run: RunResult, workers: Sequence[str], title: str) -> None:
@@ -96,17 +107,8 @@ def _workers_panel(ax: Axes, run: RunResult, workers: Sequence[str], title: str)
 
 def plot_workers(outcome: Outcome, directory: Path) -> Path:
     workers = [n.name for n in outcome.scenario.nodes]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
-    _workers_panel(axes[0], outcome.runs["policy"], workers, outcome.scenario.policy.kind)
-    _workers_panel(axes[1], outcome.runs["baseline"], workers,
-                   f"{outcome.scenario.baseline} (baseline)")
-    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    fig.suptitle(f"{outcome.scenario.name}: jobs per worker over time")
-    fig.tight_layout()
-    path = directory / f"{_slug(outcome)}-workers.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _side_by_side(outcome, directory, what="jobs per worker over time", suffix="workers",
+                         panel=lambda ax, run, title: _workers_panel(ax, run, workers, title))
 
 
 def plot_all(outcomes: Sequence[Outcome], directory: Path) -> list[Path]:
