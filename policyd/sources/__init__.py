@@ -1,0 +1,34 @@
+"""Sources: the outside world as a `Snapshot` (policyd.tick.Source).
+
+Layout: `settings` (where things are in Prometheus: profiles), `promql` (the three queries of a
+cycle, pure), `matrix` + `facts` + `parse` (responses -> Snapshot, pure), `prometheus` (the
+HTTP, the clock, the error counters), `cadvisor` (cAdvisor's REST API, for Docker hosts that
+Prometheus does not scrape). Sources may import the engine, the model and the tick, never
+actuators, the simulator, the daemon or the CLI.
+"""
+
+from policyd.sources.errors import SourceError
+from policyd.sources.parse import Parsed, parse_cycle
+from policyd.sources.promql import CycleQueries, build_queries
+from policyd.sources.settings import (
+    MarkerLabels,
+    Matcher,
+    SourceSettings,
+    cadvisor_docker,
+    kubernetes,
+    process,
+)
+
+__all__ = [
+    "CycleQueries",
+    "MarkerLabels",
+    "Matcher",
+    "Parsed",
+    "SourceError",
+    "SourceSettings",
+    "build_queries",
+    "cadvisor_docker",
+    "kubernetes",
+    "parse_cycle",
+    "process",
+]

@@ -1,0 +1,180 @@
+"""What the resource series say about each container and node: identity, node, facts, markers.
+
+The CPU range result and the facts instant result (`promql.facts_query`) are both keyed by
+`settings.identity_labels`; this module folds them into one `Resource` per container key and a
+capacity per node. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from policyd.model import Markers
+from policyd.sources import promql
+from policyd.sources.settings import SourceSettings
+
+Key = tuple[str, ...]
+
+TRUE_WORDS = frozenset({"true", "1", "yes"})
+
+
+@dataclass
+class Resource:
+    """One container as the resource series see it (mutable while the parser fills it)."""
+
+    node: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    started_at: float | None = None
+    shares: float | None = None
+    quota: float | None = None
+    period: float | None = None
+    cpu_rows: list[int] = field(default_factory=list)
+
+
+def key_of(metric: Mapping[str, str], labels: tuple[str, ...]) -> Key | None:
+    """The identity tuple, or None when a label is missing or empty (unmappable)."""
+    key = tuple(metric.get(name, "") for name in labels)
+    return key if all(key) else None
+
+
+def node_of(metric: Mapping[str, str], settings: SourceSettings) -> str | None:
+    """The node a series belongs to: `node_label`, mapped by `node_names`, else its host part."""
+    raw = metric.get(settings.node_label, "")
+    if not raw:
+        return None
+    mapped = settings.node_names.get(raw)
+    if mapped is not None:
+        return mapped
+    if settings.node_strip_port:
+        host, sep, port = raw.rpartition(":")
+        if sep and port.isdigit() and host:
+            return host.strip("[]")
+    return raw
+
+
+def short_id(metric: Mapping[str, str], settings: SourceSettings) -> str | None:
+    """The 12-character id at the end of a cgroup path like `/docker/<64 hex>`."""
+    if settings.short_id_label is None:
+        return None
+    path = metric.get(settings.short_id_label, "")
+    tail = path.rstrip("/").rsplit("/", 1)[-1].removesuffix(".scope").removeprefix("docker-")
+    return tail[:12] if len(tail) >= 12 else None
+
+
+def _set_once(res: Resource, name: str, value: float, key: Key, warnings: list[str]) -> None:
+    old = getattr(res, name)
+    if old is not None and old != value and not (math.isnan(old) and math.isnan(value)):
+        if name == "started_at":  # a restarted container: the later start is the one running
+            value = max(old, value)
+        else:
+            warnings.append(f"container {'/'.join(key)}: two different {name} figures "
+                            f"({old:g}, {value:g}); using neither")
+            value = math.nan
+    setattr(res, name, value)
+
+
+@dataclass
+class Tables:
+    """What the resource series said: per container key, per node, per pod (annotations)."""
+
+    resources: dict[Key, Resource] = field(default_factory=dict)
+    capacity: dict[str, float] = field(default_factory=dict)
+    annotations: dict[Key, Mapping[str, str]] = field(default_factory=dict)
+
+
+def apply_fact(tables: Tables, metric: Mapping[str, str], value: float,
+               settings: SourceSettings, warnings: list[str]) -> None:
+    """Fold one sample of the facts query into `tables`."""
+    resources, capacity, annotations = tables.resources, tables.capacity, tables.annotations
+    fact = metric.get(promql.FACT_LABEL, "")
+    if fact == promql.FACT_CAPACITY:
+        node = node_of(metric, settings)
+        if node is None:
+            warnings.append(f"a capacity sample has no {settings.node_label!r} label; ignored")
+        elif not (value > 0 and math.isfinite(value)):
+            warnings.append(f"node {node}: capacity {value} is not a positive number; ignored")
+        else:
+            capacity[node] = value
+        return
+    if fact == promql.FACT_ANNOTATIONS:
+        pod = key_of(metric, settings.annotation_identity_labels)
+        if pod is not None:
+            annotations[pod] = metric
+        return
+    key = key_of(metric, settings.identity_labels)
+    if key is None or fact not in (promql.FACT_STARTED, promql.FACT_SHARES,
+                                   promql.FACT_QUOTA, promql.FACT_PERIOD):
+        return  # a series of no container we can name (the scope selector lets few through)
+    res = resources.setdefault(key, Resource())
+    note_series(res, metric, settings)
+    _set_once(res, fact, value, key, warnings)
+
+
+def note_series(res: Resource, metric: Mapping[str, str], settings: SourceSettings) -> None:
+    """Take the node and the labels from the first series of a container that has them."""
+    if res.node is None:
+        res.node = node_of(metric, settings)
+    if not res.labels:
+        res.labels = metric
+
+
+def allocation(res: Resource | None, mode: str, capacity_cores: float,
+               settings: SourceSettings) -> float:
+    """The current FlowCon limit as a fraction of the node, in (0, 1]; 1.0 when unknown.
+
+    quota mode: quota / period cores out of the node's capacity (quota <= 0: no cap).
+    shares mode: shares / 1024 is the fraction itself (Docker, `shares_meaning="fraction"`) or
+    the cores requested (Kubernetes, `"cores"`), then divided by the capacity.
+    """
+    if res is None:
+        return 1.0
+    fraction = math.nan
+    if mode == "quota":
+        if res.quota is not None and res.period is not None and res.quota > 0 and res.period > 0:
+            fraction = res.quota / res.period / capacity_cores
+    elif res.shares is not None and res.shares > 0:
+        fraction = res.shares / 1024.0
+        if settings.shares_meaning == "cores":
+            fraction /= capacity_cores
+    if not math.isfinite(fraction):
+        return 1.0
+    return min(max(fraction, 1e-6), 1.0)
+
+
+def _time_label(labels: Mapping[str, str], name: str | None, where: str,
+                warnings: list[str]) -> float | None:
+    if name is None or not labels.get(name):
+        return None
+    try:
+        value = float(labels[name])
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        warnings.append(f"{where}: label {name}={labels[name]!r} is not an epoch time; ignored")
+        return None
+    return value
+
+
+def markers(labels: Mapping[str, str], settings: SourceSettings, where: str,
+            warnings: list[str]) -> Markers:
+    """Markers from labels; an absent label is false / None (DESIGN.md: facts on the workload)."""
+    names = settings.marker_labels
+
+    def flag(name: str | None) -> bool:
+        return name is not None and labels.get(name, "").strip().lower() in TRUE_WORDS
+
+    return Markers(
+        migrated=flag(names.migrated),
+        rebalanced=flag(names.rebalanced),
+        converged_at=_time_label(labels, names.converged_at, where, warnings),
+        last_action_at=_time_label(labels, names.last_action_at, where, warnings),
+    )
+
+
+def prefixed_labels(labels: Mapping[str, str], prefix: str | None) -> dict[str, str]:
+    """`container_label_app="x"` -> `app="x"` (dots in Docker label keys are lost by cAdvisor)."""
+    if prefix is None:
+        return {}
+    return {k[len(prefix):]: v for k, v in labels.items() if k.startswith(prefix) and v}

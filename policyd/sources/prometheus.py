@@ -1,0 +1,162 @@
+"""`PrometheusSource`: the cluster as Prometheus sees it, one snapshot per call, three queries.
+
+This class owns the HTTP (through prometheus-api-client) and the clock; the queries come from
+`promql` and the parsing from `parse`, both pure. It keeps no state between calls except
+counters: a failed call raises one `SourceError` and the next call simply tries again.
+
+Time: `now` is the injected clock's reading rounded down to a whole second, so that the range
+queries' steps fall exactly on the engine's boundaries (prometheus-api-client rounds range
+ends to whole seconds anyway). Datetimes handed to the client are UTC-aware (it reads naive
+ones as local time), and the exact start and end are also passed as parameters, which the
+client sends in place of its rounded ones.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import math
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol, cast
+
+from prometheus_api_client.exceptions import PrometheusApiClientException
+from prometheus_api_client.prometheus_connect import PrometheusConnect
+
+from policyd.engine.spec import PolicyDocument
+from policyd.model import Snapshot
+from policyd.sources.errors import SourceError
+from policyd.sources.http import classify_requests, retry_policy
+from policyd.sources.matrix import ResponseShapeError
+from policyd.sources.parse import Parsed, parse_cycle
+from policyd.sources.promql import CycleQueries, build_queries
+from policyd.sources.settings import SourceSettings
+
+LOG = logging.getLogger(__name__)
+
+_STATUS = re.compile(r"HTTP Status Code (\d+) \((.*)\)\s*$", re.DOTALL)
+
+
+class PrometheusClient(Protocol):
+    """The two calls of prometheus-api-client's `PrometheusConnect` that the source makes."""
+
+    def custom_query(self, query: str, params: dict[str, Any] | None = None) -> Any: ...
+
+    def custom_query_range(self, query: str, start_time: datetime, end_time: datetime,
+                           step: str, params: dict[str, Any] | None = None) -> Any: ...
+
+
+def _utc(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def _client_error(exc: PrometheusApiClientException) -> tuple[str, str]:
+    """(kind, detail) from the client's `HTTP Status Code 400 (b'{...}')` message."""
+    match = _STATUS.match(str(exc))
+    if match is None:
+        return "http", str(exc)
+    status, body = int(match.group(1)), match.group(2)
+    try:
+        raw = ast.literal_eval(body)
+        doc = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+        error_type, error = str(doc.get("errorType", "")), str(doc.get("error", ""))
+    except (ValueError, SyntaxError, AttributeError, TypeError):
+        error_type, error = "", body[:200]
+    kind = "bad_data" if error_type == "bad_data" else "http"
+    return kind, f"HTTP {status}" + (f" {error_type}" if error_type else "") + f": {error}"
+
+
+def classify(exc: BaseException) -> tuple[str, str] | None:
+    """(kind, detail) for an exception a query may raise, or None if it is not ours to catch."""
+    found = classify_requests(exc)
+    if found is not None:
+        return found
+    if isinstance(exc, PrometheusApiClientException):
+        return _client_error(exc)
+    if isinstance(exc, KeyError | TypeError | ValueError):
+        return "bad_response", f"the answer is not a Prometheus query result ({exc!r})"
+    return None
+
+
+class PrometheusSource:
+    """The `policyd.tick.Source` reading Prometheus (see the module docstring)."""
+
+    def __init__(self, url: str, settings: SourceSettings, *, timeout_seconds: float = 10,
+                 retries: int = 2, retry_backoff_seconds: float = 0.5,
+                 client: PrometheusClient | None = None, disable_ssl: bool = False,
+                 clock: Callable[[], float] = time.time) -> None:
+        if not timeout_seconds > 0:
+            raise ValueError("timeout_seconds must be positive")
+        if retries < 0:
+            raise ValueError("retries must be zero or more")
+        self.url = url.rstrip("/")
+        self.settings = settings
+        self._clock = clock
+        if client is None:
+            retry = retry_policy(retries, retry_backoff_seconds)
+            client = cast(PrometheusClient, PrometheusConnect(
+                url=self.url, disable_ssl=disable_ssl, retry=retry,
+                timeout=timeout_seconds))  # type: ignore[arg-type]
+        self._client: PrometheusClient = client
+        self.errors_total: Counter[str] = Counter()
+        self.last_warnings: tuple[str, ...] = ()
+
+    def _ask(self, what: str, query: str, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except Exception as exc:
+            found = classify(exc)
+            if found is None:
+                raise
+            kind, detail = found
+            raise SourceError(kind=kind, url=self.url, what=what, query=query,
+                              detail=detail) from exc
+
+    def _range(self, what: str, query: str, q: CycleQueries) -> Any:
+        params = {"start": _seconds(q.start_seconds), "end": _seconds(q.now_seconds)}
+        return self._ask(what, query, lambda: self._client.custom_query_range(
+            query, start_time=_utc(q.start_seconds), end_time=_utc(q.now_seconds),
+            step=_seconds(q.step_seconds), params=params))
+
+    def observe(self, policies: Sequence[PolicyDocument], *,
+                intervals: Mapping[str, float] | None = None) -> Parsed:
+        """One cycle: three queries, parsed; raises SourceError (counted and logged)."""
+        now = float(math.floor(self._clock()))
+        queries = build_queries(policies, self.settings, now_seconds=now, intervals=intervals)
+        try:
+            evaluation = self._range("query_range", queries.evaluation, queries)
+            cpu = self._range("query_range", queries.cpu, queries)
+            facts = self._ask("query", queries.facts, lambda: self._client.custom_query(
+                queries.facts, params={"time": _seconds(now)}))
+            try:
+                parsed = parse_cycle(evaluation=evaluation, cpu=cpu, facts_result=facts,
+                                     queries=queries, settings=self.settings,
+                                     intervals=intervals)
+            except ResponseShapeError as exc:
+                raise SourceError(kind="bad_response", url=self.url, what="cycle",
+                                  query=queries.evaluation, detail=str(exc)) from exc
+        except SourceError as err:
+            self.errors_total[err.kind] += 1
+            LOG.error("prometheus source: %s", err)
+            raise
+        self.last_warnings = parsed.warnings
+        if parsed.warnings:
+            LOG.warning("prometheus source: %d data problems, e.g. %s", len(parsed.warnings),
+                        "; ".join(parsed.warnings[:3]))
+            for line in parsed.warnings:
+                LOG.debug("prometheus source: %s", line)
+        return parsed
+
+    def snapshot(self, policies: Sequence[PolicyDocument], *,
+                 intervals: Mapping[str, float] | None = None) -> Snapshot:
+        """The cluster now (the `Source` protocol); `intervals` are the policies' current
+        (backed-off) intervals, which only the daemon knows."""
+        return self.observe(policies, intervals=intervals).snapshot

@@ -1,0 +1,198 @@
+"""The PromQL of one cycle: three queries, whatever the number of containers.
+
+Theory of operation. The engine reads each job's evaluation function E at the boundaries
+t_m = now - (M - m) * interval and the cores it used in each (t_{m-1}, t_m] (DESIGN.md). One
+cycle asks Prometheus exactly three questions:
+
+1. `evaluation`: the policy's evaluation query as a RANGE from now - M * interval to now with
+   step = interval. At each step Prometheus returns the last sample at or before it (its
+   lookback), which is the thesis's reading: "when queried in the middle of an iteration, the
+   previous value will be returned".
+2. `cpu`: `rate(<counter>{...}[w])` as a range over the same steps: cores used, averaged over
+   the w seconds before each step. w is the interval, widened to two scrape intervals when the
+   interval is shorter (rate needs two samples in its window).
+3. `facts`: ONE instant query joining node capacity and per-container facts with `or`: start
+   time, CPU shares, quota and period (and, on Kubernetes, the pod annotations holding the
+   markers). `a or b` keeps b's samples only where no sample of a has the same labels *ignoring
+   the metric name*, so `container_start_time_seconds or container_spec_cpu_shares` would drop
+   every shares sample. Each operand is therefore tagged first with
+   `label_replace(..., "policyd_fact", "<kind>", "__name__", ".*")`, which makes the label sets
+   distinct and tells the parser which fact a sample is.
+
+Node usage is not queried: it is the sum of the node's containers' rates (see `parse`).
+
+Label values come from the cluster and from policy files; every one is written as an escaped
+PromQL string (backslash, double quote, newlines), and namespace lists as escaped RE2
+alternatives, so no value can end a matcher early or widen a query. This module is pure: no
+I/O, no clock (`now_seconds` is an argument).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from policyd.engine.spec import PolicyDocument
+from policyd.sources.settings import Matcher, SourceSettings
+
+FACT_LABEL = "policyd_fact"
+"""The label `facts` adds to each operand to say which fact a sample is."""
+
+FACT_CAPACITY = "capacity"
+FACT_STARTED = "started_at"
+FACT_SHARES = "shares"
+FACT_QUOTA = "quota"
+FACT_PERIOD = "period"
+FACT_ANNOTATIONS = "annotations"
+
+MAX_POINTS = 11_000
+"""Prometheus refuses a range query with more than this many steps (400 bad_data)."""
+
+_RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+
+
+def quote(value: str) -> str:
+    """`value` as a double-quoted PromQL string that reads back as exactly `value`."""
+    out = (value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+           .replace("\r", "\\r").replace("\t", "\\t"))
+    return f'"{out}"'
+
+
+def regex_literal(value: str) -> str:
+    """An RE2 pattern matching exactly `value` (its metacharacters backslash-escaped)."""
+    return "".join("\\" + ch if ch in _RE2_SPECIAL else ch for ch in value)
+
+
+def render_matchers(matchers: Iterable[Matcher]) -> str:
+    """`{a="x",b!="y"}` (or "" when there are none)."""
+    body = ",".join(f"{m.label}{m.op}{quote(m.value)}" for m in matchers)
+    return "{" + body + "}" if body else ""
+
+
+def duration(seconds: float) -> str:
+    """A PromQL duration: whole seconds as `40s`, anything finer in milliseconds."""
+    if seconds <= 0 or not math.isfinite(seconds):
+        raise ValueError(f"a duration must be a positive number of seconds, got {seconds}")
+    if float(seconds).is_integer():
+        return f"{int(seconds)}s"
+    return f"{max(round(seconds * 1000), 1)}ms"
+
+
+def base_interval_seconds(policy: PolicyDocument) -> float:
+    """The policy's configured interval: every kind's spec has `interval_seconds`."""
+    value = getattr(policy.spec, "interval_seconds", None)
+    if not isinstance(value, int | float):
+        raise TypeError(f"policy kind {policy.kind!r} has no spec.interval_seconds")
+    return float(value)
+
+
+def allocation_mode(policies: Sequence[PolicyDocument]) -> str:
+    """Which knob holds the current FlowCon limit: `quota` if a policy says so, else `shares`."""
+    modes = {getattr(p.spec, "mode", None) for p in policies}
+    return "quota" if "quota" in modes else "shares"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CycleQueries:
+    """One cycle's queries and the range they cover (end = `now_seconds`)."""
+
+    now_seconds: float
+    start_seconds: float
+    step_seconds: float
+    evaluation: str
+    cpu: str
+    facts: str
+    allocation_mode: str
+
+    @property
+    def count(self) -> int:
+        return 3
+
+    def labelled(self) -> tuple[tuple[str, str], ...]:
+        return (("evaluation", self.evaluation), ("cpu", self.cpu), ("facts", self.facts))
+
+
+def _scope(settings: SourceSettings, namespaces: Sequence[str]) -> tuple[Matcher, ...]:
+    scope = settings.container_matchers
+    if namespaces and settings.namespace_label is not None:
+        pattern = "|".join(regex_literal(n) for n in sorted(set(namespaces)))
+        scope = (*scope, Matcher(settings.namespace_label, "=~", pattern))
+    return scope
+
+
+def _tag(expr: str, fact: str) -> str:
+    return f'label_replace({expr}, "{FACT_LABEL}", "{fact}", "__name__", ".*")'
+
+
+def facts_query(settings: SourceSettings, namespaces: Sequence[str] = ()) -> str:
+    """The one instant query bringing capacity, start times, shares, quota (and annotations)."""
+    sel = render_matchers(_scope(settings, namespaces))
+    parts: list[str] = []
+    if settings.capacity_metric is not None:
+        parts.append(_tag(settings.capacity_metric + render_matchers(settings.capacity_matchers),
+                          FACT_CAPACITY))
+    for metric, fact in ((settings.start_time_metric, FACT_STARTED),
+                         (settings.shares_metric, FACT_SHARES),
+                         (settings.quota_metric, FACT_QUOTA),
+                         (settings.period_metric, FACT_PERIOD)):
+        if metric is not None:
+            parts.append(_tag(metric + sel, fact))
+    if settings.annotations_metric is not None:
+        ann = [m for m in _scope(settings, namespaces) if m.label in
+               settings.annotation_identity_labels]
+        parts.append(_tag(settings.annotations_metric + render_matchers(ann), FACT_ANNOTATIONS))
+    if not parts:
+        return "vector(0) unless vector(0)"  # the empty instant vector: nothing to learn
+    return " or ".join(parts)
+
+
+def cpu_query(settings: SourceSettings, step_seconds: float,
+              namespaces: Sequence[str] = ()) -> str:
+    """Cores used per container, averaged over the window before each step."""
+    window = max(step_seconds, 2 * settings.scrape_interval_seconds)
+    sel = render_matchers((*_scope(settings, namespaces), *settings.cpu_matchers))
+    return f"rate({settings.cpu_counter}{sel}[{duration(window)}])"
+
+
+def build_queries(
+    policies: Sequence[PolicyDocument],
+    settings: SourceSettings,
+    *,
+    now_seconds: float,
+    intervals: Mapping[str, float] | None = None,
+) -> CycleQueries:
+    """The three queries of one cycle serving every policy in `policies`.
+
+    The policies must share one evaluation query (a snapshot holds one evaluation series per
+    container). The step is the smallest current interval (`intervals[name]`, else the base
+    interval), the range the longest window; the step grows if the range would exceed
+    Prometheus's 11,000 points. Namespaces narrow the resource queries only when every policy
+    names some (a policy without namespaces manages all of them).
+    """
+    if not policies:
+        raise ValueError("a snapshot serves at least one policy")
+    queries = {p.spec.evaluation.query for p in policies}
+    if len(queries) != 1:
+        raise ValueError(
+            "policies sharing a source must share spec.evaluation.query; got "
+            + ", ".join(sorted(repr(q) for q in queries)))
+    current = {p.name: float((intervals or {}).get(p.name, base_interval_seconds(p)))
+               for p in policies}
+    step = min(current.values())
+    history = max(p.spec.window_intervals * current[p.name] for p in policies)
+    if history / step > MAX_POINTS:
+        step = float(math.ceil(history / MAX_POINTS))
+    history = math.ceil(history / step - 1e-9) * step  # a whole number of steps ends at now
+    namespaces: list[str] = []
+    if all(p.spec.selector.namespaces for p in policies):
+        namespaces = [n for p in policies for n in p.spec.selector.namespaces]
+    return CycleQueries(
+        now_seconds=now_seconds,
+        start_seconds=now_seconds - history,
+        step_seconds=step,
+        evaluation=queries.pop(),
+        cpu=cpu_query(settings, step, namespaces),
+        facts=facts_query(settings, namespaces),
+        allocation_mode=allocation_mode(policies),
+    )

@@ -1,0 +1,140 @@
+"""PrometheusSource over HTTP (the `responses` library; nothing leaves the process): every error
+path is one SourceError, counted by kind, and the next call simply works again."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import requests
+import responses
+
+from policyd.sources import SourceError, kubernetes
+from policyd.sources.prometheus import PrometheusSource
+from tests.sources.builders import NOW, envelope, fact, flowcon, series
+
+URL = "http://prometheus.test:9090"
+POD = {"namespace": "ns", "pod": "p1", "container": "train", "node": "w1"}
+RANGE, INSTANT = f"{URL}/api/v1/query_range", f"{URL}/api/v1/query"
+
+
+def source() -> PrometheusSource:
+    return PrometheusSource(URL, kubernetes(), retries=2, retry_backoff_seconds=0,
+                            clock=lambda: NOW + 0.7)
+
+
+def healthy(rsps: responses.RequestsMock) -> None:
+    rsps.add(responses.GET, RANGE, json=envelope([series(POD, [2, 1.8, 1.6, 1.5, 1.4, 1.3])]))
+    rsps.add(responses.GET, RANGE, json=envelope([series({**POD, "cpu": "total"}, [1.0] * 6)]))
+    rsps.add(responses.GET, INSTANT, json=envelope(
+        [fact("capacity", {"node": "w1"}, 16), fact("started_at", POD, 1.0)], "vector"))
+
+
+@responses.activate
+def test_one_cycle_is_three_queries_on_whole_second_steps() -> None:
+    healthy(responses.mock)
+    snap = source().snapshot([flowcon()])
+    assert len(responses.calls) == 3
+    assert snap.time == NOW and len(snap.containers) == 1
+    evaluation = parse_qs(urlparse(responses.calls[0].request.url).query)
+    assert evaluation["query"] == ["policyd_training_loss"]
+    assert (evaluation["start"], evaluation["end"], evaluation["step"]) == (
+        [str(int(NOW - 100))], [str(int(NOW))], ["20"])
+    assert parse_qs(urlparse(responses.calls[2].request.url).query)["time"] == [str(int(NOW))]
+
+
+ERRORS = [
+    pytest.param(requests.exceptions.ConnectionError("refused"), None, "connection",
+                 id="connection-refused"),
+    pytest.param(requests.exceptions.ReadTimeout("slow"), None, "timeout", id="timeout"),
+    pytest.param(None, (500, "oops"), "http", id="500-until-retries-run-out"),
+    pytest.param(None, (400, json.dumps({"status": "error", "errorType": "bad_data",
+                                         "error": "parse error at char 3"})), "bad_data",
+                 id="400-bad-data"),
+    pytest.param(None, (200, "<html>proxy</html>"), "bad_response", id="garbage-body"),
+    pytest.param(None, (200, json.dumps({"status": "success"})), "bad_response",
+                 id="json-without-data"),
+    pytest.param(None, (200, json.dumps(envelope("x"))), "bad_response", id="result-not-a-list"),
+    pytest.param(None, (403, "forbidden"), "http", id="403"),
+]
+
+
+@pytest.mark.parametrize(("raise_", "answer", "kind"), ERRORS)
+def test_errors_become_one_source_error_and_the_next_call_recovers(
+        raise_: Exception | None, answer: tuple[int, str] | None, kind: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    src = source()
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        for url in (RANGE, INSTANT):
+            if raise_ is not None:
+                rsps.add(responses.GET, url, body=raise_)
+            else:
+                assert answer is not None
+                rsps.add(responses.GET, url, status=answer[0], body=answer[1])
+        with caplog.at_level(logging.ERROR), pytest.raises(SourceError) as info:
+            src.snapshot([flowcon()])
+    err = info.value
+    assert err.kind == kind and src.errors_total == {kind: 1}
+    assert URL in str(err) and "'policyd_training_loss'" in str(err) and "\n" not in str(err)
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1
+    with responses.RequestsMock() as rsps:
+        healthy(rsps)
+        assert len(src.snapshot([flowcon()]).containers) == 1
+    assert src.errors_total == {kind: 1}
+
+
+def test_bad_data_message_quotes_prometheus() -> None:
+    with responses.RequestsMock() as rsps:
+        rsps.add(responses.GET, RANGE, status=400, json={
+            "status": "error", "errorType": "bad_data",
+            "error": "exceeded maximum resolution of 11,000 points per timeseries"})
+        with pytest.raises(SourceError, match="HTTP 400 bad_data: exceeded maximum"):
+            source().snapshot([flowcon()])
+
+
+def test_500_then_success_is_retried() -> None:
+    with responses.RequestsMock(registry=responses.registries.OrderedRegistry) as rsps:
+        rsps.add(responses.GET, RANGE, status=500, body="overloaded")
+        rsps.add(responses.GET, RANGE, json=envelope([series(POD, [2, 1.8, 1.6, 1.5, 1.4, 1.3])]))
+        rsps.add(responses.GET, RANGE, json=envelope([]))
+        rsps.add(responses.GET, INSTANT, json=envelope(
+            [fact("capacity", {"node": "w1"}, 16)], "vector"))
+        src = source()
+        snap = src.snapshot([flowcon()])
+    assert len(snap.containers) == 1 and not src.errors_total
+    assert any("no CPU series" in w for w in src.last_warnings)
+
+
+def test_empty_results_are_an_empty_snapshot_not_an_error() -> None:
+    with responses.RequestsMock() as rsps:
+        rsps.add(responses.GET, RANGE, json=envelope([]))
+        rsps.add(responses.GET, RANGE, json=envelope([]))
+        rsps.add(responses.GET, INSTANT, json=envelope([], "vector"))
+        snap = source().snapshot([flowcon()])
+    assert snap.containers == () and snap.nodes == ()
+
+
+class FakeClient:
+    """A client passed in at our own seam: records the datetimes it receives."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def custom_query(self, query: str, params: dict[str, Any] | None = None) -> Any:
+        return []
+
+    def custom_query_range(self, query: str, start_time: Any, end_time: Any, step: str,
+                           params: dict[str, Any] | None = None) -> Any:
+        self.calls.append({"start": start_time, "end": end_time, "step": step})
+        return []
+
+
+def test_datetimes_are_utc_aware() -> None:
+    client = FakeClient()
+    PrometheusSource(URL, kubernetes(), client=client, clock=lambda: NOW).snapshot([flowcon()])
+    start = client.calls[0]["start"]
+    assert start.tzinfo is not None and start.utcoffset().total_seconds() == 0
+    assert start.timestamp() == NOW - 100
