@@ -11,10 +11,12 @@ fi
 extra=${1:-}
 spec="$ROOT${extra:+[$extra]}"
 stamp="$VENV/.policyd-installed${extra:+-$extra}"
-# Reinstall only when the project's metadata changed since the last install.
-if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
-  echo "policyd: installing $spec into $VENV" >&2
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$spec"
+# Reinstall only when the project's metadata (policyd's or the exporters') changed since.
+if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ] \
+   || [ "$ROOT/exporters/pyproject.toml" -nt "$stamp" ]; then
+  echo "policyd: installing $spec and ./exporters into $VENV" >&2
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    -e "$spec" -e "$ROOT/exporters"
   touch "$stamp"
 fi
 export PATH="$VENV/bin:$PATH"

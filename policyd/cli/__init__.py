@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 from policyd import __version__
-from policyd.cli import simulate
+from policyd.cli import live, simulate
 from policyd.cli.errors import InputError
 from policyd.cli.render import render_decision
 from policyd.engine import decide
@@ -78,14 +79,20 @@ def _cmd_schema(_: argparse.Namespace, out: TextIO, __: TextIO) -> int:
     return EXIT_OK
 
 
-def _cmd_plan(args: argparse.Namespace, out: TextIO, _: TextIO) -> int:
+def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     policy_path = Path(args.policy)
     try:
         policies = load_policies(policy_path)
     except PolicyError as exc:
         raise InputError([str(p) for p in exc.problems]) from None
     policy = _choose(policies, policy_path, args.name)
-    snapshot = read_snapshot(Path(args.snapshot))
+    if args.save_snapshot and args.prometheus is None:
+        raise InputError(["--save-snapshot goes with --prometheus (a file snapshot is saved "
+                          "already)"])
+    if args.prometheus is not None:
+        snapshot = live.live_snapshot(args, policy, err)
+    else:
+        snapshot = read_snapshot(Path(args.snapshot))
     decision = decide(policy, snapshot)
     if args.output == "json":
         json.dump(decision_to_dict(decision), out, indent=2, allow_nan=False)
@@ -119,12 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
         "plan", help="decide offline: what a policy would do given a snapshot (acts on nothing)"
     )
     plan.add_argument("--policy", required=True, metavar="FILE", help="policy YAML file")
-    plan.add_argument("--snapshot", required=True, metavar="FILE", help="snapshot JSON file")
+    source = plan.add_mutually_exclusive_group(required=True)
+    source.add_argument("--snapshot", metavar="FILE", help="snapshot JSON file")
     plan.add_argument("--name", help="which policy of the file, when it holds several")
     plan.add_argument("--output", choices=("text", "json"), default="text",
                       help="text: a table per node (default); json: the decision document")
     plan.add_argument("--no-color", dest="color", action="store_false",
                       help="plain text even on a terminal")
+    live.add_arguments(plan, source)
     plan.set_defaults(run=_cmd_plan)
 
     simulate.add_parser(commands)
@@ -136,6 +145,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     """Run the CLI; returns the exit code (the console script exits with it)."""
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
+    # Library modules log through `logging`; on the command line one plain line each.
+    logging.basicConfig(format="policyd: %(message)s", level=logging.WARNING, stream=err)
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # retries are policyd's to report
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -1,0 +1,90 @@
+"""`policyd plan --prometheus URL`: the live snapshot, built from Prometheus the way the daemon
+will build it, and optionally saved so the same decision can be replayed offline.
+
+The source profile says where things are in Prometheus (`policyd.sources.settings`):
+kubernetes (kubelet cAdvisor + kube-state-metrics), cadvisor-docker (standalone cAdvisor per
+Docker host) or process (the exporter process's own CPU, when no cAdvisor runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import TextIO
+
+from policyd.cli.errors import InputError
+from policyd.engine.spec import PolicyDocument
+from policyd.model import Snapshot
+from policyd.model.codec import snapshot_to_dict
+from policyd.sources import SourceError, SourceSettings, cadvisor_docker, kubernetes, process
+
+PROFILES = ("kubernetes", "cadvisor-docker", "process")
+
+
+def add_arguments(parser: argparse.ArgumentParser,
+                  source: argparse._MutuallyExclusiveGroup) -> None:
+    """The live options; `--prometheus` joins `source` (exclusive with --snapshot)."""
+    source.add_argument("--prometheus", metavar="URL",
+                        help="build the snapshot live from this Prometheus (see below)")
+    live = parser.add_argument_group("live snapshot from Prometheus (with --prometheus)")
+    live.add_argument("--source-profile", choices=PROFILES, default="kubernetes",
+                      help="where jobs' CPU and facts are found (default: kubernetes)")
+    live.add_argument("--node-name", action="append", default=[], metavar="INSTANCE=NODE",
+                      help="cadvisor-docker/process: a scrape target's node name (repeatable)")
+    live.add_argument("--capacity-cores", type=float,
+                      help="process profile: cores of every node (default: this machine's)")
+    live.add_argument("--process-job", metavar="JOB",
+                      help="process profile: only this scrape job's processes")
+    live.add_argument("--scrape-interval-seconds", type=float, default=15.0,
+                      help="Prometheus's scrape interval (rate windows span two scrapes)")
+    live.add_argument("--prometheus-timeout-seconds", type=float, default=10.0)
+    live.add_argument("--save-snapshot", metavar="FILE",
+                      help="write the snapshot the decision was made from (replay it with "
+                           "--snapshot)")
+
+
+def _node_names(pairs: list[str]) -> dict[str, str]:
+    names = {}
+    for pair in pairs:
+        instance, sep, node = pair.partition("=")
+        if not sep or not instance or not node:
+            raise InputError([f"--node-name {pair!r}: expected INSTANCE=NODE"])
+        names[instance] = node
+    return names
+
+
+def settings_from(args: argparse.Namespace) -> SourceSettings:
+    nodes = _node_names(args.node_name)
+    scrape = args.scrape_interval_seconds
+    if args.source_profile == "kubernetes":
+        return kubernetes(scrape_interval_seconds=scrape)
+    if args.source_profile == "cadvisor-docker":
+        return cadvisor_docker(node_names=nodes, scrape_interval_seconds=scrape)
+    cores = args.capacity_cores if args.capacity_cores else float(os.cpu_count() or 1)
+    return process(capacity_cores=cores, job=args.process_job, node_names=nodes,
+                   scrape_interval_seconds=scrape)
+
+
+def live_snapshot(args: argparse.Namespace, policy: PolicyDocument, err: TextIO) -> Snapshot:
+    """The snapshot Prometheus gives now; warnings go to `err`; failures are InputErrors."""
+    # HTTP client libraries load only for live plans, so offline plans start fast.
+    from policyd.sources.prometheus import PrometheusSource  # noqa: PLC0415
+
+    source = PrometheusSource(args.prometheus, settings_from(args),
+                              timeout_seconds=args.prometheus_timeout_seconds)
+    try:
+        snapshot = source.snapshot([policy])
+    except SourceError:  # the source has logged what failed, with the URL and the query
+        raise InputError([], "no decision: the snapshot could not be read from Prometheus") \
+            from None
+    for warning in source.last_warnings:
+        print(f"warning: {warning}", file=err)
+    if args.save_snapshot:
+        path = Path(args.save_snapshot)
+        try:
+            path.write_text(json.dumps(snapshot_to_dict(snapshot)) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise InputError([f"{path}: cannot write the snapshot: {exc.strerror}"]) from None
+    return snapshot
