@@ -8,13 +8,15 @@ imports no scheduler and reads no clock: time lives in the snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from policyd.engine import decide
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Action, Decision, Snapshot
+from policyd.model.events import ContainerEvent
 
 
 class Source(Protocol):
@@ -30,6 +32,15 @@ class Actuator(Protocol):
 
     def apply(self, action: Action, decision: Decision) -> None:
         """Carry out `action` (one of `decision.actions`); raise to report a failure."""
+        ...
+
+
+class EventSource(Protocol):
+    """Reports containers starting and stopping as they happen (Algorithm 2's listener)."""
+
+    def watch(self, on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
+        """Call `on_event` for every event until `stop` is set; returns then. Reconnects by
+        itself after transient errors (it runs on its own thread)."""
         ...
 
 
