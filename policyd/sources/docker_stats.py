@@ -1,0 +1,419 @@
+"""Docker engines as a source: CPU from the stats API, facts from inspect, loss from Prometheus.
+
+For Docker hosts without cAdvisor. Two parts:
+
+* `DockerStats.poll()` asks every host at once (one thread per host) and, on each host, every
+  managed container at once (a thread pool per host): `inspect` (start time, labels, CPU
+  settings) and `stats(stream=False, one_shot=True)` (API >= 1.41: one sample, no 1-2 s wait
+  for a second one). The cumulative `cpu_stats.cpu_usage.total_usage` (ns) and the sample's
+  `read` time are kept in a ring per container id, with the cycle time `at` of the poll. Cores
+  = delta(total_usage) / delta(read) between consecutive polls, timed at the later poll's
+  cycle time: "cores averaged over the sample's preceding interval", which is what the engine
+  reads in (t_{m-1}, t_m] when the source polls once per cycle (the daemon's rhythm). A counter
+  that went down (a restarted container) gives no sample for that pair.
+* `DockerSnapshotSource.snapshot(policies)` (the `policyd.tick.Source` protocol): the policies'
+  evaluation query as a range (built by `promql.build_queries`, read by `matrix.read_matrix`,
+  errors classified as `PrometheusSource` does), matched to containers by the exporter's
+  `container` label = the container's name, merged with the poll. The snapshot's container id
+  is the container's name: it is what the exporter labels, and it survives a migration (the
+  replacement has the same name on another engine).
+
+What a restart of policyd loses: the CPU rings (memory only). The first cycle after a restart
+has no CPU samples (the engine takes no CPU-based action for one cycle), and FlowCon's window
+fills again over `window_intervals`. Markers are not lost: they are Docker labels, plus what
+the actuator's state file holds (`extra_markers`). Node usage is the sum over the managed
+containers only (other containers are not polled).
+
+Settings are read through `DockerTargets`, a structural Protocol that the actuator's
+`DockerSettings` satisfies: sources never import actuators (the layer contract), so the ten
+lines making an SDK client are repeated here rather than shared.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+import docker
+import docker.errors
+from prometheus_api_client.prometheus_connect import PrometheusConnect
+
+from policyd.engine.spec import PolicyDocument
+from policyd.model import Container, Markers, Node, Series, Snapshot
+from policyd.sources import facts
+from policyd.sources.cadvisor import parse_timestamp
+from policyd.sources.errors import SourceError
+from policyd.sources.http import retry_policy
+from policyd.sources.matrix import Matrix, ResponseShapeError, read_matrix
+from policyd.sources.prometheus import PrometheusClient, classify
+from policyd.sources.promql import build_queries
+from policyd.sources.settings import cadvisor_docker
+
+LOG = logging.getLogger(__name__)
+
+MIGRATED = "policyd.io/migrated"
+REBALANCED = "policyd.io/rebalanced"
+CONVERGED_AT = "policyd.io/converged_at"
+LAST_ACTION_AT = "policyd.io/last_action_at"
+"""The Docker labels holding the markers (the names cAdvisor exposes as DOCKER_MARKERS)."""
+
+EVALUATION_LABEL = "container"
+"""The exporter's label naming the container (env POLICYD_CONTAINER, exporters/README.md)."""
+
+
+class DockerHostLike(Protocol):
+    @property
+    def url(self) -> str: ...
+    @property
+    def tls_ca(self) -> Path | None: ...
+    @property
+    def tls_cert(self) -> Path | None: ...
+    @property
+    def tls_key(self) -> Path | None: ...
+
+
+class DockerTargets(Protocol):
+    """What the Docker sources read from the settings (the actuator's DockerSettings)."""
+
+    @property
+    def hosts(self) -> Mapping[str, DockerHostLike]: ...
+    @property
+    def managed_label(self) -> str: ...
+    @property
+    def api_version(self) -> str: ...
+    @property
+    def timeout_seconds(self) -> float: ...
+    @property
+    def stats_workers_per_host(self) -> int: ...
+
+
+def docker_client(host: DockerHostLike, *, api_version: str = "auto",
+                  timeout_seconds: float = 60.0) -> docker.DockerClient:
+    """An SDK client for `host` (the actuator's `calls.connect`, repeated: see the docstring)."""
+    tls: docker.tls.TLSConfig | bool = False
+    if host.tls_cert is not None and host.tls_key is not None:
+        tls = docker.tls.TLSConfig(client_cert=(str(host.tls_cert), str(host.tls_key)),
+                                   ca_cert=str(host.tls_ca) if host.tls_ca else None,
+                                   verify=bool(host.tls_ca))
+    elif host.tls_ca is not None:
+        tls = docker.tls.TLSConfig(ca_cert=str(host.tls_ca), verify=True)
+    version = api_version
+    if api_version == "auto":  # asked here, so that a failed probe leaks no socket
+        probe = docker.DockerClient(base_url=host.url, version="1.24", tls=tls,
+                                    timeout=int(timeout_seconds))
+        try:
+            version = str(probe.version(api_version=False)["ApiVersion"])
+        finally:
+            probe.close()
+    return docker.DockerClient(base_url=host.url, version=version, tls=tls,
+                               timeout=int(timeout_seconds))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerFacts:
+    """One running managed container as its engine describes it."""
+
+    id: str
+    name: str
+    node: str
+    started_at: float
+    labels: Mapping[str, str]
+    cpu_shares: int = 0
+    cpu_quota: int = 0
+    cpu_period: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostReading:
+    """One host's answer to a poll: its CPUs and its managed containers."""
+
+    node: str
+    cores: float
+    containers: tuple[ContainerFacts, ...]
+
+
+@dataclass
+class Poll:
+    """Every host that answered, and what went wrong with the others (and with containers)."""
+
+    hosts: list[HostReading] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def facts_of(attrs: Mapping[str, Any], node: str) -> ContainerFacts:
+    """An inspect result -> ContainerFacts (pure)."""
+    state, host, config = (attrs.get("State") or {}, attrs.get("HostConfig") or {},
+                           attrs.get("Config") or {})
+    return ContainerFacts(
+        id=str(attrs["Id"]), name=str(attrs.get("Name", "")).lstrip("/"), node=node,
+        started_at=parse_timestamp(state.get("StartedAt") or "1970-01-01T00:00:00Z"),
+        labels=dict(config.get("Labels") or {}),
+        cpu_shares=int(host.get("CpuShares") or 0), cpu_quota=int(host.get("CpuQuota") or 0),
+        cpu_period=int(host.get("CpuPeriod") or 0))
+
+
+class DockerStats:
+    """Polls the engines; keeps each container's cumulative CPU counter in a ring."""
+
+    def __init__(self, targets: DockerTargets, *,
+                 clients: Mapping[str, docker.DockerClient] | None = None,
+                 ring_samples: int = 2048) -> None:
+        self.targets = targets
+        self._clients = dict(clients or {})
+        self._made: list[docker.DockerClient] = []
+        self._cores: dict[str, float] = {}
+        self.rings: dict[str, deque[tuple[float, float, float]]] = {}
+        self._ring_samples = ring_samples
+        nodes = sorted(set(targets.hosts) | set(self._clients))
+        self._hosts_pool = ThreadPoolExecutor(max(1, len(nodes)), "docker-stats")
+        self._pools = {n: ThreadPoolExecutor(targets.stats_workers_per_host, f"stats-{n}")
+                       for n in nodes}
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted(self._pools))
+
+    def client(self, node: str) -> docker.DockerClient:
+        if node not in self._clients:
+            t = self.targets
+            made = docker_client(t.hosts[node], api_version=t.api_version,
+                                 timeout_seconds=t.timeout_seconds)
+            self._made.append(made)
+            self._clients[node] = made
+        return self._clients[node]
+
+    def close(self) -> None:
+        """Stop the thread pools and close the clients made here (not the ones passed in)."""
+        self._hosts_pool.shutdown(wait=True, cancel_futures=True)
+        for pool in self._pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)
+        for client in self._made:
+            client.close()
+        self._made.clear()
+
+    def poll(self, at: float) -> Poll:
+        """Every host at once, for the cycle at time `at`; a host that fails is left out with
+        a warning."""
+        result = Poll()
+        futures = {n: self._hosts_pool.submit(self._poll_host, n, at) for n in self.nodes}
+        for node, future in futures.items():
+            try:
+                reading, warnings = future.result()
+            except (docker.errors.DockerException, OSError, KeyError, ValueError) as exc:
+                result.warnings.append(f"node {node}: engine unreachable or unreadable "
+                                       f"({type(exc).__name__}: {exc}); its containers left out")
+                continue
+            result.hosts.append(reading)
+            result.warnings.extend(warnings)
+        alive = {c.id for h in result.hosts for c in h.containers}
+        polled = {h.node for h in result.hosts}
+        for cid in list(self.rings):
+            if cid not in alive and polled == set(self.nodes):
+                del self.rings[cid]  # gone (forget it only when every host answered)
+        return result
+
+    def _poll_host(self, node: str, at: float) -> tuple[HostReading, list[str]]:
+        client = self.client(node)
+        if node not in self._cores:
+            self._cores[node] = float(client.info()["NCPU"])
+        listed = client.api.containers(filters={"label": self.targets.managed_label})
+        pool = self._pools[node]
+        jobs = [pool.submit(self._one, client, node, str(c["Id"]), at) for c in listed]
+        found: list[ContainerFacts] = []
+        warnings: list[str] = []
+        for job in jobs:
+            try:
+                found.append(job.result())
+            except docker.errors.NotFound:
+                continue  # it stopped between the list and the inspect
+            except (docker.errors.DockerException, OSError, KeyError, ValueError) as exc:
+                warnings.append(f"node {node}: a container could not be read "
+                                f"({type(exc).__name__}: {exc})")
+        return HostReading(node=node, cores=self._cores[node], containers=tuple(found)), warnings
+
+    def _one(self, client: docker.DockerClient, node: str, cid: str, at: float
+             ) -> ContainerFacts:
+        attrs = client.api.inspect_container(cid)
+        stats = client.api.stats(cid, stream=False, one_shot=True)
+        total = float(stats["cpu_stats"]["cpu_usage"]["total_usage"])
+        read = stats.get("read")
+        read_seconds = parse_timestamp(read) if read else time.time()
+        ring = self.rings.setdefault(cid, deque(maxlen=self._ring_samples))
+        if not ring or at > ring[-1][0]:
+            ring.append((at, read_seconds, total))
+        return facts_of(attrs, node)
+
+    def cores(self, container_id: str) -> Series:
+        """Cores between consecutive polls, timed at the later poll's cycle time."""
+        return cores_of(tuple(self.rings.get(container_id, ())))
+
+    def latest_cores(self, container_id: str) -> float:
+        """Cores between the last two polls (0 when there are fewer)."""
+        series = self.cores(container_id)
+        return float(series.values[-1]) if len(series) else 0.0
+
+
+def cores_of(ring: Sequence[tuple[float, float, float]]) -> Series:
+    """(cycle time, read time s, total_usage ns) samples -> cores per poll pair (pure)."""
+    times: list[float] = []
+    values: list[float] = []
+    for (_, read_a, total_a), (at_b, read_b, total_b) in pairwise(ring):
+        dt, du = read_b - read_a, total_b - total_a
+        if dt > 0 and du >= 0:
+            times.append(at_b)
+            values.append(du / 1e9 / dt)
+    return Series.of(times, values)
+
+
+def label_markers(labels: Mapping[str, str], extra: Markers | None,
+                  warnings: list[str], where: str) -> Markers:
+    """Markers from Docker labels, merged with the actuator's recorded ones (`extra`):
+    flags are or-ed, converged_at from the labels first, last_action_at the later of both."""
+    def flag(name: str) -> bool:
+        return labels.get(name, "").strip().lower() in facts.TRUE_WORDS
+
+    def when(name: str) -> float | None:
+        text = labels.get(name)
+        if not text:
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            warnings.append(f"{where}: label {name}={text!r} is not an epoch time; ignored")
+            return None
+        return value
+
+    extra = extra or Markers()
+    last = [t for t in (when(LAST_ACTION_AT), extra.last_action_at) if t is not None]
+    converged = when(CONVERGED_AT)
+    return Markers(migrated=flag(MIGRATED) or extra.migrated,
+                   rebalanced=flag(REBALANCED) or extra.rebalanced,
+                   converged_at=converged if converged is not None else extra.converged_at,
+                   last_action_at=max(last) if last else None)
+
+
+def merged_evaluation(matrix: Matrix) -> dict[str, Series]:
+    """Name -> evaluation series. Several series of one name (the old and the new container
+    of a migration, scraped as two targets) are joined: at a time both have, the series whose
+    last sample is later wins, so the loss curve continues across the move."""
+    by_name: dict[str, list[int]] = {}
+    for i, metric in enumerate(matrix.labels):
+        name = metric.get(EVALUATION_LABEL, "")
+        if name and matrix.broken[i] is None and matrix.offsets[i + 1] > matrix.offsets[i]:
+            by_name.setdefault(name, []).append(i)
+    out: dict[str, Series] = {}
+    for name, rows in by_name.items():
+        rows.sort(key=lambda i: float(matrix.times[matrix.offsets[i + 1] - 1]))
+        points: dict[float, float] = {}
+        for i in rows:
+            lo, hi = matrix.span(i)
+            points.update(zip(matrix.times[lo:hi].tolist(), matrix.values[lo:hi].tolist(),
+                              strict=True))
+        times = sorted(points)
+        out[name] = Series.of(times, [points[t] for t in times])
+    return out
+
+
+class DockerSnapshotSource:
+    """The `policyd.tick.Source` of Docker hosts without cAdvisor (see the module docstring).
+
+    `extra_markers` returns markers by engine container id that Docker labels cannot hold
+    (the actuator's `recorded_markers`: MarkMigrated, last_action_at); they are merged with
+    the labels (`label_markers`)."""
+
+    def __init__(self, prometheus_url: str, targets: DockerTargets, *,
+                 clients: Mapping[str, docker.DockerClient] | None = None,
+                 prometheus: PrometheusClient | None = None,
+                 extra_markers: Callable[[], Mapping[str, Markers]] | None = None,
+                 timeout_seconds: float = 10, retries: int = 2,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.url = prometheus_url.rstrip("/")
+        self.stats = DockerStats(targets, clients=clients)
+        self._extra = extra_markers
+        self._clock = clock
+        self._settings = cadvisor_docker()  # only its allocation reading is used
+        if prometheus is None:
+            prometheus = cast(PrometheusClient, PrometheusConnect(
+                url=self.url, retry=retry_policy(retries, 0.5),
+                timeout=timeout_seconds))  # type: ignore[arg-type]
+        self._prometheus: PrometheusClient = prometheus
+        self.last_warnings: tuple[str, ...] = ()
+
+    def close(self) -> None:
+        self.stats.close()
+
+    def _evaluation(self, query: str, start: float, end: float, step: float) -> Any:
+        def text(v: float) -> str:
+            return f"{v:.3f}".rstrip("0").rstrip(".")
+        try:
+            return self._prometheus.custom_query_range(
+                query, start_time=datetime.fromtimestamp(start, tz=UTC),
+                end_time=datetime.fromtimestamp(end, tz=UTC), step=text(step),
+                params={"start": text(start), "end": text(end)})
+        except Exception as exc:
+            found = classify(exc)
+            if found is None:
+                raise
+            raise SourceError(kind=found[0], url=self.url, what="query_range", query=query,
+                              detail=found[1]) from exc
+
+    def snapshot(self, policies: Sequence[PolicyDocument], *,
+                 intervals: Mapping[str, float] | None = None) -> Snapshot:
+        now = float(math.floor(self._clock()))
+        q = build_queries(policies, self._settings, now_seconds=now, intervals=intervals)
+        raw = self._evaluation(q.evaluation, q.start_seconds, q.now_seconds, q.step_seconds)
+        try:
+            evaluation = merged_evaluation(read_matrix(raw))
+        except ResponseShapeError as exc:
+            raise SourceError(kind="bad_response", url=self.url, what="query_range",
+                              query=q.evaluation, detail=str(exc)) from exc
+        poll = self.stats.poll(now)
+        warnings = list(poll.warnings)
+        extra = dict(self._extra()) if self._extra is not None else {}
+        chosen: dict[str, tuple[ContainerFacts, float]] = {}
+        for host in poll.hosts:
+            for c in host.containers:
+                other = chosen.get(c.name)
+                if other is not None:
+                    warnings.append(f"container {c.name} runs on {other[0].node} and {c.node} "
+                                    "(a half-done migration?); using the later start")
+                    if other[0].started_at >= c.started_at:
+                        continue
+                chosen[c.name] = (c, host.cores)
+        containers: list[Container] = []
+        for name, (c, cores) in sorted(chosen.items()):
+            series = evaluation.get(name)
+            if series is None:
+                continue
+            res = facts.Resource(shares=c.cpu_shares or None, quota=c.cpu_quota,
+                                 period=c.cpu_period)
+            containers.append(Container(
+                id=name, name=name, node=c.node, started_at=c.started_at,
+                evaluation=series, cpu_usage=self.stats.cores(c.id),
+                cpu_allocation=facts.allocation(res, q.allocation_mode, cores, self._settings),
+                labels=c.labels,
+                markers=label_markers(c.labels, extra.get(c.id), warnings,
+                                      f"container {name}")))
+        unseen = sorted(set(evaluation) - set(chosen))
+        if unseen:
+            warnings.append(f"{len(unseen)} evaluation series name no running managed "
+                            f"container: {', '.join(unseen[:5])}")
+        nodes = tuple(Node(name=h.node, cpu_capacity=h.cores,
+                           cpu_usage=sum(self.stats.latest_cores(c.id) for c in h.containers))
+                      for h in sorted(poll.hosts, key=lambda h: h.node))
+        self.last_warnings = tuple(warnings)
+        for line in warnings:
+            LOG.warning("docker source: %s", line)
+        return Snapshot(time=now, nodes=nodes, containers=tuple(containers),
+                        intervals=dict(intervals or {}))

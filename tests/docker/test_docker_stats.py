@@ -1,0 +1,217 @@
+"""docker_stats: polling the engines (fake at the SDK seam) and the merged snapshot."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import docker
+import pytest
+
+from policyd.actuators.docker import DockerHost, DockerSettings
+from policyd.model import Markers
+from policyd.sources.docker_stats import (
+    DockerSnapshotSource,
+    DockerStats,
+    cores_of,
+    facts_of,
+    label_markers,
+    merged_evaluation,
+)
+from policyd.sources.errors import SourceError
+from policyd.sources.matrix import read_matrix
+from tests.sources.builders import flowcon, series
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+
+
+class FakeApi:
+    """`client.api` of one engine: containers, inspect, one-shot stats (slow on purpose)."""
+
+    def __init__(self, containers: Mapping[str, dict[str, Any]], delay: float = 0.0) -> None:
+        self.containers_by_id = dict(containers)
+        self.usage_ns = {cid: 0.0 for cid in containers}
+        self.read_at = 1000.0
+        self.delay = delay
+        self.stats_calls: list[tuple[str, bool, bool]] = []
+        self.active = 0
+        self.max_active = 0
+        self._lock = threading.Lock()
+
+    def containers(self, filters: Mapping[str, str]) -> list[dict[str, str]]:
+        key, _, value = filters["label"].partition("=")
+        return [{"Id": cid} for cid, c in self.containers_by_id.items()
+                if c["Config"]["Labels"].get(key) == value]
+
+    def inspect_container(self, cid: str) -> dict[str, Any]:
+        return self.containers_by_id[cid]
+
+    def stats(self, cid: str, stream: bool, one_shot: bool) -> dict[str, Any]:
+        with self._lock:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        time.sleep(self.delay)
+        with self._lock:
+            self.active -= 1
+            self.stats_calls.append((cid, stream, one_shot))
+        return {"read": rfc3339(self.read_at),
+                "cpu_stats": {"cpu_usage": {"total_usage": self.usage_ns[cid]}},
+                "precpu_stats": {}}
+
+
+class FakeClient:
+    def __init__(self, api: FakeApi, ncpu: int = 4) -> None:
+        self.api = api
+        self.ncpu = ncpu
+
+    def info(self) -> dict[str, Any]:
+        return {"NCPU": self.ncpu}
+
+
+def inspect(cid: str, name: str, *, labels: dict[str, str] | None = None, shares: int = 0,
+            quota: int = 0, started: str = "2026-11-22T02:00:00.25Z") -> dict[str, Any]:
+    return {"Id": cid, "Name": f"/{name}",
+            "State": {"StartedAt": started, "Running": True},
+            "Config": {"Labels": {"policyd.io/managed": "true", **(labels or {})}},
+            "HostConfig": {"CpuShares": shares, "CpuQuota": quota,
+                           "CpuPeriod": 100_000 if quota else 0}}
+
+
+SETTINGS = DockerSettings(hosts={"a": DockerHost(url="unix:///a.sock"),
+                                 "b": DockerHost(url="unix:///b.sock")})
+
+
+def clients(**apis: FakeApi) -> dict[str, docker.DockerClient]:
+    return cast(dict[str, docker.DockerClient], {n: FakeClient(a) for n, a in apis.items()})
+
+
+def test_cores_of_differences_the_counter() -> None:
+    ring = [(100.0, 100.2, 0.0), (120.0, 120.2, 10e9), (140.0, 140.2, 5e9), (160.0, 160.2, 9e9)]
+    got = cores_of(ring)
+    assert got.pairs() == [[120.0, 0.5], [160.0, 0.2]]  # the reset pair gives no sample
+
+
+def test_facts_of_an_inspect_result() -> None:
+    f = facts_of(inspect("c1", "job", shares=256), "a")
+    assert (f.id, f.name, f.node, f.cpu_shares) == ("c1", "job", "a", 256)
+    assert f.started_at == pytest.approx(datetime(2026, 11, 22, 2, 0, 0, 250000,
+                                                  tzinfo=UTC).timestamp())
+
+
+def test_markers_from_labels_merged_with_recorded_ones() -> None:
+    warnings: list[str] = []
+    labels = {"policyd.io/migrated": "true", "policyd.io/converged_at": "100",
+              "policyd.io/last_action_at": "not-a-time"}
+    got = label_markers(labels, Markers(rebalanced=True, last_action_at=50.0), warnings, "c")
+    assert got == Markers(migrated=True, rebalanced=True, converged_at=100.0,
+                          last_action_at=50.0)
+    assert warnings == ["c: label policyd.io/last_action_at='not-a-time' is not an epoch "
+                        "time; ignored"]
+    assert label_markers({}, None, [], "c") == Markers()
+
+
+def test_evaluation_series_of_one_name_are_joined_newest_last() -> None:
+    old = series({"container": "job", "instance": "a:9108"}, [3.0, 2.0, 1.5], [10, 20, 30])
+    new = series({"container": "job", "instance": "b:9108"}, [1.4, 1.3], [30, 40])
+    got = merged_evaluation(read_matrix([new, old]))
+    assert got["job"].pairs() == [[10.0, 3.0], [20.0, 2.0], [30.0, 1.4], [40.0, 1.3]]
+
+
+def test_poll_is_concurrent_per_host_and_one_shot() -> None:
+    api = FakeApi({f"c{i}": inspect(f"c{i}", f"job{i}") for i in range(6)}, delay=0.2)
+    stats = DockerStats(SETTINGS, clients=clients(a=api, b=FakeApi({})))
+    try:
+        started = time.monotonic()
+        poll = stats.poll(at=1000.0)
+        took = time.monotonic() - started
+    finally:
+        stats.close()
+    assert len(poll.hosts[0].containers) == 6 and not poll.warnings
+    assert took < 0.6, f"six 0.2 s stats calls should overlap, took {took:.2f} s"
+    assert api.max_active > 1
+    assert {(s, o) for _, s, o in api.stats_calls} == {(False, True)}
+
+
+class Prometheus:
+    def __init__(self, result: Any = None, error: Exception | None = None) -> None:
+        self.result = result
+        self.error = error
+        self.asked: list[tuple[str, str]] = []
+
+    def custom_query(self, query: str, params: dict[str, Any] | None = None) -> Any:
+        raise AssertionError("the Docker source asks only a range query")
+
+    def custom_query_range(self, query: str, start_time: datetime, end_time: datetime,
+                           step: str, params: dict[str, Any] | None = None) -> Any:
+        self.asked.append((query, step))
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def test_snapshot_merges_prometheus_loss_with_docker_facts() -> None:
+    now = [1_700_000_400.0]
+    a = FakeApi({"c1": inspect("c1", "job", shares=256,
+                               labels={"policyd.io/migrated": "true"}),
+                 "c2": inspect("c2", "no-loss")})
+    b = FakeApi({"c3": inspect("c3", "other", quota=50_000)})
+    loss = series({"container": "job", "job_name": "job"}, [2.0, 1.0],
+                  [now[0] + 20 - 20, now[0] + 20])
+    ghost = series({"container": "gone"}, [1.0], [now[0] + 20])
+    other = series({"container": "other"}, [5.0], [now[0] + 20])
+    prom = Prometheus([loss, ghost, other])
+    source = DockerSnapshotSource(
+        "http://127.0.0.1:9090", SETTINGS, clients=clients(a=a, b=b), prometheus=prom,
+        extra_markers=lambda: {"c1": Markers(last_action_at=5.0)}, clock=lambda: now[0])
+    try:
+        source.snapshot([flowcon()])
+        now[0] += 20
+        a.read_at += 20
+        a.usage_ns["c1"] += 10e9  # 10 s of CPU in 20 s: half a core
+        snap = source.snapshot([flowcon()])
+    finally:
+        source.close()
+    assert prom.asked[-1] == ("policyd_training_loss", "20")
+    assert [n.name for n in snap.nodes] == ["a", "b"]
+    assert snap.nodes[0].cpu_capacity == 4.0 and snap.nodes[0].cpu_usage == 0.5
+    job, other_c = snap.containers
+    assert (job.id, job.node, job.cpu_allocation) == ("job", "a", 0.25)
+    assert job.cpu_usage.pairs() == [[now[0], 0.5]]
+    assert job.evaluation.pairs()[-1] == [now[0], 1.0]
+    assert job.markers == Markers(migrated=True, last_action_at=5.0)
+    assert job.labels["policyd.io/managed"] == "true"
+    assert other_c.cpu_allocation == 1.0  # shares mode: a quota is not the shares allocation
+    assert any("gone" in w for w in source.last_warnings)
+
+
+def test_prometheus_failure_is_a_source_error() -> None:
+    import requests  # noqa: PLC0415
+
+    prom = Prometheus(error=requests.exceptions.ConnectionError("refused"))
+    source = DockerSnapshotSource("http://127.0.0.1:1", SETTINGS, prometheus=prom,
+                                  clients=clients(a=FakeApi({}), b=FakeApi({})))
+    try:
+        with pytest.raises(SourceError, match=r"query_range .* failed \(connection\)"):
+            source.snapshot([flowcon()])
+    finally:
+        source.close()
+
+
+def test_an_unreachable_host_is_left_out_with_a_warning() -> None:
+    class Down(FakeClient):
+        def info(self) -> dict[str, Any]:
+            raise docker.errors.APIError("engine restarting")
+
+    stats = DockerStats(SETTINGS, clients=cast(Any, {"a": FakeClient(FakeApi({})),
+                                                     "b": Down(FakeApi({}))}))
+    try:
+        poll = stats.poll(at=1.0)
+    finally:
+        stats.close()
+    assert [h.node for h in poll.hosts] == ["a"]
+    assert poll.warnings[0].startswith("node b: engine unreachable or unreadable (APIError")

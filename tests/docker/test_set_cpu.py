@@ -1,0 +1,148 @@
+"""DockerActuator: SetCpu, retries, 404s, MarkMigrated, and the error messages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import requests
+
+from policyd.actuators.docker import ActuationError, DockerHost, DockerSettings
+from tests.docker.builders import Clock, actuator, decision, mark, set_cpu
+from tests.docker.fakes import FakeEngine, api_error
+
+
+def test_shares_update_and_last_action_recorded(tmp_path: Path) -> None:
+    a = FakeEngine()
+    job = a.containers.add("job")
+    state = tmp_path / "state.json"
+    act = actuator(a, state_path=state, clock=Clock(1500.0))
+    act.apply(set_cpu(0.25), decision())
+    assert job.updates == [{"cpu_shares": 256}]
+    entry = json.loads(state.read_text())["markers"]["job"]
+    assert entry == {"id": job.id, "last_action_at": 1500.0}
+    assert act.recorded_markers()[job.id].last_action_at == 1500.0
+
+
+def test_quota_uses_ncpu_read_once() -> None:
+    a = FakeEngine(ncpu=8)
+    job = a.containers.add("job")
+    act = actuator(a)
+    act.apply(set_cpu(0.5, "quota"), decision())
+    act.apply(set_cpu(0.25, "quota"), decision())
+    assert job.updates == [{"cpu_period": 100_000, "cpu_quota": 400_000},
+                           {"cpu_period": 100_000, "cpu_quota": 200_000}]
+    assert a.info_calls == 1
+
+
+def test_switch_from_quota_to_shares_lifts_the_cap() -> None:
+    a = FakeEngine()
+    job = a.containers.add("job", host={"CpuQuota": 50_000, "CpuPeriod": 100_000})
+    actuator(a).apply(set_cpu(1.0, "shares"), decision())
+    assert job.updates == [{"cpu_shares": 1024, "cpu_quota": -1}]
+
+
+def test_quota_on_a_container_created_with_cpus_is_refused() -> None:
+    a = FakeEngine()
+    a.containers.add("job", host={"NanoCpus": 2_000_000_000})
+    with pytest.raises(ActuationError, match=r"created with --cpus \(NanoCpus\)"):
+        actuator(a).apply(set_cpu(0.5, "quota"), decision())
+
+
+def test_unmanaged_container_is_left_alone() -> None:
+    a = FakeEngine()
+    job = a.containers.add("job", labels={"app": "x"})
+    with pytest.raises(ActuationError,
+                       match=r"lacks the label policyd\.io/managed=true; policyd leaves it alone"):
+        actuator(a).apply(set_cpu(), decision())
+    assert job.updates == []
+
+
+def test_missing_container_is_a_404_not_retried() -> None:
+    a = FakeEngine()
+    clock = Clock()
+    with pytest.raises(ActuationError, match=r"^container job not found on node a$"):
+        actuator(a, clock=clock).apply(set_cpu(), decision())
+    assert a.calls["get"] == 1 and clock.slept == []
+
+
+def test_daemon_errors_are_retried_with_exponential_backoff() -> None:
+    a = FakeEngine()
+    job = a.containers.add("job")
+    a.fail["update"] = [api_error(500), requests.exceptions.ConnectionError("reset"),
+                        api_error(503)]
+    clock = Clock()
+    actuator(a, clock=clock).apply(set_cpu(), decision())
+    assert job.updates == [{"cpu_shares": 256}]
+    assert clock.slept == [0.5, 1.0, 2.0]
+
+
+def test_retries_run_out_with_one_line_reason() -> None:
+    a = FakeEngine()
+    a.containers.add("job")
+    a.fail["update"] = [api_error(500, "engine\nbusy")] * 4
+    with pytest.raises(ActuationError) as caught:
+        actuator(a).apply(set_cpu(), decision())
+    message = str(caught.value)
+    assert message.startswith("node a: update cpu of job ({'cpu_shares': 256}) failed after "
+                              "4 attempts: HTTP 500: engine busy")
+    assert "\n" not in message
+
+
+def test_client_errors_are_not_retried() -> None:
+    a = FakeEngine()
+    a.containers.add("job")
+    a.fail["update"] = [api_error(409, "conflict")]
+    clock = Clock()
+    with pytest.raises(ActuationError, match=r"failed: HTTP 409: conflict$"):
+        actuator(a, clock=clock).apply(set_cpu(), decision())
+    assert clock.slept == []
+
+
+def test_unknown_node_is_named() -> None:
+    a = FakeEngine()
+    with pytest.raises(ActuationError, match="node 'z' is not one of the Docker hosts: a, b"):
+        actuator(a).apply(set_cpu(node="z"), decision())
+
+
+def test_mark_migrated_is_recorded_in_the_state_file(tmp_path: Path) -> None:
+    a = FakeEngine()
+    job = a.containers.add("job")
+    state = tmp_path / "state.json"
+    actuator(a, state_path=state, clock=Clock(2000.0)).apply(mark(), decision())
+    assert job.updates == [] and a.containers.created == []
+    reloaded = actuator(a, state_path=state)  # a restarted daemon reads it back
+    markers = reloaded.recorded_markers()[job.id]
+    assert (markers.migrated, markers.converged_at, markers.last_action_at) == (
+        True, 1234.5, 2000.0)
+
+
+def test_a_new_container_of_the_same_name_does_not_inherit_markers(tmp_path: Path) -> None:
+    a = FakeEngine()
+    a.containers.add("job")
+    state = tmp_path / "state.json"
+    act = actuator(a, state_path=state)
+    act.apply(mark(), decision())
+    a.containers.by_name.pop("job")
+    again = a.containers.add("job")
+    act.apply(set_cpu(), decision())
+    assert act.recorded_markers()[again.id].migrated is False
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"hosts": {}}, "hosts: name at least one node"),
+    ({"grace_seconds": 0}, "grace_seconds must be positive"),
+    ({"managed_label": "=x"}, "managed_label"),
+    ({"retries": -1}, "retries must be >= 0"),
+])
+def test_settings_are_checked(kw: dict[str, object], message: str) -> None:
+    args: dict[str, object] = {"hosts": {"a": DockerHost(url="unix:///a.sock")}, **kw}
+    with pytest.raises(ValueError, match=message):
+        DockerSettings(**args)  # type: ignore[arg-type]
+
+
+def test_tls_files_go_together() -> None:
+    with pytest.raises(ValueError, match="tls_cert and tls_key go together"):
+        DockerHost(url="tcp://10.0.0.5:2376", tls_cert=Path("c.pem"))
+
