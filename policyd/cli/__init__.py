@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from policyd import __version__
-from policyd.cli import live, simulate
+from policyd.cli import live, run, simulate
 from policyd.cli.errors import InputError
 from policyd.cli.render import render_decision
 from policyd.engine import decide
@@ -137,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.set_defaults(run=_cmd_plan)
 
     simulate.add_parser(commands)
+    run.add_parser(commands)
     return parser
 
 

@@ -1,0 +1,60 @@
+"""The daemon: policies on a schedule, observe -> decide -> act, until stopped.
+
+Layout, one concept a module:
+
+* `settings` (frozen values) and `settings_file` (the YAML file, every problem with its line);
+* `scheduler.Daemon`: APScheduler jobs per policy, FlowCon's back-off, Algorithm 2's listener,
+  hot reload, orderly shutdown (its docstring is the theory of operation);
+* `ports`: the seams (a source that takes intervals, the outcome observer), `reload`: polling
+  the policy files, `metrics`: policyd's own metrics, `health` + `http`: the endpoints;
+* `simulated`: the same hooks observing the simulated world in virtual time;
+* `backend`: the Docker/Prometheus/Alertmanager parts, imported only when chosen;
+* `app.run`: settings in, exit code out; `signals`: SIGTERM/SIGINT set the stop event.
+
+The daemon may import sources, actuators, alerts, policy, sim, tick, engine and model; never
+the CLI. Settings are passed in; nothing here reads the environment.
+"""
+
+from policyd.daemon.app import StartupError, run
+from policyd.daemon.health import Health
+from policyd.daemon.http import StatusServer
+from policyd.daemon.metrics import DaemonMetrics
+from policyd.daemon.ports import OutcomeObserver, SnapshotSource
+from policyd.daemon.reload import PolicyWatcher, Reload
+from policyd.daemon.scheduler import Daemon, TickReport
+from policyd.daemon.settings import (
+    AlertmanagerSection,
+    DaemonSettings,
+    DockerHost,
+    DockerSection,
+    HttpSettings,
+    PrometheusSettings,
+    SimulationSettings,
+)
+from policyd.daemon.settings_file import SettingsError, load_settings, load_settings_text
+from policyd.daemon.signals import stop_on_signals
+
+__all__ = [
+    "AlertmanagerSection",
+    "Daemon",
+    "DaemonMetrics",
+    "DaemonSettings",
+    "DockerHost",
+    "DockerSection",
+    "Health",
+    "HttpSettings",
+    "OutcomeObserver",
+    "PolicyWatcher",
+    "PrometheusSettings",
+    "Reload",
+    "SettingsError",
+    "SimulationSettings",
+    "SnapshotSource",
+    "StartupError",
+    "StatusServer",
+    "TickReport",
+    "load_settings",
+    "load_settings_text",
+    "run",
+    "stop_on_signals",
+]

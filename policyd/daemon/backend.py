@@ -1,0 +1,118 @@
+"""The real backends, built from settings: source, actuator, listener and alerter.
+
+Docker: the actuator and the listener come from `policyd.actuators.docker` and
+`policyd.sources.docker_events`; the snapshot comes from Prometheus when `prometheus.url` is
+set (the `cadvisor-docker` profile by default), else from the Docker engines' own stats
+(`policyd.sources.docker_stats`). Alerts go to Alertmanager when `alertmanager` is set. Every
+one of these is imported here, when the backend is chosen, so that the simulator and the tests
+never load the Docker SDK or HTTP clients. Kubernetes comes later.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from policyd.daemon.ports import OutcomeObserver, SnapshotSource
+from policyd.daemon.settings import (
+    AlertmanagerSection,
+    DaemonSettings,
+    DockerSection,
+    PrometheusSettings,
+)
+from policyd.engine.spec import PolicyDocument
+from policyd.engine.specon import SpeConPolicy
+from policyd.sources.settings import SourceSettings, cadvisor_docker, kubernetes, process
+from policyd.tick import Actuator, EventSource
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Parts:
+    """What a real daemon runs against."""
+
+    source: SnapshotSource
+    actuator: Actuator
+    events: EventSource | None
+
+
+def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
+    """The `policyd.sources.settings` profile the settings name."""
+    scrape = prometheus.scrape_interval_seconds
+    nodes = dict(prometheus.node_names)
+    if prometheus.profile == "kubernetes":
+        return kubernetes(scrape_interval_seconds=scrape)
+    if prometheus.profile == "cadvisor-docker":
+        return cadvisor_docker(node_names=nodes, scrape_interval_seconds=scrape)
+    if prometheus.profile == "docker-stats":
+        raise ValueError("docker-stats is not a Prometheus profile (see docker_parts)")
+    cores = prometheus.capacity_cores or float(os.cpu_count() or 1)
+    return process(capacity_cores=cores, job=prometheus.process_job, node_names=nodes,
+                   scrape_interval_seconds=scrape)
+
+
+def prometheus_source(prometheus: PrometheusSettings) -> SnapshotSource:
+    from policyd.sources.prometheus import PrometheusSource  # noqa: PLC0415
+
+    assert prometheus.url is not None
+    return PrometheusSource(prometheus.url, source_settings(prometheus),
+                            timeout_seconds=prometheus.timeout_seconds)
+
+
+def docker_settings(section: DockerSection) -> Any:
+    """`policyd.actuators.docker.DockerSettings` for the configured engines and knobs."""
+    from policyd.actuators.docker import DockerHost, DockerSettings  # noqa: PLC0415
+
+    hosts = {node: DockerHost(url=h.url, tls_ca=h.tls_ca, tls_cert=h.tls_cert,
+                              tls_key=h.tls_key)
+             for node, h in section.hosts.items()}
+    return DockerSettings(hosts=hosts, managed_label=section.managed_label,
+                          grace_seconds=section.grace_seconds,
+                          start_timeout_seconds=section.start_timeout_seconds,
+                          state_path=section.state_path)
+
+
+def docker_parts(settings: DaemonSettings, policies: Sequence[PolicyDocument]) -> Parts:
+    """Source, actuator (after `recover()`: half-done migrations are finished or rolled back)
+    and listener for the docker backend. SpeCon policies' `migration_grace_seconds` become
+    the actuator's grace period for their migrations."""
+    from policyd.actuators.docker import DockerActuator  # noqa: PLC0415
+    from policyd.sources.docker_events import DockerEvents  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+
+    prometheus = settings.prometheus
+    assert prometheus.url is not None
+    docker = docker_settings(settings.docker)
+    grace = {p.name: p.spec.migration_grace_seconds for p in policies
+             if isinstance(p, SpeConPolicy)}
+    actuator = DockerActuator(docker, grace_by_policy=grace)
+    try:
+        actuator.recover()
+    except Exception as exc:  # an engine down at start: the actuator retries before acting
+        LOG.error("docker: recovering half-done migrations failed (tried again before the "
+                  "next action): %s", exc)
+    source: SnapshotSource
+    if prometheus.profile == "docker-stats":
+        from policyd.sources.docker_stats import DockerSnapshotSource  # noqa: PLC0415
+
+        source = DockerSnapshotSource(prometheus.url, docker,
+                                      extra_markers=actuator.recorded_markers,
+                                      timeout_seconds=prometheus.timeout_seconds)
+    else:
+        source = prometheus_source(prometheus)
+    return Parts(source=source, actuator=actuator, events=DockerEvents(docker))
+
+
+def alerter(section: AlertmanagerSection | None) -> OutcomeObserver | None:
+    """`policyd.alerts.Alerter` posting to Alertmanager, or None when none is configured."""
+    if section is None:
+        return None
+    from policyd.alerts import Alerter, AlertSettings  # noqa: PLC0415
+
+    observer: OutcomeObserver = Alerter(AlertSettings(
+        section.url, resend_interval_seconds=section.resend_interval_seconds,
+        timeout_seconds=section.timeout_seconds))
+    return observer

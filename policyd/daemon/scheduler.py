@@ -1,0 +1,384 @@
+"""`Daemon`: policies on APScheduler, FlowCon's back-off, the listener, hot reload, shutdown.
+
+Theory of operation. Each policy is one APScheduler 3.x interval job (id = the policy's name,
+`max_instances=1`, `coalesce=True`, never dropped for lateness) that runs `policyd.tick.tick`:
+collect -> decide -> apply. The policy's *current* interval goes into the snapshot
+(`intervals={name: seconds}`), so the engine decides the back-off; after the tick, when
+`decision.next_interval` differs from the interval the job is scheduled at, the job is
+rescheduled (`reschedule_job` sets the next run to now + N, so it is called only on a change).
+
+Algorithm 2: an `EventSource` runs on its own thread; a container starting or stopping marks
+every FlowCon policy for a reset (its interval goes back to the base one) and wakes its job now
+(`modify_job(next_run_time=now)`). A policy's ticks never overlap: one lock per policy, and a
+wake-up arriving during a tick is replayed when that tick ends.
+
+Failures: a `SourceError` ends the tick with one log line and a count (nothing is acted on; the
+job's next run retries); a failing action is counted as failed and the others still run; any
+other exception is logged with its traceback and counted, and the daemon goes on.
+
+Hot reload: the main loop polls the policy files (`PolicyWatcher`); a valid set replaces the
+old one (jobs added, removed, or rescheduled when their base interval changed), an invalid one
+is logged problem by problem, counted, and noted on /readyz, and the last good set stays.
+
+Shutdown (`stop` set, e.g. by SIGTERM): no tick starts any more, a running tick finishes (no
+half-applied decision), the listener stops, the scheduler shuts down, alerts are flushed.
+
+`interval_scale` multiplies every interval on the wall clock (1.0 in production): tests and
+demos run a 20 s policy every 0.2 s with 0.01. The snapshot's intervals stay in policy seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from policyd.actuators.dry_run import DryRunActuator
+from policyd.daemon.health import Health
+from policyd.daemon.metrics import DaemonMetrics
+from policyd.daemon.ports import OutcomeObserver, SnapshotSource, bind_intervals
+from policyd.daemon.reload import PolicyWatcher, Reload
+from policyd.engine.flowcon import FlowConPolicy
+from policyd.engine.spec import PolicyDocument
+from policyd.model.codec import action_to_dict
+from policyd.model.events import ContainerEvent
+from policyd.sim.source import base_interval_seconds
+from policyd.sources.errors import SourceError
+from policyd.tick import Actuator, EventSource, Outcome, tick
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TickReport:
+    """What one tick of one policy came to: `result` ok | source_error | error | skipped."""
+
+    policy: str
+    result: str
+    outcome: Outcome | None = None
+    error: str | None = None
+
+
+@dataclass(kw_only=True)
+class _Job:
+    """A policy's schedule state; flags are guarded by the daemon's lock."""
+
+    policy: PolicyDocument
+    interval: float
+    """The current interval (policy seconds), passed into the next snapshot."""
+    scheduled: float
+    """The interval the APScheduler job runs at (policy seconds)."""
+    tick_lock: threading.Lock = field(default_factory=threading.Lock)
+    reset: bool = False
+    running: bool = False
+
+
+class Daemon:
+    """Runs `policies` against `source` and `actuator` (see the module docstring)."""
+
+    def __init__(self, policies: Sequence[PolicyDocument], *, source: SnapshotSource,
+                 actuator: Actuator, metrics: DaemonMetrics, health: Health | None = None,
+                 events: EventSource | None = None, observer: OutcomeObserver | None = None,
+                 watcher: PolicyWatcher | None = None, interval_scale: float = 1.0,
+                 loop_seconds: float = 0.5, reload_seconds: float = 2.0,
+                 clock: Callable[[], float] = time.time, max_workers: int = 16) -> None:
+        if not interval_scale > 0:
+            raise ValueError("interval_scale must be positive")
+        self.source = source
+        self.actuator = actuator
+        self.dry_run_actuator = DryRunActuator()
+        self.metrics = metrics
+        self.health = health or Health()
+        self.events = events
+        self.observer = observer
+        self.watcher = watcher
+        self.interval_scale = interval_scale
+        self._loop_seconds = loop_seconds
+        self._reload_seconds = reload_seconds
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._jobs: dict[str, _Job] = {}
+        self._stopping = threading.Event()
+        self._events_stop = threading.Event()
+        self._events_thread: threading.Thread | None = None
+        self.scheduler = BackgroundScheduler(
+            timezone=UTC, executors={"default": ThreadPoolExecutor(max_workers)},
+            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None})
+        for policy in policies:
+            self._jobs[policy.name] = self._new_job(policy)
+            metrics.set_interval(policy.name, self._jobs[policy.name].interval)
+        self.health.policies_loaded()
+
+    # --- life cycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Schedule every policy (first tick now), start the scheduler and the listener."""
+        with self._lock:
+            for name in self._jobs:
+                self._schedule(name, first_run=True)
+        self.scheduler.start()
+        if self.events is not None:
+            self._events_thread = threading.Thread(
+                target=self._listen, name="policyd-events", daemon=True)
+            self._events_thread.start()
+        self.health.running(True)
+        LOG.info("running %d policies: %s", len(self._jobs), ", ".join(self._jobs) or "none")
+
+    def run(self, stop: threading.Event) -> None:
+        """`start`, then beat, poll the policy files, until `stop` is set; then `shutdown`."""
+        self.start()
+        try:
+            next_poll = time.monotonic() + self._reload_seconds
+            while not stop.wait(self._loop_seconds):
+                self.health.beat()
+                if self.watcher is not None and time.monotonic() >= next_poll:
+                    next_poll = time.monotonic() + self._reload_seconds
+                    self.reload_if_changed()
+        finally:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop: no new tick, let a running tick finish, stop the listener, flush alerts."""
+        self._stopping.set()
+        self._events_stop.set()
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=True)  # waits for a running tick to complete
+        if self._events_thread is not None:
+            self._events_thread.join(timeout=10)
+            if self._events_thread.is_alive():
+                LOG.warning("the event listener did not stop within 10 s")
+        if self.observer is not None:
+            try:
+                self.observer.flush()
+            except Exception:
+                LOG.exception("flushing alerts failed")
+        self.health.running(False)
+        LOG.info("stopped")
+
+    def run_once(self) -> list[TickReport]:
+        """One tick per policy, one after the other, without the scheduler (`--once`)."""
+        with self._lock:
+            names = list(self._jobs)
+        return [self.tick_policy(name) for name in names]
+
+    # --- inspection --------------------------------------------------------------------------
+
+    @property
+    def policies(self) -> tuple[PolicyDocument, ...]:
+        with self._lock:
+            return tuple(job.policy for job in self._jobs.values())
+
+    def interval_seconds(self, name: str) -> float:
+        """The policy's current interval (policy seconds)."""
+        with self._lock:
+            return self._jobs[name].interval
+
+    def scheduled_seconds(self, name: str) -> float:
+        """The interval of the policy's APScheduler job (wall seconds)."""
+        return self.schedule(name)[1]
+
+    def schedule(self, name: str) -> tuple[float, float]:
+        """(current interval in policy seconds, the APScheduler job's interval in wall
+        seconds), read together."""
+        with self._lock:
+            job = self.scheduler.get_job(name)
+            if job is None:
+                raise LookupError(f"no scheduled job for policy {name!r}")
+            return self._jobs[name].interval, float(job.trigger.interval.total_seconds())
+
+    # --- one tick ----------------------------------------------------------------------------
+
+    def tick_policy(self, name: str) -> TickReport:
+        """Run one tick of policy `name` now (waiting for a running one to finish first)."""
+        with self._lock:
+            job = self._jobs.get(name)
+        if job is None or self._stopping.is_set():
+            return TickReport(policy=name, result="skipped")
+        with job.tick_lock:
+            if self._stopping.is_set():
+                return TickReport(policy=name, result="skipped")
+            with self._lock:
+                job.running = True
+                if job.reset:
+                    job.reset = False
+                    job.interval = base_interval_seconds(job.policy)  # Algorithm 2, line 8
+                policy, interval = job.policy, job.interval
+            report: TickReport | None = None
+            try:
+                report = self._tick(policy, interval)
+            finally:
+                with self._lock:
+                    job.running = False
+                    decided = self._next_interval(report)
+                    if decided is not None:
+                        job.interval = decided
+                    self.metrics.set_interval(name, job.interval)
+                    self._reschedule_if_changed(name, job)
+                    wake = job.reset
+            if wake:
+                self._wake(name)
+            assert report is not None
+            return report
+
+    @staticmethod
+    def _next_interval(report: TickReport | None) -> float | None:
+        if report is None or report.outcome is None:
+            return None
+        return report.outcome.decision.next_interval
+
+    def _tick(self, policy: PolicyDocument, interval: float) -> TickReport:
+        name = policy.name
+        dry_run = policy.spec.dry_run
+        actuator = self.dry_run_actuator if dry_run else self.actuator
+        source = bind_intervals(self.source, {name: interval})
+        started = time.perf_counter()
+        try:
+            outcome = tick(source, policy, actuator)
+        except SourceError as err:
+            took = time.perf_counter() - started
+            LOG.error("policy %s: no snapshot, nothing done this tick (%s): %s",
+                      name, err.kind, err)
+            self.metrics.record_failure(name, "source_error", source_error_kind=err.kind,
+                                        duration_seconds=took)
+            return TickReport(policy=name, result="source_error", error=str(err))
+        except Exception as exc:  # a bug or an unexpected failure: report it, keep running
+            took = time.perf_counter() - started
+            LOG.exception("policy %s: tick failed", name)
+            self.metrics.record_failure(name, "error", duration_seconds=took)
+            return TickReport(policy=name, result="error", error=f"{type(exc).__name__}: {exc}")
+        took = time.perf_counter() - started
+        self.health.snapshot_succeeded()
+        self.metrics.record_outcome(name, outcome, dry_run=dry_run, duration_seconds=took)
+        self._log_outcome(outcome, took)
+        if self.observer is not None:
+            try:
+                self.observer.on_outcome(outcome, self._clock())
+            except Exception:
+                LOG.exception("policy %s: alerting failed", name)
+        return TickReport(policy=name, result="ok", outcome=outcome)
+
+    @staticmethod
+    def _log_outcome(outcome: Outcome, took: float) -> None:
+        decision = outcome.decision
+        LOG.info("policy %s: %d actions (%d failed), next interval %g s, %.3f s%s",
+                 decision.policy, len(decision.actions), len(outcome.failed),
+                 decision.next_interval, took, " [dry run]" if decision.dry_run else "")
+        for action, reason in outcome.failed:
+            LOG.error("policy %s: action failed: %s: %s", decision.policy,
+                      action_to_dict(action), reason)
+
+    # --- scheduling --------------------------------------------------------------------------
+
+    def _new_job(self, policy: PolicyDocument) -> _Job:
+        base = base_interval_seconds(policy)
+        return _Job(policy=policy, interval=base, scheduled=base)
+
+    def _schedule(self, name: str, *, first_run: bool) -> None:
+        job = self._jobs[name]
+        self.scheduler.add_job(
+            self.tick_policy, "interval", args=[name], id=name, name=f"policy {name}",
+            seconds=job.scheduled * self.interval_scale, replace_existing=True,
+            next_run_time=datetime.now(UTC) if first_run else None)
+
+    def _reschedule_if_changed(self, name: str, job: _Job) -> None:
+        """Reschedule only on a change: `reschedule_job` moves the next run to now + N."""
+        if job.interval == job.scheduled or self._jobs.get(name) is not job:
+            return
+        LOG.info("policy %s: interval %g s -> %g s", name, job.scheduled, job.interval)
+        job.scheduled = job.interval
+        if self.scheduler.running and not self._stopping.is_set():
+            with contextlib.suppress(JobLookupError):  # removed by a reload meanwhile
+                self.scheduler.reschedule_job(name, trigger="interval",
+                                              seconds=job.interval * self.interval_scale)
+
+    def _wake(self, name: str) -> None:
+        """Run the policy's tick now: through the scheduler when it runs, else directly."""
+        if self._stopping.is_set():
+            return
+        if self.scheduler.running:
+            with contextlib.suppress(JobLookupError):
+                self.scheduler.modify_job(name, next_run_time=datetime.now(UTC))
+        else:
+            self.tick_policy(name)
+
+    # --- Algorithm 2: the listener -----------------------------------------------------------
+
+    def _listen(self) -> None:
+        assert self.events is not None
+        try:
+            self.events.watch(self.on_event, self._events_stop)
+        except Exception:
+            LOG.exception("the event listener stopped")
+
+    def on_event(self, event: ContainerEvent) -> None:
+        """A container started or stopped: reset every FlowCon policy and tick it now."""
+        LOG.info("container %s %s on %s: resetting FlowCon intervals", event.container,
+                 event.kind, event.node)
+        wake = []
+        with self._lock:
+            for name, job in self._jobs.items():
+                if isinstance(job.policy, FlowConPolicy):
+                    job.reset = True
+                    if not job.running:  # else the running tick wakes it when it ends
+                        wake.append(name)
+        for name in wake:
+            self._wake(name)
+
+    # --- hot reload --------------------------------------------------------------------------
+
+    def reload_if_changed(self) -> Reload | None:
+        """Poll the policy files; apply a valid change, report an invalid one."""
+        if self.watcher is None:
+            return None
+        found = self.watcher.poll()
+        if found is not None:
+            self.apply_reload(found)
+        return found
+
+    def apply_reload(self, found: Reload) -> None:
+        if not found.ok:
+            for problem in found.problems:
+                LOG.error("policy reload: %s", problem)
+            LOG.error("policy reload rejected (%d problems); keeping the last good policies",
+                      len(found.problems))
+            self.metrics.reload_errors.inc()
+            self.health.note("policy reload", f"rejected ({len(found.problems)} problems); "
+                             "running the last good policies")
+            return
+        self.health.note("policy reload", None)
+        self.replace_policies(found.policies)
+
+    def replace_policies(self, policies: Sequence[PolicyDocument]) -> None:
+        """Make `policies` the running set: add, remove and update jobs by name."""
+        wanted: Mapping[str, PolicyDocument] = {p.name: p for p in policies}
+        with self._lock:
+            for name in [n for n in self._jobs if n not in wanted]:
+                del self._jobs[name]
+                self.metrics.forget_policy(name)
+                with contextlib.suppress(JobLookupError):
+                    self.scheduler.remove_job(name)
+                LOG.info("policy %s removed", name)
+            for name, policy in wanted.items():
+                job = self._jobs.get(name)
+                if job is None:
+                    self._jobs[name] = self._new_job(policy)
+                    self.metrics.set_interval(name, self._jobs[name].interval)
+                    if self.scheduler.running:
+                        self._schedule(name, first_run=True)
+                    LOG.info("policy %s added", name)
+                elif job.policy != policy:
+                    old_base = base_interval_seconds(job.policy)
+                    job.policy = policy
+                    if base_interval_seconds(policy) != old_base:
+                        job.interval = base_interval_seconds(policy)
+                        self.metrics.set_interval(name, job.interval)
+                        self._reschedule_if_changed(name, job)
+                    LOG.info("policy %s updated", name)

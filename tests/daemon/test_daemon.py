@@ -1,0 +1,189 @@
+"""The daemon with hand fakes at its seams: scheduling, back-off, the listener, failures,
+dry-run, hot reload and an orderly stop. A 20 s policy runs every 0.2 s (`SCALE`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from policyd.daemon import Daemon, DaemonMetrics, Health, PolicyWatcher, stop_on_signals
+from policyd.model import SetCpu
+from tests.daemon.fakes import (
+    POLICY,
+    SCALE,
+    FakeActuator,
+    FakeEvents,
+    FakeSource,
+    flowcon,
+    one_to_limit,
+    policy_yaml,
+    wait_for,
+    with_newcomer,
+    write,
+)
+
+
+def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    found = registry.get_sample_value(name, labels)
+    return 0.0 if found is None else found
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+def make(registry: CollectorRegistry, source: FakeSource, actuator: FakeActuator | None = None,
+         *, policies: list | None = None, **options: object) -> Daemon:  # type: ignore[type-arg]
+    return Daemon(policies if policies is not None else [flowcon()], source=source,
+                  actuator=actuator or FakeActuator(), metrics=DaemonMetrics(registry),
+                  interval_scale=SCALE, loop_seconds=0.05, **options)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def started(registry: CollectorRegistry) -> Iterator[list[Daemon]]:
+    """Daemons started in a test are shut down after it, whatever happened."""
+    daemons: list[Daemon] = []
+    yield daemons
+    for daemon in daemons:
+        daemon.shutdown()
+
+
+def test_ticks_back_off_and_reschedule(registry: CollectorRegistry,
+                                       started: list[Daemon]) -> None:
+    source = FakeSource()  # converged jobs: FlowCon doubles the interval every tick
+    daemon = make(registry, source)
+    started.append(daemon)
+    daemon.start()
+    wait_for(lambda: daemon.interval_seconds(POLICY) >= 80, what="back-off to 80 s")
+    # The snapshot carried each current interval; the job runs at the one decided last.
+    assert source.intervals()[:2] == [20.0, 40.0]
+    interval, wall = daemon.schedule(POLICY)
+    assert interval >= 80 and wall == pytest.approx(interval * SCALE)
+    assert value(registry, "policyd_ticks_total", policy=POLICY, result="ok") >= 2
+    assert value(registry, "policyd_interval_seconds", policy=POLICY) >= 80
+
+
+def test_event_ticks_now_and_resets_the_interval(registry: CollectorRegistry,
+                                                 started: list[Daemon]) -> None:
+    source = FakeSource()
+    events = FakeEvents()
+    daemon = make(registry, source, events=events)
+    started.append(daemon)
+    daemon.start()
+    events.watching.wait(2)
+    wait_for(lambda: daemon.interval_seconds(POLICY) >= 160, what="back-off to 160 s")
+    ticks = len(source.intervals())
+    source.containers = with_newcomer  # what the next snapshot shows: a new container
+    events.emit("started", "c")
+    # The tick runs at once (the backed-off job would wait 1.6 s), from the base interval.
+    wait_for(lambda: len(source.intervals()) > ticks, timeout=1.0, what="the immediate tick")
+    assert source.intervals()[ticks] == 20.0
+    wait_for(lambda: daemon.scheduled_seconds(POLICY) == pytest.approx(20 * SCALE),
+             timeout=1.0, what="the job back at its base interval")
+    assert daemon.interval_seconds(POLICY) == 20.0
+
+
+def test_source_error_is_counted_then_recovers(registry: CollectorRegistry,
+                                               started: list[Daemon]) -> None:
+    source = FakeSource(one_to_limit, fail=2)
+    actuator = FakeActuator()
+    health = Health()
+    daemon = make(registry, source, actuator, health=health)
+    started.append(daemon)
+    assert health.ready() == (False, "no snapshot has succeeded yet")
+    daemon.start()
+    wait_for(lambda: value(registry, "policyd_ticks_total", policy=POLICY, result="ok") >= 1,
+             what="a successful tick after the errors")
+    assert value(registry, "policyd_source_errors_total", policy=POLICY, kind="connection") == 2
+    assert value(registry, "policyd_ticks_total", policy=POLICY, result="source_error") == 2
+    assert source.intervals()[:3] == [20.0, 20.0, 20.0]  # retried on the same schedule
+    assert actuator.applied  # acted only once a snapshot was read
+    assert health.ready()[0]
+
+
+def test_failing_action_is_counted_as_failed(registry: CollectorRegistry) -> None:
+    daemon = make(registry, FakeSource(one_to_limit), FakeActuator(error="engine said no"))
+    (report,) = daemon.run_once()
+    assert report.result == "ok" and report.outcome is not None
+    (failed, reason), = report.outcome.failed
+    assert isinstance(failed, SetCpu) and reason == "RuntimeError: engine said no"
+    labels = {"policy": POLICY, "kind": "set_cpu", "dry_run": "false"}
+    assert value(registry, "policyd_actions_total", result="failed", **labels) == 1
+    assert value(registry, "policyd_actions_total", result="applied", **labels) == 0
+    assert value(registry, "policyd_job_category", policy=POLICY, container="a", node="w1",
+                 category="CL") == 1
+
+
+def test_dry_run_policies_use_the_dry_run_actuator(registry: CollectorRegistry) -> None:
+    actuator = FakeActuator()
+    daemon = make(registry, FakeSource(one_to_limit), actuator,
+                  policies=[flowcon(dry_run=True)])
+    (report,) = daemon.run_once()
+    assert report.result == "ok"
+    assert actuator.applied == []
+    assert [a.container for a in daemon.dry_run_actuator.applied] == ["a"]
+    assert value(registry, "policyd_actions_total", policy=POLICY, kind="set_cpu",
+                 result="applied", dry_run="true") == 1
+
+
+def test_hot_reload_adds_a_policy_and_keeps_the_last_good_set(
+        tmp_path: Path, registry: CollectorRegistry) -> None:
+    path = tmp_path / "policies.yaml"
+    write(path, policy_yaml())
+    watcher = PolicyWatcher([path])
+    first = watcher.load()
+    assert first.ok
+    health = Health()
+    daemon = make(registry, FakeSource(), policies=list(first.policies), watcher=watcher,
+                  health=health, reload_seconds=0.05)
+    stop = threading.Event()
+    thread = threading.Thread(target=daemon.run, args=(stop,))
+    thread.start()
+    try:
+        write(path, policy_yaml() + "---\n" + policy_yaml("fc-two", interval=30))
+        wait_for(lambda: daemon.scheduler.get_job("fc-two") is not None, what="the new job")
+        assert [p.name for p in daemon.policies] == [POLICY, "fc-two"]
+        wait_for(lambda: value(registry, "policyd_ticks_total", policy="fc-two",
+                               result="ok") >= 1, what="a tick of the new policy")
+
+        write(path, policy_yaml() + "---\nkind: FlowCom\n")
+        wait_for(lambda: value(registry, "policyd_policy_reload_errors_total") == 1,
+                 what="the rejected reload")
+        assert [p.name for p in daemon.policies] == [POLICY, "fc-two"]  # last good set
+        ready, text = health.ready()
+        assert ready and "policy reload: rejected (" in text
+
+        write(path, policy_yaml())  # fixed again, and fc-two removed
+        wait_for(lambda: daemon.scheduler.get_job("fc-two") is None, what="the removal")
+        assert "policy reload" not in health.ready()[1]
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_sigterm_lets_the_running_tick_finish(registry: CollectorRegistry) -> None:
+    actuator = FakeActuator(block_seconds=0.4)
+    events = FakeEvents()
+    daemon = make(registry, FakeSource(one_to_limit), actuator, events=events)
+    stop = threading.Event()
+    with stop_on_signals(stop):
+        thread = threading.Thread(target=daemon.run, args=(stop,))
+        thread.start()
+        assert actuator.entered.wait(3)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.wait(2)
+        thread.join(5)
+    assert not thread.is_alive()
+    assert actuator.done.is_set()  # the action in flight completed: no half tick
+    assert [a.container for a in actuator.applied] == ["a"]
+    assert value(registry, "policyd_ticks_total", policy=POLICY, result="ok") == 1
+    assert events.stopped.is_set()
+    assert not daemon.scheduler.running

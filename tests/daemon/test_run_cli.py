@@ -1,0 +1,114 @@
+"""`policyd run` as users run it: the simulator (as a subprocess, and in-process with
+`--once`), the docker backend's `--once` through fakes, and broken settings."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from policyd.cli import main
+from policyd.daemon import DaemonSettings, DockerHost, DockerSection, PrometheusSettings, run
+from policyd.daemon.backend import Parts
+from policyd.daemon.settings import HttpSettings
+from tests.daemon.fakes import FakeActuator, FakeSource, one_to_limit, policy_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def settings_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "settings.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_simulated_run_as_a_subprocess(tmp_path: Path) -> None:
+    path = settings_file(tmp_path, "http: {port: 0}\nsimulation: {speed: max}\n"
+                                   "log_level: warning\n")
+    done = subprocess.run([sys.executable, "-m", "policyd", "run", "--config", str(path)],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("simulating flowcon-fixed-3 (seed 1, speed max)")
+    ticks = [line for line in lines if line.startswith("t=")]
+    assert len(ticks) > 5
+    assert any("job-1 cpu 0.25 (shares)" in line for line in ticks)
+    assert "results under policy flowcon-fixed-3: makespan" in done.stdout
+    for job in ("job-1", "job-2", "job-3"):
+        assert any(line.startswith(f"{job} ") for line in lines), job
+
+
+def test_simulated_once_runs_each_policys_first_tick(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(policy_yaml("mine", interval=30))
+    path = settings_file(tmp_path, "policies: [p.yaml]\nhttp: {enabled: false}\n"
+                                   "simulation: {speed: max}\n")
+    code, out, err = cli("run", "--config", str(path), "--once")
+    assert (code, err) == (0, "")
+    ticks = [line for line in out.splitlines() if line.startswith("t=")]
+    assert len(ticks) == 1 and "mine: no actions; next in 30 s" in ticks[0]
+    assert "results" not in out
+
+
+def test_policy_of_another_kind_than_the_scenario(tmp_path: Path) -> None:
+    path = settings_file(tmp_path, "http: {enabled: false}\n"
+                                   "simulation: {scenario: flowcon-fixed-3, speed: max}\n"
+                                   f"policies: [{ROOT / 'policies' / 'specon.yaml'}]\n")
+    code, _, err = cli("run", "--config", str(path), "--once")
+    assert code == 1
+    assert err.splitlines() == [
+        "scenario flowcon-fixed-3 runs FlowCon policies; 'specon-default' is SpeCon "
+        "(choose another simulation.scenario, or leave policies out)"]
+
+
+def test_broken_settings_exit_1_with_every_problem(tmp_path: Path) -> None:
+    path = settings_file(tmp_path, "backend: kubernetes\nhttp: {port: -3}\n")
+    code, out, err = cli("run", "--config", str(path))
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        f"{path}:1: backend: 'kubernetes' is not supported yet (it comes in a later "
+        "release); allowed: simulated, docker",
+        f"{path}:2: http.port: -3 must be a whole number in 0 .. 65535 (0: any free port)",
+        "policyd run: the settings file is invalid; nothing started",
+    ]
+
+
+def test_invalid_policy_file_starts_nothing(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text("kind: FlowCom\n")
+    path = settings_file(tmp_path, "policies: [p.yaml]\nhttp: {enabled: false}\n")
+    code, _, err = cli("run", "--config", str(path), "--once")
+    assert code == 1
+    *problems, last = err.splitlines()
+    assert all(line.startswith(f"{tmp_path / 'p.yaml'}:1: ") for line in problems)
+    assert last == f"policyd run: {len(problems)} problems in the policy files; nothing started"
+
+
+def test_docker_backend_once_with_fakes(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(policy_yaml() + "---\n" + policy_yaml("dry", dry_run=True))
+    settings = DaemonSettings(
+        policies=(tmp_path / "p.yaml",), backend="docker",
+        prometheus=PrometheusSettings(url="http://127.0.0.1:9"),
+        docker=DockerSection(hosts={"w1": DockerHost(url="unix:///nonexistent.sock")}),
+        http=HttpSettings(enabled=False))
+    actuator = FakeActuator()
+    out = io.StringIO()
+    code = run(settings, out=out, stop=threading.Event(), once=True,
+               parts=Parts(source=FakeSource(one_to_limit), actuator=actuator, events=None))
+    assert code == 0
+    assert out.getvalue().splitlines() == [
+        "policy fc: ok, 1 actions (0 failed), next interval 20 s",
+        "policy dry: ok, 1 actions (0 failed), next interval 20 s [dry run]",
+    ]
+    assert [a.policy for a in actuator.applied] == ["fc"]
+
+    failing = FakeSource(one_to_limit, fail=1)
+    code = run(settings, out=io.StringIO(), stop=threading.Event(), once=True,
+               parts=Parts(source=failing, actuator=FakeActuator(), events=None))
+    assert code == 1
