@@ -1,0 +1,197 @@
+"""`KubernetesActuator`: SetCpu, Migrate and MarkMigrated on a Kubernetes cluster
+(policyd.tick.Actuator).
+
+Only pods matching `settings.label_selector` (and not labelled or annotated
+`policyd.io/opt-out=true`, the policies' default opt-out key) are touched. Every failure
+raises `ActuationError` with a one-line reason, after a Warning Event; every success leaves a
+Normal Event (`events`). Markers are pod annotations (on the Job's template for a Job-owned
+pod's migration). API calls go through `calls.Caller` (rate limit,
+retries). SetCpu is an in-place resize (`cpu`), confirmed by polling the pod. Half-done Job
+migrations are finished by `recover()` (`recovery`), run before the first action.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, assert_never
+
+from kubernetes import client as k8s  # type: ignore[import-untyped]
+from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
+
+from policyd.actuators.kubernetes import cpu, pods
+from policyd.actuators.kubernetes.calls import Caller, TokenBucket, api_client, status_of
+from policyd.actuators.kubernetes.events import EventRecorder, regarding_of
+from policyd.actuators.kubernetes.migration import Migration
+from policyd.actuators.kubernetes.pods import PodRef
+from policyd.actuators.kubernetes.recovery import Recovered, recover
+from policyd.actuators.kubernetes.settings import ActuationError, KubernetesSettings
+from policyd.model import Action, Decision, MarkMigrated, Migrate, SetCpu
+
+LOG = logging.getLogger(__name__)
+
+ALLOCATABLE_TTL_SECONDS = 300.0
+"""How long a node's allocatable CPU is reused before it is read again."""
+
+
+class KubernetesActuator:
+    """Acts through `core` (CoreV1Api), `batch` (BatchV1Api) and `events_api` (EventsV1Api);
+    None builds them from `settings` (the seams tests fill with autospec'd APIs).
+    `grace_by_policy` maps a policy name to SpeCon's `migration_grace_seconds`."""
+
+    def __init__(self, settings: KubernetesSettings, *, core: Any = None, batch: Any = None,
+                 events_api: Any = None, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep,
+                 grace_by_policy: Mapping[str, float] | None = None) -> None:
+        self.settings = settings
+        if core is None or batch is None or events_api is None:
+            shared = api_client(settings)
+            core = core if core is not None else k8s.CoreV1Api(shared)
+            batch = batch if batch is not None else k8s.BatchV1Api(shared)
+            events_api = events_api if events_api is not None else k8s.EventsV1Api(shared)
+        self.core, self.batch = core, batch
+        self.clock, self.sleep = clock, sleep
+        self.grace_by_policy = dict(grace_by_policy or {})
+        self.bucket = TokenBucket(settings.write_qps, settings.write_burst, clock=clock,
+                                  sleep=sleep)
+        self.caller = Caller(settings.retries, settings.backoff_seconds, self.bucket,
+                             timeout_seconds=settings.timeout_seconds, sleep=sleep)
+        self.events = EventRecorder(events_api, self.caller, clock,
+                                    settings.reporting_controller, settings.reporting_instance)
+        self.migration = Migration(core, batch, self.caller, settings, clock=clock, sleep=sleep)
+        self._allocatable: dict[str, tuple[float, int]] = {}
+        self._recovered = False
+        self._lock = threading.Lock()
+
+    # -- the Actuator protocol ---------------------------------------------------------------
+
+    def apply(self, action: Action, decision: Decision) -> None:
+        with self._lock:
+            if not self._recovered:
+                try:
+                    self.recover()
+                except ActuationError as exc:
+                    LOG.error("kubernetes: %s", str(exc))
+            match action:
+                case SetCpu():
+                    self._reported(action, lambda: self.set_cpu(action))
+                case Migrate():
+                    grace = self.grace_by_policy.get(decision.policy,
+                                                     self.settings.grace_seconds)
+                    self._reported(action, lambda: self.migrate(action, grace_seconds=grace))
+                case MarkMigrated():
+                    self._reported(action, lambda: self.mark_migrated(action))
+                case _:
+                    assert_never(action)
+
+    def recover(self) -> list[Recovered]:
+        """Finish every Job left mid-migration (see `recovery`)."""
+        done = recover(self.migration)
+        self._recovered = True
+        return done
+
+    def _reported(self, action: Action, run: Callable[[], Mapping[str, Any]]) -> None:
+        """Run the action; an Event either way (Warning with the error on failure)."""
+        verb = {"set_cpu": "SetCpu", "migrate": "Migrate", "mark_migrated": "MarkMigrated"}[
+            action.kind]
+        ref = PodRef.parse(action.container, self.settings.container_name)
+        regarding: Mapping[str, Any] = {"apiVersion": "v1", "kind": "Pod",
+                                        "namespace": ref.namespace, "name": ref.name}
+        try:
+            obj = run()
+        except ActuationError as exc:
+            self.events.record(regarding, verb, f"{action.reason} (policy {action.policy}); "
+                               f"failed: {exc}", warning=True)
+            raise
+        kind = str(obj.get("kind") or "Pod")
+        regarding = regarding_of(obj, api_version="batch/v1" if kind == "Job" else "v1",
+                                 kind=kind) if obj.get("metadata") else regarding
+        self.events.record(regarding, verb, f"{action.reason} (policy {action.policy})")
+
+    # -- SetCpu ------------------------------------------------------------------------------
+
+    def allocatable_millicores(self, node: str) -> int:
+        now = self.clock()
+        cached = self._allocatable.get(node)
+        if cached is not None and now - cached[0] < ALLOCATABLE_TTL_SECONDS:
+            return cached[1]
+        try:
+            found = self.caller.call(f"read node {node}", self.core.read_node, node)
+        except ApiException as exc:
+            raise ActuationError(f"node {node}: HTTP {exc.status}") from exc
+        value = cpu.millicores(((found.get("status") or {}).get("allocatable") or {}).get("cpu"))
+        if not value:
+            raise ActuationError(f"node {node} reports no allocatable CPU")
+        self._allocatable[node] = (now, value)
+        return value
+
+    def _pod(self, ref: PodRef) -> dict[str, Any]:
+        pod = self.migration.get_pod(ref.namespace, ref.name)
+        if pod is None:
+            raise ActuationError(f"pod {ref} is gone")
+        pods.check_managed(pod, self.settings.label_selector)
+        return pod
+
+    def set_cpu(self, action: SetCpu) -> dict[str, Any]:
+        """Resize in place (requests in shares mode, limits in quota mode) and confirm."""
+        ref = PodRef.parse(action.container, self.settings.container_name)
+        wanted: dict[str, cpu.Desired] = {}
+
+        def write(pod: dict[str, Any]) -> Any:
+            node = str((pod.get("spec") or {}).get("nodeName") or action.node)
+            desired = cpu.desired_cpu(pod, ref.container, action.fraction, action.mode,
+                                      self.allocatable_millicores(node))
+            wanted["cpu"] = desired
+            return self.caller.call(f"resize pod {ref}", self.core.patch_namespaced_pod_resize,
+                                    ref.name, ref.namespace,
+                                    cpu.resize_body(pod, ref.container, desired), write=True)
+
+        try:
+            self.caller.read_modify_write(f"resize pod {ref}", lambda: self._pod(ref), write)
+        except ApiException as exc:
+            raise ActuationError(f"resize pod {ref}: HTTP {exc.status}" + (
+                " (gone)" if status_of(exc) == 404 else "")) from exc
+        pod = self.confirm_resize(ref, wanted["cpu"])
+        self.annotate(ref, pods.marker_annotations(now=self.clock()))
+        return pod
+
+    def confirm_resize(self, ref: PodRef, desired: cpu.Desired) -> dict[str, Any]:
+        deadline = self.clock() + self.settings.resize_timeout_seconds
+        shown = ", ".join(f"{k} {v}m" for k, v in desired.items())
+        while True:
+            pod = self._pod(ref)
+            step = cpu.progress(pod, ref.container, desired)
+            if step.state == "done":
+                return pod
+            if step.state in ("deferred", "infeasible", "error"):
+                raise ActuationError(f"pod {ref}: resize to CPU {shown} not done: "
+                                     f"{step.detail}")
+            if self.clock() >= deadline:
+                raise ActuationError(f"pod {ref}: resize to CPU {shown} not confirmed within "
+                                     f"{self.settings.resize_timeout_seconds:g} s "
+                                     f"({step.detail})")
+            self.sleep(self.settings.poll_seconds)
+
+    # -- markers and Migrate -----------------------------------------------------------------
+
+    def annotate(self, ref: PodRef, annotations: Mapping[str, str]) -> None:
+        try:
+            self.caller.call(f"annotate pod {ref}", self.core.patch_namespaced_pod, ref.name,
+                             ref.namespace, {"metadata": {"annotations": dict(annotations)}},
+                             write=True)
+        except ApiException as exc:
+            raise ActuationError(f"annotate pod {ref}: HTTP {exc.status}") from exc
+
+    def mark_migrated(self, action: MarkMigrated) -> dict[str, Any]:
+        ref = PodRef.parse(action.container, self.settings.container_name)
+        pod = self._pod(ref)
+        self.annotate(ref, pods.marker_annotations(now=self.clock(), migrated=True,
+                                                   converged_at=action.converged_at))
+        return pod
+
+    def migrate(self, action: Migrate, *, grace_seconds: float | None = None
+                ) -> dict[str, Any]:
+        return self.migration.run(action, grace_seconds=grace_seconds
+                                  or self.settings.grace_seconds)

@@ -1,0 +1,86 @@
+"""Every Kubernetes API call policyd makes, as RBAC rules: the one place the Role comes from.
+
+`CALLS` maps each client method policyd calls (CoreV1Api, BatchV1Api, EventsV1Api,
+CoordinationV1Api) to the rule it needs; `REQUIRED_RULES` is the set of them. The manifests
+render the (Cluster)Role from `role_rules()`; tests wrap the autospec'd APIs, run every code
+path, and check that each method called is in `CALLS` (and that every rule is exercised), so
+the list cannot drift from the code. It covers the whole process: the actuator (this package),
+the pod source and watch (`policyd.sources.kubernetes_pods`) and leader election
+(`policyd.daemon.leader`); those modules cannot import this one (layers), so the test is the
+link. `nodes` are cluster-scoped: listing them needs a ClusterRole, as does watching pods in
+all namespaces (`KubernetesSettings.namespaces` empty).
+
+Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+
+class Rule(NamedTuple):
+    """One permission: (api group, resource, subresource, verb); "" is the core group / none."""
+
+    group: str
+    resource: str
+    subresource: str
+    verb: str
+
+    @property
+    def resource_path(self) -> str:
+        """The RBAC `resources` entry: `pods` or `pods/resize`."""
+        return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+
+
+CALLS: Mapping[str, Rule] = {
+    # actuator: SetCpu (in-place resize, pods/resize since 1.32, beta on by default 1.33)
+    "read_namespaced_pod": Rule("", "pods", "", "get"),
+    "patch_namespaced_pod_resize": Rule("", "pods", "resize", "patch"),
+    "patch_namespaced_pod": Rule("", "pods", "", "patch"),  # marker annotations
+    "read_node": Rule("", "nodes", "", "get"),  # allocatable cores
+    # actuator: Migrate of a bare pod (checkpoint protocol)
+    "create_namespaced_pod_eviction": Rule("", "pods", "eviction", "create"),
+    "delete_namespaced_pod": Rule("", "pods", "", "delete"),
+    "create_namespaced_pod": Rule("", "pods", "", "create"),
+    # actuator: Migrate of a Job-owned pod (suspend, re-pin, resume) and its recovery
+    "read_namespaced_job": Rule("batch", "jobs", "", "get"),
+    "patch_namespaced_job": Rule("batch", "jobs", "", "patch"),
+    "list_job_for_all_namespaces": Rule("batch", "jobs", "", "list"),
+    "list_namespaced_job": Rule("batch", "jobs", "", "list"),
+    # actuator: a Kubernetes Event on every action
+    "create_namespaced_event": Rule("events.k8s.io", "events", "", "create"),
+    # source: one pod list and one node list per cycle; the pod watch (watch=True)
+    "list_pod_for_all_namespaces": Rule("", "pods", "", "list"),
+    "list_namespaced_pod": Rule("", "pods", "", "list"),
+    "list_node": Rule("", "nodes", "", "list"),
+    # leader election on a Lease
+    "read_namespaced_lease": Rule("coordination.k8s.io", "leases", "", "get"),
+    "create_namespaced_lease": Rule("coordination.k8s.io", "leases", "", "create"),
+    "replace_namespaced_lease": Rule("coordination.k8s.io", "leases", "", "update"),
+}
+
+WATCHES: frozenset[str] = frozenset({"list_pod_for_all_namespaces", "list_namespaced_pod"})
+"""List methods that `watch.Watch().stream` calls with `watch=True` (verb `watch`)."""
+
+
+def rule_for(method: str, kwargs: Mapping[str, Any] | None = None) -> Rule:
+    """The rule a call of `method` with `kwargs` needs; KeyError for an undeclared method."""
+    rule = CALLS[method]
+    if (kwargs or {}).get("watch") and method in WATCHES:
+        return rule._replace(verb="watch")
+    return rule
+
+
+REQUIRED_RULES: frozenset[Rule] = frozenset(
+    {*CALLS.values(), *(CALLS[m]._replace(verb="watch") for m in WATCHES)})
+"""Everything policyd needs; nothing more."""
+
+
+def role_rules(rules: Iterable[Rule] = REQUIRED_RULES) -> list[dict[str, list[str]]]:
+    """The `rules:` of an RBAC Role, one entry per (group, resource path), verbs sorted."""
+    verbs: dict[tuple[str, str], set[str]] = {}
+    for rule in rules:
+        verbs.setdefault((rule.group, rule.resource_path), set()).add(rule.verb)
+    return [{"apiGroups": [group], "resources": [path], "verbs": sorted(v)}
+            for (group, path), v in sorted(verbs.items())]

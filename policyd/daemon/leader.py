@@ -1,0 +1,187 @@
+"""Leader election on a coordination.k8s.io/v1 Lease: two policyd replicas, one acting.
+
+Why not `kubernetes.leaderelection`: it calls `sys.exit()` on a bad configuration, its
+`run()` blocks until leadership is lost, and client 36 ships only a ConfigMap lock. This is
+client-go's algorithm, small, on the Lease API (get, create, update with the resourceVersion,
+so two candidates racing get one 409):
+
+* a candidate reads the Lease every `retry_period_seconds`. Free (no holder), held by itself,
+  or expired -> it writes itself as holder with a new `renewTime`. Expiry is measured on the
+  candidate's own monotonic clock: a record that has not changed for `lease_duration_seconds`
+  since the candidate first saw it is expired (no comparison of two machines' clocks);
+* the holder counts as leader while its last successful renewal is younger than
+  `renew_deadline_seconds` (< lease duration): `leading()` checks that at the moment of
+  acting, so a holder whose renewals fail (API unreachable, a stalled thread) stops acting
+  before anyone else can take over. `is_leader` (a `threading.Event`) mirrors it for the
+  daemon's health and metrics.
+
+`LeaderOnly` wraps an actuator: actions are applied only while `leading()`; a standby logs
+and skips them (not a failure). Requires lease > renew deadline > 1.2 x retry period
+(checked on construction with ValueError, never `sys.exit`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import urllib3
+from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
+
+from policyd.model import Action, Decision
+from policyd.tick import Actuator
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeaseSettings:
+    name: str = "policyd-specon"
+    namespace: str = "policyd"
+    identity: str
+    lease_duration_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not (self.name and self.namespace and self.identity):
+            problems.append("name, namespace and identity must be set")
+        if not self.lease_duration_seconds > self.renew_deadline_seconds:
+            problems.append("lease_duration_seconds must be greater than renew_deadline_seconds")
+        if not self.renew_deadline_seconds > 1.2 * self.retry_period_seconds > 0:
+            problems.append("renew_deadline_seconds must be greater than 1.2 x "
+                            "retry_period_seconds (> 0)")
+        if problems:
+            raise ValueError("leader election: " + "; ".join(problems))
+
+
+def micro_time(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _body(resp: Any) -> dict[str, Any]:
+    data = getattr(resp, "data", resp)
+    out: dict[str, Any] = json.loads(data) if isinstance(data, bytes | str) else dict(data)
+    return out
+
+
+class LeaderElector:
+    """One candidate (see the module docstring). `api` is a CoordinationV1Api; `clock` is
+    monotonic (expiry, deadlines), `wall` writes the Lease's times."""
+
+    def __init__(self, settings: LeaseSettings, api: Any, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.settings, self.api, self.clock, self.wall = settings, api, clock, wall
+        self.is_leader = threading.Event()
+        self._renewed_at: float | None = None
+        self._observed: tuple[Any, ...] | None = None
+        self._observed_at = 0.0
+
+    def leading(self) -> bool:
+        """True while the last renewal is younger than the renew deadline."""
+        at = self._renewed_at
+        if at is None or self.clock() - at >= self.settings.renew_deadline_seconds:
+            if self.is_leader.is_set():
+                LOG.warning("leader: %s lost the lease (no renewal for %.0f s)",
+                            self.settings.identity, self.settings.renew_deadline_seconds)
+            self.is_leader.clear()
+            return False
+        return True
+
+    def step(self) -> bool:
+        """One try to acquire or renew; whether this candidate leads afterwards."""
+        try:
+            ok = self._try()
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            LOG.warning("leader: lease %s/%s: %s", self.settings.namespace, self.settings.name,
+                        getattr(exc, "status", None) or exc)
+            ok = False
+        if ok:
+            self._renewed_at = self.clock()
+            if not self.is_leader.is_set():
+                LOG.info("leader: %s leads", self.settings.identity)
+            self.is_leader.set()
+        return self.leading()
+
+    def _try(self) -> bool:
+        s, now = self.settings, self.clock()
+        try:
+            lease = _body(self.api.read_namespaced_lease(s.name, s.namespace,
+                                                         _preload_content=False))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.api.create_namespaced_lease(s.namespace, self._lease(None, 0),
+                                             _preload_content=False)
+            return True
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        record = (holder, spec.get("renewTime"), spec.get("leaseTransitions"))
+        if record != self._observed:
+            self._observed, self._observed_at = record, now
+        duration = float(spec.get("leaseDurationSeconds") or s.lease_duration_seconds)
+        if holder and holder != s.identity and now < self._observed_at + duration:
+            self.is_leader.clear()
+            return False
+        transitions = int(spec.get("leaseTransitions") or 0) + (holder != s.identity)
+        body = self._lease(lease, transitions, keep_acquire=holder == s.identity)
+        try:
+            self.api.replace_namespaced_lease(s.name, s.namespace, body,
+                                              _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 409:  # another candidate wrote first
+                return False
+            raise
+        return True
+
+    def _lease(self, current: dict[str, Any] | None, transitions: int, *,
+               keep_acquire: bool = False) -> dict[str, Any]:
+        s, now = self.settings, micro_time(self.wall())
+        meta: dict[str, Any] = {"name": s.name, "namespace": s.namespace}
+        if current is not None:
+            meta["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
+        old = (current or {}).get("spec") or {}
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+                "spec": {"holderIdentity": s.identity,
+                         "leaseDurationSeconds": round(s.lease_duration_seconds),
+                         "acquireTime": old.get("acquireTime") if keep_acquire else now,
+                         "renewTime": now, "leaseTransitions": transitions}}
+
+    def run(self, stop: threading.Event,
+            on_acquired: Callable[[], None] | None = None) -> None:
+        """Try every retry period until `stop` (on its own thread); leadership ends with it.
+        `on_acquired` is called each time this candidate starts leading (it must not block:
+        renewals wait for it)."""
+        while not stop.is_set():
+            was = self.is_leader.is_set()
+            if self.step() and not was and on_acquired is not None:
+                try:
+                    on_acquired()
+                except Exception:
+                    LOG.exception("leader: on_acquired failed")
+            stop.wait(self.settings.retry_period_seconds)
+        self.is_leader.clear()
+        self._renewed_at = None
+
+
+class LeaderOnly:
+    """An actuator that acts only while `elector.leading()` (policyd.tick.Actuator)."""
+
+    def __init__(self, actuator: Actuator, elector: LeaderElector) -> None:
+        self.actuator, self.elector = actuator, elector
+        self.skipped = 0
+
+    def apply(self, action: Action, decision: Decision) -> None:
+        if not self.elector.leading():
+            self.skipped += 1
+            LOG.info("leader: standby, not applied: %s %s", action.kind, action.container)
+            return
+        self.actuator.apply(action, decision)

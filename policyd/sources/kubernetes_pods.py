@@ -1,0 +1,376 @@
+"""Kubernetes pods as a source: facts and markers from the API, loss and CPU from Prometheus.
+
+Per cycle, a constant number of calls whatever the number of pods: one pod list
+(`list_pod_for_all_namespaces`, or one `list_namespaced_pod` per configured namespace, with
+the label selector), one node list (allocatable CPU = capacity), and the two Prometheus range
+queries of `promql.build_queries` (evaluation, CPU). The pod list gives what kube-state-metrics
+would need an allowlist for: node, start time, labels, annotations (the markers
+`policyd.io/migrated` etc., written by the actuator), and the CPU request / limit (the current
+allocation). `facts_vector` turns it into the facts instant vector that `parse.parse_cycle`
+already reads (tagged `policyd_fact` samples), so matching, warnings and markers are the
+Prometheus source's own code; only Prometheus's facts query is not sent.
+
+A container is `namespace/pod/container` (the `kubernetes` profile's identity); the training
+container is `container_name`, else the pod's first container. `PodWatch` is the
+`policyd.tick.EventSource`: list, then watch from the list's resourceVersion; a 410 Gone (the
+version expired) relists and reports the difference. Settings come through `PodScope`, a
+structural Protocol that the actuator's `KubernetesSettings` satisfies (sources never import
+actuators).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol, cast
+
+from kubernetes import watch as k8s_watch  # type: ignore[import-untyped]
+from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
+from prometheus_api_client.prometheus_connect import PrometheusConnect
+
+from policyd.engine.spec import PolicyDocument
+from policyd.model import Snapshot
+from policyd.model.events import ContainerEvent
+from policyd.sources import promql
+from policyd.sources.errors import SourceError
+from policyd.sources.http import retry_policy
+from policyd.sources.matrix import ResponseShapeError
+from policyd.sources.parse import Parsed, parse_cycle
+from policyd.sources.prometheus import PrometheusClient, classify
+from policyd.sources.settings import SourceSettings, kubernetes
+
+LOG = logging.getLogger(__name__)
+MARKERS = ("policyd.io/migrated", "policyd.io/rebalanced", "policyd.io/converged_at",
+           "policyd.io/last_action_at")
+GONE = 410
+
+
+class PodScope(Protocol):
+    """Which pods (the actuator's KubernetesSettings has these fields)."""
+
+    @property
+    def namespaces(self) -> tuple[str, ...]: ...
+    @property
+    def label_selector(self) -> str: ...
+    @property
+    def container_name(self) -> str | None: ...
+
+
+def parse_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC).timestamp()
+
+
+def cores(quantity: Any) -> float | None:
+    """A CPU quantity ("250m", "2", "1.5") in cores; None when absent or unreadable."""
+    if quantity in (None, ""):
+        return None
+    text = str(quantity)
+    try:
+        return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodFacts:
+    """One pod's training container as the API describes it."""
+
+    namespace: str
+    pod: str
+    container: str
+    node: str
+    uid: str
+    running: bool
+    started_at: float | None
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    cpu_request: float | None
+    cpu_limit: float | None
+
+    @property
+    def id(self) -> str:
+        return f"{self.namespace}/{self.pod}/{self.container}"
+
+
+def pod_facts(pod: Mapping[str, Any], container_name: str | None) -> PodFacts | None:
+    """A pod (JSON) -> PodFacts; None when it is not scheduled or lacks the container."""
+    meta, spec, status = (pod.get("metadata") or {}, pod.get("spec") or {},
+                          pod.get("status") or {})
+    chosen = next((c for c in spec.get("containers") or []
+                   if container_name is None or c.get("name") == container_name), None)
+    if chosen is None or not spec.get("nodeName"):
+        return None
+    name = str(chosen.get("name"))
+    state = next(((s.get("state") or {}) for s in status.get("containerStatuses") or []
+                  if s.get("name") == name), {})
+    started = parse_time((state.get("running") or {}).get("startedAt")) or parse_time(
+        status.get("startTime"))
+    res = chosen.get("resources") or {}
+    return PodFacts(
+        namespace=str(meta.get("namespace", "")), pod=str(meta.get("name", "")),
+        container=name, node=str(spec["nodeName"]), uid=str(meta.get("uid", "")),
+        running=status.get("phase") == "Running" and "running" in state
+        and not meta.get("deletionTimestamp"),
+        started_at=started, labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        cpu_request=cores((res.get("requests") or {}).get("cpu")),
+        cpu_limit=cores((res.get("limits") or {}).get("cpu")))
+
+
+def _body(resp: Any) -> dict[str, Any]:
+    """The JSON of a raw response (`_preload_content=False`)."""
+    data = getattr(resp, "data", resp)
+    return cast(dict[str, Any], json.loads(data) if isinstance(data, bytes | str) else data)
+
+
+def list_pods(core: Any, scope: PodScope) -> tuple[list[dict[str, Any]], str]:
+    """The managed pods: one call (or one per namespace); and the resourceVersion to watch
+    from (the last namespace's, when several)."""
+    if not scope.namespaces:
+        got = _body(core.list_pod_for_all_namespaces(label_selector=scope.label_selector,
+                                                    _preload_content=False))
+        return list(got.get("items") or []), str((got.get("metadata") or {}).get(
+            "resourceVersion", ""))
+    items: list[dict[str, Any]] = []
+    version = ""
+    for ns in scope.namespaces:
+        got = _body(core.list_namespaced_pod(ns, label_selector=scope.label_selector,
+                                            _preload_content=False))
+        items.extend(got.get("items") or [])
+        version = str((got.get("metadata") or {}).get("resourceVersion", ""))
+    return items, version
+
+
+def list_allocatable(core: Any) -> dict[str, float]:
+    """Node name -> allocatable CPU cores (one call)."""
+    got = _body(core.list_node(_preload_content=False))
+    out: dict[str, float] = {}
+    for node in got.get("items") or []:
+        value = cores(((node.get("status") or {}).get("allocatable") or {}).get("cpu"))
+        if value and value > 0:
+            out[str(node["metadata"]["name"])] = value
+    return out
+
+
+def facts_vector(found: Iterable[PodFacts], allocatable: Mapping[str, float], now: float
+                 ) -> list[dict[str, Any]]:
+    """The facts instant vector `parse_cycle` reads, built from the API (pure): capacity per
+    node, start time, CPU request as shares (x1024, read back as cores by the `kubernetes`
+    profile), limit as quota/period, and the markers as `annotation_policyd_io_*` labels."""
+    def sample(fact: str, labels: Mapping[str, str], value: float) -> dict[str, Any]:
+        return {"metric": {**labels, promql.FACT_LABEL: fact}, "value": [now, repr(value)]}
+
+    out = [sample(promql.FACT_CAPACITY, {"node": n}, c) for n, c in sorted(allocatable.items())]
+    for f in found:
+        ident = {"namespace": f.namespace, "pod": f.pod, "container": f.container,
+                 "node": f.node}
+        if f.started_at is not None:
+            out.append(sample(promql.FACT_STARTED, ident, f.started_at))
+        if f.cpu_request is not None:
+            out.append(sample(promql.FACT_SHARES, ident, f.cpu_request * 1024))
+        if f.cpu_limit is not None:
+            out.append(sample(promql.FACT_QUOTA, ident, f.cpu_limit * 100_000))
+            out.append(sample(promql.FACT_PERIOD, ident, 100_000.0))
+        marks = {"annotation_" + k.replace(".", "_").replace("/", "_"): v
+                 for k, v in f.annotations.items() if k in MARKERS}
+        out.append(sample(promql.FACT_ANNOTATIONS,
+                          {"namespace": f.namespace, "pod": f.pod, **marks}, 1.0))
+    return out
+
+
+def api_settings() -> SourceSettings:
+    """The `kubernetes` profile; its facts (and the `kube_pod_annotations`-shaped markers)
+    are built from the API by `facts_vector` rather than queried."""
+    return kubernetes()
+
+
+def merge(*, evaluation: Any, cpu: Any, found: Sequence[PodFacts],
+          allocatable: Mapping[str, float], queries: promql.CycleQueries,
+          settings: SourceSettings, intervals: Mapping[str, float] | None = None) -> Parsed:
+    """Prometheus's two range results + the pod list -> the cycle's snapshot (pure).
+    Only evaluation series of listed pods are kept; pod labels and annotations are added to
+    each container's (the series' labels win on a clash)."""
+    by_key = {(f.namespace, f.pod, f.container): f for f in found}
+    kept = [e for e in evaluation or [] if tuple(
+        (e.get("metric") or {}).get(n, "") for n in settings.evaluation_identity_labels)
+        in by_key]
+    parsed = parse_cycle(evaluation=kept, cpu=cpu, facts_result=facts_vector(
+        found, allocatable, queries.now_seconds), queries=queries, settings=settings,
+        intervals=intervals)
+    containers = []
+    for c in parsed.snapshot.containers:
+        f = by_key[cast(tuple[str, str, str], tuple(c.id.split("/", 2)))]
+        containers.append(replace(c, name=f.pod, labels={**f.labels, **c.labels},
+                                  annotations=f.annotations))
+    snap = parsed.snapshot
+    return Parsed(snapshot=Snapshot(time=snap.time, nodes=snap.nodes,
+                                    containers=tuple(containers), intervals=snap.intervals),
+                  warnings=parsed.warnings)
+
+
+class KubernetesPodSource:
+    """The `policyd.tick.Source` of a Kubernetes cluster (see the module docstring)."""
+
+    def __init__(self, prometheus_url: str, scope: PodScope, *, core: Any,
+                 prometheus: PrometheusClient | None = None, timeout_seconds: float = 10,
+                 retries: int = 2, clock: Callable[[], float] = time.time) -> None:
+        self.url = prometheus_url.rstrip("/")
+        self.scope, self.core, self._clock = scope, core, clock
+        self.settings = api_settings()
+        if prometheus is None:
+            prometheus = cast(PrometheusClient, PrometheusConnect(
+                url=self.url, retry=retry_policy(retries, 0.5),
+                timeout=timeout_seconds))  # type: ignore[arg-type]
+        self._prometheus: PrometheusClient = prometheus
+        self.last_warnings: tuple[str, ...] = ()
+
+    def _range(self, query: str, q: promql.CycleQueries) -> Any:
+        def text(v: float) -> str:
+            return f"{v:.3f}".rstrip("0").rstrip(".")
+        try:
+            return self._prometheus.custom_query_range(
+                query, start_time=datetime.fromtimestamp(q.start_seconds, tz=UTC),
+                end_time=datetime.fromtimestamp(q.now_seconds, tz=UTC),
+                step=text(q.step_seconds),
+                params={"start": text(q.start_seconds), "end": text(q.now_seconds)})
+        except Exception as exc:
+            found = classify(exc)
+            if found is None:
+                raise
+            raise SourceError(kind=found[0], url=self.url, what="query_range", query=query,
+                              detail=found[1]) from exc
+
+    def snapshot(self, policies: Sequence[PolicyDocument], *,
+                 intervals: Mapping[str, float] | None = None) -> Snapshot:
+        now = float(math.floor(self._clock()))
+        q = promql.build_queries(policies, self.settings, now_seconds=now, intervals=intervals)
+        evaluation, cpu = self._range(q.evaluation, q), self._range(q.cpu, q)
+        items, _ = list_pods(self.core, self.scope)
+        found = [f for f in (pod_facts(p, self.scope.container_name) for p in items)
+                 if f is not None and f.running]
+        try:
+            parsed = merge(evaluation=evaluation, cpu=cpu, found=found,
+                           allocatable=list_allocatable(self.core), queries=q,
+                           settings=self.settings, intervals=intervals)
+        except ResponseShapeError as exc:
+            raise SourceError(kind="bad_response", url=self.url, what="cycle",
+                              query=q.evaluation, detail=str(exc)) from exc
+        self.last_warnings = parsed.warnings
+        for line in parsed.warnings:
+            LOG.warning("kubernetes source: %s", line)
+        return parsed.snapshot
+
+
+def diff(before: Mapping[str, PodFacts], after: Mapping[str, PodFacts], now: float
+         ) -> list[ContainerEvent]:
+    """Started / stopped events between two views of the running pods (by uid; pure)."""
+    events = [ContainerEvent(kind="stopped", container=f.id, node=f.node, time=now)
+              for uid, f in before.items() if uid not in after]
+    events += [ContainerEvent(kind="started", container=f.id, node=f.node, time=now)
+               for uid, f in after.items() if uid not in before]
+    return events
+
+
+class PodWatch:
+    """Pods starting and stopping (FlowCon's Algorithm 2 listener; `policyd.tick.EventSource`).
+
+    List, then `watch.Watch().stream(list_namespaced_pod | list_pod_for_all_namespaces,
+    resource_version=<list's>, timeout_seconds=...)`; each window ends after
+    `window_seconds` (so `stop` is seen; with `timeout_seconds` set the client does not
+    resume by itself and raises ApiException(410) at once) and the next resumes from the
+    last resourceVersion seen. 410 Gone (that version expired): relist, report the
+    difference. Other failures: relist after a back-off doubling up to
+    `max_backoff_seconds`. One watch per configured namespace runs in turn on this
+    thread, so with several namespaces an event may wait up to a window while another
+    namespace is watched (none is lost: the version carries on). All namespaces: one watch.
+    """
+
+    def __init__(self, core: Any, scope: PodScope, *, window_seconds: int = 30,
+                 backoff_seconds: float = 0.5, max_backoff_seconds: float = 30.0,
+                 clock: Callable[[], float] = time.time,
+                 make_watch: Callable[[], Any] = k8s_watch.Watch) -> None:
+        self.core, self.scope = core, scope
+        self.window_seconds = window_seconds
+        self.backoff_seconds, self.max_backoff_seconds = backoff_seconds, max_backoff_seconds
+        self._clock, self._make_watch = clock, make_watch
+        self.relists = 0
+
+    def _running(self, items: Iterable[Mapping[str, Any]]) -> dict[str, PodFacts]:
+        out: dict[str, PodFacts] = {}
+        for pod in items:
+            f = pod_facts(pod, self.scope.container_name)
+            if f is not None and f.running:
+                out[f.uid] = f
+        return out
+
+    def watch(self, on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
+        known: dict[str, PodFacts] | None = None
+        delay = self.backoff_seconds
+        while not stop.is_set():
+            try:
+                items, version = list_pods(self.core, self.scope)
+                self.relists += 1
+                fresh = self._running(items)
+                if known is not None:
+                    for event in diff(known, fresh, self._clock()):
+                        on_event(event)
+                known = fresh
+                self._follow(known, version, on_event, stop)
+                delay = self.backoff_seconds
+            except ApiException as exc:
+                if exc.status == GONE:
+                    LOG.info("kubernetes watch: resourceVersion expired (410 Gone); relisting")
+                    continue
+                LOG.warning("kubernetes watch: HTTP %s; relisting in %.1f s", exc.status, delay)
+                stop.wait(delay)
+                delay = min(delay * 2, self.max_backoff_seconds)
+            except Exception as exc:  # connection problems of every kind: relist later
+                LOG.warning("kubernetes watch: %s; relisting in %.1f s", exc, delay)
+                stop.wait(delay)
+                delay = min(delay * 2, self.max_backoff_seconds)
+
+    def _follow(self, known: dict[str, PodFacts], version: str,
+                on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
+        """Watch windows until `stop`; raises ApiException(410) when the version expired."""
+        while not stop.is_set():
+            for ns in self.scope.namespaces or (None,):
+                w = self._make_watch()
+                args: tuple[Any, ...] = (ns,) if ns is not None else ()
+                method = (self.core.list_namespaced_pod if ns is not None
+                          else self.core.list_pod_for_all_namespaces)
+                for raw in w.stream(method, *args, label_selector=self.scope.label_selector,
+                                    resource_version=version, allow_watch_bookmarks=True,
+                                    timeout_seconds=self.window_seconds):
+                    kind: str = raw.get("type", "")
+                    obj = raw.get("raw_object") or {}
+                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                    self._apply(known, kind, obj, on_event)
+                    if stop.is_set():
+                        w.stop()
+                        break
+
+    def _apply(self, known: dict[str, PodFacts], kind: str, obj: Mapping[str, Any],
+               on_event: Callable[[ContainerEvent], None]) -> None:
+        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+            return  # BOOKMARK: only its resourceVersion matters
+        f = pod_facts(obj, self.scope.container_name)
+        uid = str((obj.get("metadata") or {}).get("uid", ""))
+        was = known.get(uid)
+        now_running = f is not None and f.running and kind != "DELETED"
+        event: Literal["started", "stopped"] | None = None
+        if now_running and was is None and f is not None:
+            known[uid], event = f, "started"
+        elif not now_running and was is not None:
+            del known[uid]
+            f, event = was, "stopped"
+        if event is not None and f is not None:
+            on_event(ContainerEvent(kind=event, container=f.id, node=f.node,
+                                    time=self._clock()))

@@ -1,0 +1,163 @@
+"""The pod source: one list per cycle, merged with Prometheus results; the pod watch."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, ClassVar
+
+from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
+
+from policyd.model.events import ContainerEvent
+from policyd.sources.kubernetes_pods import (
+    KubernetesPodSource,
+    PodWatch,
+    api_settings,
+    merge,
+    pod_facts,
+)
+from policyd.sources.promql import CycleQueries
+from tests.kubernetes.builders import answer, api_error, apis, node, pod, raw
+from tests.sources.builders import flowcon
+
+
+class Scope:
+    namespaces: tuple[str, ...] = ()
+    label_selector = "policyd.io/managed=true"
+    container_name: str | None = None
+
+
+def queries(now: float = 1000.0) -> CycleQueries:
+    return CycleQueries(now_seconds=now, start_seconds=now - 90, step_seconds=30,
+                        evaluation="loss", cpu="rate", facts="", allocation_mode="shares")
+
+
+def series(name: str, values: list[float], metric: str = "loss") -> dict[str, Any]:
+    return {"metric": {"__name__": metric, "namespace": "ml", "pod": name,
+                       "container": "trainer", "node": "w1"},
+            "values": [[940 + 30 * i, str(v)] for i, v in enumerate(values)]}
+
+
+def test_pod_facts_reads_the_api_pod() -> None:
+    p = pod()
+    p["metadata"]["annotations"] = {"policyd.io/migrated": "true"}
+    f = pod_facts(p, None)
+    assert f is not None
+    assert (f.id, f.node, f.cpu_request, f.cpu_limit, f.running) == (
+        "ml/train-1/trainer", "w1", 1.0, 4.0, True)
+    assert f.started_at == 1_761_991_205.0 + 365 * 86400  # 2026-11-01T10:00:05Z
+    assert pod_facts(pod(), "other") is None
+
+
+def test_merge_takes_markers_and_allocation_from_the_api() -> None:
+    p = pod()
+    p["metadata"]["annotations"] = {"policyd.io/migrated": "true",
+                                    "policyd.io/converged_at": "900", "unrelated": "x"}
+    found = [f for f in (pod_facts(p, None), pod_facts(pod("train-2", request="2"), None))
+             if f is not None]
+    parsed = merge(evaluation=[series("train-1", [2.0, 1.5, 1.2]),
+                               series("not-listed", [1.0, 1.0, 1.0])],
+                   cpu=[series("train-1", [0.9, 1.0, 1.1], "rate")], found=found,
+                   allocatable={"w1": 8.0}, queries=queries(), settings=api_settings())
+    (c,) = parsed.snapshot.containers
+    assert (c.id, c.node, c.name) == ("ml/train-1/trainer", "w1", "train-1")
+    assert c.markers.migrated and c.markers.converged_at == 900.0
+    assert c.cpu_allocation == 1.0 / 8.0  # request 1 core of 8 allocatable
+    assert c.labels["app"] == "train" and c.annotations["unrelated"] == "x"
+    assert [n.name for n in parsed.snapshot.nodes] == ["w1"]
+    assert len(c.cpu_usage) == 3
+
+
+class FakePrometheus:
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def custom_query(self, query: str, params: Any = None) -> Any:
+        raise AssertionError("no instant query: facts come from the API")
+
+    def custom_query_range(self, query: str, start_time: Any, end_time: Any, step: str,
+                           params: Any = None) -> Any:
+        self.queries.append(query)
+        if query.startswith("rate("):
+            return [series("train-1", [1.0, 1.0, 1.0], "rate")]
+        return [series("train-1", [2.0, 1.5, 1.2])]
+
+
+def test_snapshot_makes_one_pod_list_and_one_node_list() -> None:
+    core, _, _ = apis()
+    answer(core.list_pod_for_all_namespaces, lambda **k: raw(
+        {"kind": "PodList", "metadata": {"resourceVersion": "5"},
+         "items": [pod(), pod("train-2")]}))
+    answer(core.list_node, lambda **k: raw({"kind": "NodeList", "items": [node()]}))
+    prom = FakePrometheus()
+    source = KubernetesPodSource("http://prom", Scope(), core=core, prometheus=prom,
+                                 clock=lambda: 1030.0)
+    snap = source.snapshot([flowcon(interval_seconds=30)])
+    assert [c.id for c in snap.containers] == ["ml/train-1/trainer"]
+    assert core.list_pod_for_all_namespaces.call_count == 1
+    assert core.list_node.call_count == 1
+    assert core.list_pod_for_all_namespaces.call_args.kwargs["label_selector"] == (
+        "policyd.io/managed=true")
+    assert len(prom.queries) == 2
+
+
+class FakeWatch:
+    """`watch.Watch()` stand-in: each stream() plays the next script (a list of events, or
+    an exception to raise after them)."""
+
+    scripts: ClassVar[list[list[Any]]] = []
+    calls: ClassVar[list[dict[str, Any]]] = []
+
+    def stream(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+        FakeWatch.calls.append(kwargs)
+        script = FakeWatch.scripts.pop(0) if FakeWatch.scripts else []
+        for item in script:
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    def stop(self) -> None:
+        pass
+
+
+def test_watch_reports_started_stopped_and_relists_after_410() -> None:
+    core, _, _ = apis()
+    lists = [[pod("a")], [pod("b")]]  # the relist after 410: a and c gone, b new
+    answer(core.list_pod_for_all_namespaces, lambda **k: raw(
+        {"metadata": {"resourceVersion": str(10 + len(lists))}, "items": lists.pop(0)}))
+    stop = threading.Event()
+    seen: list[ContainerEvent] = []
+    new = pod("c")
+    new["metadata"]["resourceVersion"] = "12"
+    FakeWatch.calls = []
+    FakeWatch.scripts = [
+        [{"type": "ADDED", "raw_object": new}, ApiException(status=410, reason="Gone")]]
+
+    def on_event(event: ContainerEvent) -> None:
+        seen.append(event)
+        if len(seen) == 4:
+            stop.set()
+    watcher = PodWatch(core, Scope(), make_watch=FakeWatch, clock=lambda: 5.0)
+    watcher.watch(on_event, stop)
+    assert [(e.kind, e.container) for e in seen] == [
+        ("started", "ml/c/trainer"), ("stopped", "ml/a/trainer"),
+        ("stopped", "ml/c/trainer"), ("started", "ml/b/trainer")]
+    assert watcher.relists == 2
+    assert FakeWatch.calls[0]["resource_version"] == "12"
+    assert FakeWatch.calls[0]["timeout_seconds"] == 30
+
+
+def test_watch_backs_off_on_other_errors() -> None:
+    core, _, _ = apis()
+    core.list_pod_for_all_namespaces.side_effect = api_error(503)
+    stop = threading.Event()
+    waits: list[float] = []
+    real_wait = stop.wait
+
+    def wait(seconds: float | None = None) -> bool:
+        waits.append(seconds or 0)
+        if len(waits) == 3:
+            stop.set()
+        return real_wait(0)
+    stop.wait = wait  # type: ignore[method-assign,assignment]
+    PodWatch(core, Scope(), make_watch=FakeWatch).watch(lambda e: None, stop)
+    assert waits == [0.5, 1.0, 2.0]
