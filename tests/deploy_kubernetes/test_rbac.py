@@ -1,0 +1,88 @@
+"""The RBAC of deploy/kubernetes grants exactly the API calls policyd makes.
+
+`REQUIRED_RULES` (policyd/actuators/kubernetes/rbac.py) is the code's own list of its calls. The
+union of the (Cluster)Roles must equal it: a missing rule is a 403 in production, an extra one
+is privilege nobody uses. The split between the components is checked here too: the node
+agents (one on every node) cannot evict, create or delete pods, touch Jobs or Leases; the
+manager cannot resize.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from policyd.actuators.kubernetes.rbac import REQUIRED_RULES
+from tests.deploy_kubernetes.manifests import Manifest, config_map_data, one, rendered
+
+# (api group, resource or resource/subresource, verb)
+Triple = tuple[str, str, str]
+
+
+def grants(role: Manifest) -> set[Triple]:
+    return {(group, resource, verb)
+            for rule in role["rules"]
+            for group in rule["apiGroups"]
+            for resource in rule["resources"]
+            for verb in rule["verbs"]}
+
+
+def roles() -> list[Manifest]:
+    return [d for d in rendered() if d["kind"] in {"Role", "ClusterRole"}]
+
+
+def bound_to(service_account: str) -> set[Triple]:
+    """Everything the ServiceAccount may do, through the bindings that name it."""
+    found: set[Triple] = set()
+    for binding in rendered():
+        if binding["kind"] not in {"RoleBinding", "ClusterRoleBinding"}:
+            continue
+        if {"kind": "ServiceAccount", "name": service_account, "namespace": "policyd"} \
+                not in binding["subjects"]:
+            continue
+        found |= grants(one(rendered(), binding["roleRef"]["kind"], binding["roleRef"]["name"]))
+    return found
+
+
+def test_the_roles_grant_exactly_the_required_rules() -> None:
+    required = {(r.group, r.resource_path, r.verb) for r in REQUIRED_RULES}
+    granted = set().union(*(grants(role) for role in roles()))
+    assert sorted(granted - required) == [], "granted but never used"
+    assert sorted(required - granted) == [], "used by policyd but not granted"
+
+
+def test_no_wildcards_and_names_only_on_the_lease() -> None:
+    for role in roles():
+        for rule in role["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[field], (role["metadata"]["name"], rule)
+            if "resourceNames" in rule:
+                assert rule["resources"] == ["leases"]
+                assert "create" not in rule["verbs"]  # a name cannot restrict create
+
+
+def test_the_lease_the_role_names_is_the_one_the_manager_uses() -> None:
+    lease_rules = [r for r in one(rendered(), "Role")["rules"] if "resourceNames" in r]
+    settings = yaml.safe_load(config_map_data("policyd-settings")["manager.yaml"])
+    assert [r["resourceNames"] for r in lease_rules] == [[settings["kubernetes"]["lease_name"]]]
+    assert one(rendered(), "Role")["metadata"]["namespace"] == settings["kubernetes"]["namespace"]
+
+
+def test_each_component_gets_only_its_share() -> None:
+    manager, agent = bound_to("policyd-manager"), bound_to("policyd-node-agent")
+    assert manager | agent == {(r.group, r.resource_path, r.verb) for r in REQUIRED_RULES}
+    assert ("", "pods/resize", "patch") in agent
+    assert ("", "pods/resize", "patch") not in manager
+    for dangerous in [("", "pods/eviction", "create"), ("", "pods", "delete"),
+                      ("", "pods", "create"), ("batch", "jobs", "patch")]:
+        assert dangerous in manager
+        assert dangerous not in agent
+    assert not {t for t in agent if t[1] == "leases"}
+    assert {t for t in manager if t[1] == "leases"} == {
+        ("coordination.k8s.io", "leases", verb) for verb in ("create", "get", "update")}
+
+
+def test_the_workloads_run_as_their_service_accounts() -> None:
+    deployment = one(rendered(), "Deployment", "policyd-manager")
+    daemonset = one(rendered(), "DaemonSet", "policyd-node-agent")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "policyd-manager"
+    assert daemonset["spec"]["template"]["spec"]["serviceAccountName"] == "policyd-node-agent"
