@@ -5,12 +5,19 @@ the same tick the real daemon runs, printing one line per tick and every job's r
 `--once` runs one tick per policy and exits (cron, smoke tests): exit 0 when every tick
 succeeded, 1 otherwise. SIGTERM/SIGINT stop it in order: the running tick finishes, alerts are
 flushed, exit 0.
+
+On Kubernetes: `--node NAME` runs a node agent (FlowCon, for the containers on that node only;
+the DaemonSet passes its `spec.nodeName`), `--leader-elect` a manager replica that takes part
+in the election on the Lease of `kubernetes.lease_name` as `$POD_NAME` (else the hostname):
+every replica decides, only the leader applies.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import socket
 import threading
 from typing import TextIO
 
@@ -27,6 +34,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="settings file (see docs/settings.md); default: the simulator")
     run.add_argument("--once", action="store_true",
                      help="one tick per policy, then exit (non-zero if a tick failed)")
+    run.add_argument("--node", metavar="NAME",
+                     help="node agent: FlowCon policies only, for the containers on node NAME "
+                          "(docker, kubernetes)")
+    run.add_argument("--leader-elect", action="store_true",
+                     help="kubernetes: take part in the leader election (Lease "
+                          "kubernetes.lease_name, identity $POD_NAME or the hostname); only "
+                          "the leader applies actions")
     run.set_defaults(run=cmd_run)
 
 
@@ -43,10 +57,15 @@ def cmd_run(args: argparse.Namespace, out: TextIO, _: TextIO) -> int:
     logging.getLogger().setLevel(_LEVELS[settings.log_level])
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # "Running job ..." every tick
     stop = threading.Event()
+    node: str | None = getattr(args, "node", None)
+    identity = ((os.environ.get("POD_NAME") or socket.gethostname())
+                if getattr(args, "leader_elect", False) else None)
     try:
         if threading.current_thread() is threading.main_thread():
             with daemon.stop_on_signals(stop):
-                return daemon.run(settings, out=out, stop=stop, once=args.once)
-        return daemon.run(settings, out=out, stop=stop, once=args.once)
+                return daemon.run(settings, out=out, stop=stop, once=args.once, node=node,
+                                  leader_identity=identity)
+        return daemon.run(settings, out=out, stop=stop, once=args.once, node=node,
+                          leader_identity=identity)
     except daemon.StartupError as exc:
         raise InputError(exc.lines, exc.summary) from None

@@ -8,7 +8,9 @@ Layout, one concept a module:
 * `ports`: the seams (a source that takes intervals, the outcome observer), `reload`: polling
   the policy files, `metrics`: policyd's own metrics, `health` + `http`: the endpoints;
 * `simulated`: the same hooks observing the simulated world in virtual time;
-* `backend`: the Docker/Prometheus/Alertmanager parts, imported only when chosen;
+* `backend`: the Docker/Kubernetes/Prometheus/Alertmanager parts, imported only when chosen;
+* `roles`: a node agent (`--node`: FlowCon on one node) or an elected manager (`--leader-elect`:
+  `leader`'s Lease election; only the leader applies);
 * `app.run`: settings in, exit code out; `signals`: SIGTERM/SIGINT set the stop event.
 
 The daemon may import sources, actuators, alerts, policy, sim, tick, engine and model; never
@@ -28,6 +30,7 @@ from policyd.daemon.settings import (
     DockerHost,
     DockerSection,
     HttpSettings,
+    KubernetesSection,
     PrometheusSettings,
     SimulationSettings,
 )
@@ -43,6 +46,7 @@ __all__ = [
     "DockerSection",
     "Health",
     "HttpSettings",
+    "KubernetesSection",
     "OutcomeObserver",
     "PolicyWatcher",
     "PrometheusSettings",

@@ -2,7 +2,9 @@
 
 Wires the pieces the settings choose: the policies (all valid, or nothing starts), the metrics
 registry and the HTTP endpoints, the alerter, and either the simulated world
-(`simulated.SimulatedRun`) or the real daemon (`scheduler.Daemon`) on the docker backend.
+(`simulated.SimulatedRun`) or the real daemon (`scheduler.Daemon`) on the docker or kubernetes
+backend, as a node agent (`node`: FlowCon on that node only) or an elected manager
+(`leader_identity`: only the Lease holder applies; see `roles`).
 The caller owns the process: it passes the stop event (set by its signal handlers) and the
 output stream; nothing here exits the process or reads the environment.
 """
@@ -16,7 +18,8 @@ from typing import TextIO
 
 from prometheus_client import CollectorRegistry
 
-from policyd.daemon.backend import Parts, alerter, docker_parts
+from policyd.daemon import roles
+from policyd.daemon.backend import BackendError, Parts, alerter, docker_parts, kubernetes_parts
 from policyd.daemon.health import Health
 from policyd.daemon.http import StatusServer
 from policyd.daemon.metrics import DaemonMetrics
@@ -51,11 +54,42 @@ def load_policy_set(settings: DaemonSettings) -> list[PolicyDocument]:
     return policies
 
 
+def check_role(settings: DaemonSettings, node: str | None, leader_identity: str | None) -> None:
+    """`StartupError` when `--node` / `--leader-elect` make no sense with these settings."""
+    problems = []
+    if node is not None and leader_identity is not None:
+        problems.append("--node and --leader-elect do not go together: a node agent owns its "
+                        "node (no election); the manager (SpeCon) is the one elected")
+    if node is not None:
+        if not node.strip():
+            problems.append("--node needs a node name (e.g. --node $(NODE_NAME))")
+        if settings.backend == "simulated":
+            problems.append("--node needs backend docker or kubernetes: the simulator is the "
+                            "whole cluster (a node agent runs FlowCon on one real node)")
+    if leader_identity is not None:
+        if settings.backend != "kubernetes":
+            problems.append(f"--leader-elect needs backend kubernetes (the election is on a "
+                            f"Lease); the settings say backend {settings.backend}")
+        elif not leader_identity.strip():
+            problems.append("--leader-elect needs an identity (POD_NAME or the hostname)")
+    if problems:
+        raise StartupError(problems, "nothing started")
+
+
 def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: bool = False,
-        registry: CollectorRegistry | None = None, parts: Parts | None = None) -> int:
+        registry: CollectorRegistry | None = None, parts: Parts | None = None,
+        node: str | None = None, leader_identity: str | None = None) -> int:
     """Run policyd as `settings` say until `stop` is set (or, with `once`, one tick per
-    policy). `parts` replaces the docker backend's source, actuator and listener."""
+    policy). `parts` replaces the backend's source, actuator and listener (and Lease API).
+    `node`: a node agent, FlowCon for the containers on that node only. `leader_identity`:
+    take part in the leader election as this identity; only the leader applies actions."""
+    check_role(settings, node, leader_identity)
     policies = load_policy_set(settings)
+    if node is not None:
+        policies = roles.flowcon_only(policies, node)
+        if not policies:
+            raise StartupError([f"--node {node}: no FlowCon policy in policies (a node agent "
+                                "runs FlowCon only)"], "nothing started")
     registry = registry if registry is not None else CollectorRegistry()
     metrics = DaemonMetrics(registry)
     health = Health(simulated=settings.backend == "simulated")
@@ -78,17 +112,47 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
             except SimulationError as exc:
                 raise StartupError([str(exc)]) from None
             return simulation.run(stop, once=once)
-        parts = parts if parts is not None else docker_parts(settings, policies)
-        daemon = Daemon(policies, source=parts.source, actuator=parts.actuator,
-                        events=parts.events, observer=observer, metrics=metrics, health=health,
-                        watcher=PolicyWatcher(settings.policies))
+        if parts is None:
+            try:
+                parts = (kubernetes_parts(settings, policies, recover=leader_identity is None,
+                                          can_migrate=node is None)
+                         if settings.backend == "kubernetes"
+                         else docker_parts(settings, policies))
+            except BackendError as exc:
+                raise StartupError([str(exc)], "nothing started") from None
+        source, actuator, events = parts.source, parts.actuator, parts.events
+        watcher = PolicyWatcher(settings.policies)
+        if node is not None:
+            source = roles.NodeScopedSource(source, node)
+            events = roles.NodeScopedEvents(events, node) if events is not None else None
+            watcher = roles.FlowConOnlyWatcher(settings.policies, node)
+        election = None
+        if leader_identity is not None:
+            if parts.lease_api is None:
+                raise StartupError(["--leader-elect: this backend has no Lease API"])
+            election = roles.Election(
+                roles.lease_settings(settings.kubernetes, leader_identity), parts.lease_api,
+                actuator, recover=parts.recover)
+            actuator = election.gate
+        daemon = Daemon(policies, source=source, actuator=actuator, events=events,
+                        observer=observer, metrics=metrics, health=health, watcher=watcher)
         if once:
+            if election is not None and not election.try_once():
+                LOG.info("leader: %s does not hold the lease: deciding, applying nothing",
+                         leader_identity)
             reports = daemon.run_once()
             daemon.shutdown()
             for report in reports:
                 print(describe_report(report), file=out)
             return 0 if all(r.result == "ok" for r in reports) else 1
-        daemon.run(stop)
+        if election is not None:
+            election.try_once()  # the leader recovers and acts from the first tick on
+            election.start()
+        try:
+            daemon.run(stop)
+        finally:
+            if election is not None:
+                election.stop()  # after the daemon: no tick runs any more
         return 0
     finally:
         if server is not None:

@@ -5,14 +5,19 @@ Docker: the actuator and the listener come from `policyd.actuators.docker` and
 set (the `cadvisor-docker` profile by default), else from the Docker engines' own stats
 (`policyd.sources.docker_stats`). Alerts go to Alertmanager when `alertmanager` is set. Every
 one of these is imported here, when the backend is chosen, so that the simulator and the tests
-never load the Docker SDK or HTTP clients. Kubernetes comes later.
+never load the Docker SDK or HTTP clients.
+
+Kubernetes: one API client (in-cluster config, else the kubeconfig; made only for this
+backend) shared by the pod source (`policyd.sources.kubernetes_pods.KubernetesPodSource`: pods
+from the API, loss and CPU from Prometheus), the listener (`PodWatch`), the actuator
+(`policyd.actuators.kubernetes.KubernetesActuator`) and the Lease API of leader election.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +26,7 @@ from policyd.daemon.settings import (
     AlertmanagerSection,
     DaemonSettings,
     DockerSection,
+    KubernetesSection,
     PrometheusSettings,
 )
 from policyd.engine.spec import PolicyDocument
@@ -31,6 +37,10 @@ from policyd.tick import Actuator, EventSource
 LOG = logging.getLogger(__name__)
 
 
+class BackendError(Exception):
+    """The backend cannot be reached as configured (one line: why)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Parts:
     """What a real daemon runs against."""
@@ -38,6 +48,10 @@ class Parts:
     source: SnapshotSource
     actuator: Actuator
     events: EventSource | None
+    lease_api: Any = None
+    """coordination.k8s.io's API (a CoordinationV1Api) for `--leader-elect`; kubernetes only."""
+    recover: Callable[[], object] | None = None
+    """Finishes half-done migrations; called when leadership is acquired (`--leader-elect`)."""
 
 
 def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
@@ -104,6 +118,61 @@ def docker_parts(settings: DaemonSettings, policies: Sequence[PolicyDocument]) -
     else:
         source = prometheus_source(prometheus)
     return Parts(source=source, actuator=actuator, events=DockerEvents(docker))
+
+
+def kubernetes_settings(section: KubernetesSection) -> Any:
+    """`policyd.actuators.kubernetes.KubernetesSettings` from the `kubernetes` section (the
+    pod source and the watch read its namespaces, label_selector and container_name too)."""
+    from policyd.actuators.kubernetes import KubernetesSettings  # noqa: PLC0415
+
+    return KubernetesSettings(namespaces=section.namespaces,
+                              label_selector=section.label_selector,
+                              write_qps=section.qps, write_burst=section.burst)
+
+
+def kubernetes_parts(settings: DaemonSettings, policies: Sequence[PolicyDocument], *,
+                     recover: bool = True, can_migrate: bool = True) -> Parts:
+    """Source, actuator, listener and Lease API for the kubernetes backend. SpeCon policies'
+    `migration_grace_seconds` become the actuator's grace per policy. `recover`: finish
+    half-done migrations now (False with `--leader-elect`: the leader does it when elected).
+    `can_migrate` False (a node agent: FlowCon only, and no RBAC on Jobs): never recover."""
+    from kubernetes import client as k8s  # type: ignore[import-untyped]  # noqa: PLC0415
+    from kubernetes import config as k8s_config  # noqa: PLC0415
+
+    from policyd.actuators.kubernetes import KubernetesActuator  # noqa: PLC0415
+    from policyd.actuators.kubernetes.calls import api_client  # noqa: PLC0415
+    from policyd.sources.kubernetes_pods import KubernetesPodSource, PodWatch  # noqa: PLC0415
+
+    prometheus = settings.prometheus
+    assert prometheus.url is not None
+    scope = kubernetes_settings(settings.kubernetes)
+    try:
+        shared = api_client(scope)  # in-cluster config, else the kubeconfig
+    except (k8s_config.ConfigException, OSError) as exc:
+        raise BackendError(f"kubernetes: no in-cluster config (not in a pod with a service "
+                           f"account) and no usable kubeconfig: {exc}") from None
+    core = k8s.CoreV1Api(shared)
+    grace = {p.name: p.spec.migration_grace_seconds for p in policies
+             if isinstance(p, SpeConPolicy)}
+    actuator = KubernetesActuator(scope, core=core, batch=k8s.BatchV1Api(shared),
+                                  events_api=k8s.EventsV1Api(shared), grace_by_policy=grace)
+    if not can_migrate:
+        # The actuator recovers before its first action unless told it did; a node agent has
+        # no Job migrations to finish and may not list Jobs (rbac.yaml).
+        actuator._recovered = True
+    elif recover:
+        try:
+            done = actuator.recover()
+        except Exception as exc:  # the actuator tries again before its first action
+            LOG.error("kubernetes: recovering half-done migrations failed (tried again before "
+                      "the next action): %s", exc)
+        else:
+            if done:
+                LOG.info("kubernetes: recovered %d half-done migrations", len(done))
+    source = KubernetesPodSource(prometheus.url, scope, core=core,
+                                 timeout_seconds=prometheus.timeout_seconds)
+    return Parts(source=source, actuator=actuator, events=PodWatch(core, scope),
+                 lease_api=k8s.CoordinationV1Api(shared), recover=actuator.recover)
 
 
 def alerter(section: AlertmanagerSection | None) -> OutcomeObserver | None:

@@ -15,8 +15,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
-Backend = Literal["simulated", "docker"]
-BACKENDS: tuple[Backend, ...] = ("simulated", "docker")
+Backend = Literal["simulated", "docker", "kubernetes"]
+BACKENDS: tuple[Backend, ...] = ("simulated", "docker", "kubernetes")
 PROFILES = ("cadvisor-docker", "docker-stats", "process", "kubernetes")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 DEFAULT_SCENARIO = "flowcon-fixed-3"
@@ -91,6 +91,66 @@ class DockerSection:
 
 
 @dataclass(frozen=True, kw_only=True)
+class KubernetesSection:
+    """The kubernetes backend: the API client's rate limit, the pods policyd manages, and the
+    Lease of `policyd run --leader-elect`.
+
+    `namespace` is policyd's own namespace (where the Lease lives), not the training jobs':
+    those are `namespaces` (empty: every namespace) matching `label_selector`. `qps` and
+    `burst` are the client-side rate limit of the actuator's writes. Leader election needs
+    lease_duration > renew_deadline > 1.2 x retry_period (client-go's rule). Mapped to
+    `policyd.actuators.kubernetes.KubernetesSettings` and `policyd.daemon.leader.LeaseSettings`
+    by `policyd.daemon.kubernetes`.
+    """
+
+    namespace: str = "policyd"
+    qps: float = 5.0
+    burst: int = 10
+    namespaces: tuple[str, ...] = ()
+    label_selector: str = "policyd.io/managed=true"
+    lease_name: str = "policyd-specon"
+    lease_duration_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.namespace:
+            raise ValueError("namespace must be policyd's own namespace (e.g. policyd)")
+        if not self.lease_name:
+            raise ValueError("lease_name must be set")
+        if not self.label_selector:
+            raise ValueError("label_selector must select the managed pods")
+        _positive(self.qps, "qps")
+        if self.burst < 1:
+            raise ValueError(f"burst must be at least 1, got {self.burst}")
+        for what, value in (("lease_duration_seconds", self.lease_duration_seconds),
+                            ("renew_deadline_seconds", self.renew_deadline_seconds),
+                            ("retry_period_seconds", self.retry_period_seconds)):
+            _positive(value, what)
+        problem = lease_timing_problem(self.lease_duration_seconds,
+                                       self.renew_deadline_seconds, self.retry_period_seconds)
+        if problem is not None:
+            raise ValueError(problem[1])
+        object.__setattr__(self, "namespaces", tuple(self.namespaces))
+
+
+def lease_timing_problem(lease: float, renew: float, retry: float
+                         ) -> tuple[tuple[str, str], str] | None:
+    """When lease > renew deadline > 1.2 x retry does not hold: (the field at fault, the
+    other field of the broken inequality) and why; else None."""
+    rule = (f"leader election needs lease_duration_seconds > renew_deadline_seconds > "
+            f"1.2 x retry_period_seconds; got {lease:g}, {renew:g}, {retry:g}")
+    if not lease > renew:
+        return (("lease_duration_seconds", "renew_deadline_seconds"),
+                f"{rule} (a leader must stop acting before another replica may take over)")
+    if not renew > 1.2 * retry:
+        return (("renew_deadline_seconds", "retry_period_seconds"),
+                f"{rule} (1.2 x {retry:g} = {1.2 * retry:g}: a leader must get a retry in "
+                "before its renew deadline)")
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
 class AlertmanagerSection:
     """Alertmanager's base URL; alerts are re-sent every `resend_interval_seconds`."""
 
@@ -142,6 +202,7 @@ class DaemonSettings:
     backend: Backend = "simulated"
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     docker: DockerSection = field(default_factory=DockerSection)
+    kubernetes: KubernetesSection = field(default_factory=KubernetesSection)
     alertmanager: AlertmanagerSection | None = None
     http: HttpSettings = field(default_factory=HttpSettings)
     simulation: SimulationSettings = field(default_factory=SimulationSettings)
@@ -162,3 +223,8 @@ class DaemonSettings:
                 raise ValueError("the docker backend needs docker.hosts")
             if self.prometheus.url is None:
                 raise ValueError("the docker backend needs prometheus.url (the loss)")
+        if self.backend == "kubernetes":
+            if not self.policies:
+                raise ValueError("the kubernetes backend needs at least one policy file")
+            if self.prometheus.url is None:
+                raise ValueError("the kubernetes backend needs prometheus.url (the loss)")

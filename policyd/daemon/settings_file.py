@@ -27,8 +27,10 @@ from policyd.daemon.settings import (
     DockerHost,
     DockerSection,
     HttpSettings,
+    KubernetesSection,
     PrometheusSettings,
     SimulationSettings,
+    lease_timing_problem,
 )
 from policyd.policy import yamlpos
 from policyd.policy.errors import Problem
@@ -38,12 +40,15 @@ _Path = tuple[Hashable, ...]
 _MISSING = object()
 
 _KEYS: Mapping[_Path, tuple[str, ...]] = {
-    (): ("policies", "backend", "prometheus", "docker", "alertmanager", "http", "simulation",
-         "log_level"),
+    (): ("policies", "backend", "prometheus", "docker", "kubernetes", "alertmanager", "http",
+         "simulation", "log_level"),
     ("prometheus",): ("url", "profile", "timeout_seconds", "scrape_interval_seconds",
                       "node_names", "capacity_cores", "process_job"),
     ("docker",): ("hosts", "managed_label", "grace_seconds", "start_timeout_seconds",
                   "state_path"),
+    ("kubernetes",): ("namespace", "qps", "burst", "namespaces", "label_selector", "lease_name",
+                      "lease_duration_seconds", "renew_deadline_seconds",
+                      "retry_period_seconds"),
     ("alertmanager",): ("url", "resend_interval_seconds", "timeout_seconds"),
     ("http",): ("enabled", "addr", "port"),
     ("simulation",): ("scenario", "seed", "speed"),
@@ -127,6 +132,7 @@ class _Reader:
         policies = self.policies()
         prometheus = self.prometheus()
         docker = self.docker()
+        kubernetes = self.kubernetes()
         alertmanager = self.alertmanager()
         http = self.http()
         simulation = self.simulation()
@@ -141,20 +147,29 @@ class _Reader:
             if prometheus.url is None:
                 self.problem(("backend",), "the docker backend needs prometheus.url (where "
                              "the training jobs' loss is scraped)")
+        if backend == "kubernetes":
+            if not policies:
+                self.problem(("backend",), "the kubernetes backend needs at least one policy "
+                             "file in policies")
+            if prometheus.url is None:
+                self.problem(("backend",), "the kubernetes backend needs prometheus.url (where "
+                             "the training jobs' loss and CPU are scraped)")
+            profile = self.get(("prometheus", "profile"))
+            if profile not in (_MISSING, None, "kubernetes") and profile in PROFILES:
+                self.problem(("prometheus", "profile"), f"{show(profile)}: the kubernetes "
+                             "backend reads the kubernetes profile (kubelet cAdvisor, pods "
+                             "from the API); set profile: kubernetes or leave it out")
         if self.problems:
             return None
         return DaemonSettings(policies=policies, backend=backend, prometheus=prometheus,
-                              docker=docker, alertmanager=alertmanager, http=http,
+                              docker=docker, kubernetes=kubernetes, alertmanager=alertmanager,
+                              http=http,
                               simulation=simulation, log_level=log_level,
                               source_file=Path(self.source))
 
     def backend(self) -> Backend:
         value = self.get(("backend",))
         if value is _MISSING:
-            return "simulated"
-        if value == "kubernetes":
-            self.problem(("backend",), "'kubernetes' is not supported yet (it comes in a later "
-                         f"release); allowed: {', '.join(BACKENDS)}")
             return "simulated"
         return cast(Backend, self.choice(("backend",), BACKENDS, "simulated"))
 
@@ -242,6 +257,52 @@ class _Reader:
             self.problem((*at, "tls"), f"must be a mapping of ca, cert, key; got {show(tls)}")
         return DockerHost(url=url, tls_ca=files["ca"], tls_cert=files["cert"],
                           tls_key=files["key"])
+
+    def kubernetes(self) -> KubernetesSection:
+        at = ("kubernetes",)
+        default = KubernetesSection()
+        if not self.section(at):
+            return default
+        namespace = self.string((*at, "namespace"), None) or default.namespace
+        lease_name = self.string((*at, "lease_name"), None) or default.lease_name
+        selector = self.string((*at, "label_selector"), None) or default.label_selector
+        if selector.startswith(("=", ",")):
+            self.problem((*at, "label_selector"), f"{show(selector)} must be a label selector "
+                         "(key, key=value, key!=value, comma-separated)")
+            selector = default.label_selector
+        burst = self.get((*at, "burst"))
+        if burst is _MISSING or burst is None:
+            burst = default.burst
+        elif isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+            self.problem((*at, "burst"), f"{show(burst)} must be a whole number >= 1")
+            burst = default.burst
+        timings = {key: self.number((*at, key), getattr(default, key)) or getattr(default, key)
+                   for key in ("lease_duration_seconds", "renew_deadline_seconds",
+                               "retry_period_seconds")}
+        found = lease_timing_problem(timings["lease_duration_seconds"],
+                                     timings["renew_deadline_seconds"],
+                                     timings["retry_period_seconds"])
+        if found is not None:  # on the first of the two fields the file gives, else the section
+            keys, why = found
+            given = [(*at, key) for key in keys if self.get((*at, key)) is not _MISSING]
+            self.problem(given[0] if given else at, why)
+            timings = {k: getattr(default, k) for k in timings}
+        return KubernetesSection(
+            namespace=namespace, qps=self.number((*at, "qps"), default.qps) or default.qps,
+            burst=burst, namespaces=self.names((*at, "namespaces")), label_selector=selector,
+            lease_name=lease_name, **timings)
+
+    def names(self, at: _Path) -> tuple[str, ...]:
+        value = self.get(at)
+        if value is _MISSING or value is None:
+            return ()
+        if not isinstance(value, list):
+            self.problem(at, f"must be a list of namespaces; got {show(value)}")
+            return ()
+        for index, item in enumerate(value):
+            if not isinstance(item, str) or not item:
+                self.problem((*at, index), f"must be a namespace name; got {show(item)}")
+        return tuple(v for v in value if isinstance(v, str) and v)
 
     def alertmanager(self) -> AlertmanagerSection | None:
         at = ("alertmanager",)

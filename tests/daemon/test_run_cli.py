@@ -73,8 +73,10 @@ def test_broken_settings_exit_1_with_every_problem(tmp_path: Path) -> None:
     code, out, err = cli("run", "--config", str(path))
     assert (code, out) == (1, "")
     assert err.splitlines() == [
-        f"{path}:1: backend: 'kubernetes' is not supported yet (it comes in a later "
-        "release); allowed: simulated, docker",
+        f"{path}:1: backend: the kubernetes backend needs at least one policy file in "
+        "policies",
+        f"{path}:1: backend: the kubernetes backend needs prometheus.url (where the training "
+        "jobs' loss and CPU are scraped)",
         f"{path}:2: http.port: -3 must be a whole number in 0 .. 65535 (0: any free port)",
         "policyd run: the settings file is invalid; nothing started",
     ]

@@ -11,6 +11,7 @@ from policyd.daemon import (
     DaemonSettings,
     DockerHost,
     HttpSettings,
+    KubernetesSection,
     SettingsError,
     SimulationSettings,
     load_settings,
@@ -43,7 +44,10 @@ def test_the_documented_example_is_valid_and_complete() -> None:
                   "scrape_interval_seconds", "node_names", "capacity_cores", "process_job",
                   "hosts", "managed_label", "grace_seconds", "start_timeout_seconds",
                   "state_path", "resend_interval_seconds", "enabled", "addr", "port",
-                  "scenario", "seed", "speed"):
+                  "scenario", "seed", "speed", "namespace", "qps", "burst", "namespaces",
+                  "label_selector", "lease_name", "lease_duration_seconds",
+                  "renew_deadline_seconds", "retry_period_seconds", "--node",
+                  "--leader-elect"):
         assert f"`{field}`" in docs, field
 
 
@@ -72,15 +76,93 @@ def test_docker_backend() -> None:
     assert settings.docker.hosts["w1"].tls_ca == Path("/etc/policyd/ca.pem")
 
 
+def test_kubernetes_backend() -> None:
+    settings = load_settings_text(
+        "policies: [p.yaml]\nbackend: kubernetes\n"
+        "prometheus: {url: 'http://prom:9090', profile: kubernetes}\n"
+        "kubernetes:\n  namespace: ops\n  qps: 20\n  burst: 40\n"
+        "  namespaces: [training, research]\n  label_selector: team=ml,policyd.io/managed\n"
+        "  lease_name: mine\n  lease_duration_seconds: 30\n  renew_deadline_seconds: 20\n"
+        "  retry_period_seconds: 4\n",
+        "s.yaml", base=Path("/etc/policyd"))
+    assert settings.backend == "kubernetes"
+    assert settings.kubernetes == KubernetesSection(
+        namespace="ops", qps=20, burst=40, namespaces=("training", "research"),
+        label_selector="team=ml,policyd.io/managed", lease_name="mine",
+        lease_duration_seconds=30, renew_deadline_seconds=20, retry_period_seconds=4)
+
+
+def test_kubernetes_defaults() -> None:
+    settings = load_settings_text(
+        "policies: [p.yaml]\nbackend: kubernetes\nprometheus: {url: 'http://prom:9090'}\n",
+        "s.yaml")
+    assert settings.kubernetes == KubernetesSection()
+    assert (settings.kubernetes.namespace, settings.kubernetes.lease_name,
+            settings.kubernetes.label_selector, settings.kubernetes.namespaces) == (
+        "policyd", "policyd-specon", "policyd.io/managed=true", ())
+    assert (settings.kubernetes.lease_duration_seconds,
+            settings.kubernetes.renew_deadline_seconds,
+            settings.kubernetes.retry_period_seconds) == (15, 10, 2)
+
+
+@pytest.mark.parametrize("name", ["manager.yaml", "node-agent.yaml"])
+def test_the_kubernetes_deployments_settings(name: str) -> None:
+    settings = load_settings(ROOT / "deploy" / "kubernetes" / "settings" / name)
+    assert settings.backend == "kubernetes" and settings.prometheus.profile == "kubernetes"
+    assert settings.kubernetes.namespace == "policyd"
+    assert (settings.kubernetes.qps, settings.kubernetes.burst) == (
+        (20, 40) if name == "manager.yaml" else (5, 10))
+    assert settings.kubernetes.lease_name == "policyd-specon"
+
+
+LEASE_RULE = ("leader election needs lease_duration_seconds > renew_deadline_seconds > 1.2 x "
+              "retry_period_seconds; got ")
+
 ERRORS = {
-    "kubernetes-later": (
-        "backend: kubernetes\n",
-        ["s.yaml:1: backend: 'kubernetes' is not supported yet (it comes in a later "
-         "release); allowed: simulated, docker"]),
     "unknown-backend": (
         "backend: dokcer\n",
-        ["s.yaml:1: backend: 'dokcer' is not one of: simulated, docker; did you mean "
-         "'docker'?"]),
+        ["s.yaml:1: backend: 'dokcer' is not one of: simulated, docker, kubernetes; did you "
+         "mean 'docker'?"]),
+    "kubernetes-needs-policies-prometheus": (
+        "backend: kubernetes\n",
+        ["s.yaml:1: backend: the kubernetes backend needs at least one policy file in "
+         "policies",
+         "s.yaml:1: backend: the kubernetes backend needs prometheus.url (where the training "
+         "jobs' loss and CPU are scraped)"]),
+    "kubernetes-profile": (
+        "policies: [p.yaml]\nbackend: kubernetes\nprometheus:\n  url: http://p:9090\n"
+        "  profile: cadvisor-docker\n",
+        ["s.yaml:5: prometheus.profile: 'cadvisor-docker': the kubernetes backend reads the "
+         "kubernetes profile (kubelet cAdvisor, pods from the API); set profile: kubernetes "
+         "or leave it out"]),
+    "kubernetes-fields": (
+        "kubernetes:\n  namespace: ''\n  qps: 0\n  burst: 2.5\n  namespaces: [a, 3]\n"
+        "  label_selector: '=x'\n  lease_nam: l\n",
+        ["s.yaml:2: kubernetes.namespace: must be a non-empty string; got ''",
+         "s.yaml:3: kubernetes.qps: 0 must be a positive number",
+         "s.yaml:4: kubernetes.burst: 2.5 must be a whole number >= 1",
+         "s.yaml:5: kubernetes.namespaces[1]: must be a namespace name; got 3",
+         "s.yaml:6: kubernetes.label_selector: '=x' must be a label selector (key, key=value, "
+         "key!=value, comma-separated)",
+         "s.yaml:7: kubernetes.lease_nam: unknown field; did you mean 'lease_name'?"]),
+    "kubernetes-not-a-mapping": (
+        "kubernetes: policyd\n",
+        ["s.yaml:1: kubernetes: must be a mapping with: namespace, qps, burst, namespaces, "
+         "label_selector, lease_name, lease_duration_seconds, renew_deadline_seconds, "
+         "retry_period_seconds; got 'policyd'"]),
+    "lease-not-longer-than-renew-deadline": (
+        "kubernetes:\n  lease_name: l\n  lease_duration_seconds: 10\n",
+        [f"s.yaml:3: kubernetes.lease_duration_seconds: {LEASE_RULE}10, 10, 2 (a leader "
+         "must stop acting before another replica may take over)"]),
+    "renew-deadline-too-short-for-retries": (
+        "kubernetes:\n  lease_duration_seconds: 20\n  renew_deadline_seconds: 2.4\n"
+        "  retry_period_seconds: 2\n",
+        [f"s.yaml:3: kubernetes.renew_deadline_seconds: {LEASE_RULE}20, 2.4, 2 (1.2 x 2 = "
+         "2.4: a leader must get a retry in before its renew deadline)"]),
+    "retry-period-alone-breaks-the-rule": (
+        "kubernetes:\n  retry_period_seconds: 9\n",
+        [f"s.yaml:2: kubernetes.retry_period_seconds: {LEASE_RULE}15, 10, 9 (1.2 x 9 = 10.8: "
+         "a leader must get a retry in before its renew deadline)"]),
     "unknown-fields": (
         "polices: [a.yaml]\nsimulation:\n  sped: 3\n",
         ["s.yaml:1: polices: unknown field; did you mean 'policies'?",
@@ -152,3 +234,7 @@ def test_values_check_themselves() -> None:
         DaemonSettings(backend="docker", policies=(Path("p.yaml"),))
     with pytest.raises(ValueError, match=r"port must be in 0 \.\. 65535"):
         HttpSettings(port=-1)
+    with pytest.raises(ValueError, match=r"the kubernetes backend needs at least one policy"):
+        DaemonSettings(backend="kubernetes")
+    with pytest.raises(ValueError, match=r"got 5, 10, 2 \(a leader must stop acting"):
+        KubernetesSection(lease_duration_seconds=5)

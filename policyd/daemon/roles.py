@@ -1,0 +1,187 @@
+"""What one `policyd run` process is in a deployment: a node agent, or an elected manager.
+
+Node agent (`policyd run --node NAME`, the Kubernetes DaemonSet): FlowCon only, for the
+containers on its own node. The scoping is done on the snapshot, after the source and before
+the engine (`NodeScopedSource`): the snapshot keeps only that node and the containers on it,
+so the engine decides exactly as it would for a one-node cluster and stays unchanged. Events
+(Algorithm 2) are filtered the same way: a pod starting on another node resets nothing here.
+Policies of any other kind are left out, with a warning, at start and on every reload
+(`FlowConOnlyWatcher`).
+
+Manager (`policyd run --leader-elect`, the Deployment's replicas): a `LeaderElector` on its
+own thread takes part in the election on the Lease; the actuator is wrapped in `LeaderGate`
+(`leader.LeaderOnly`): every replica decides (metrics, logs, alerts), only the leader applies,
+and a leader whose renewals fail stops applying after `renew_deadline_seconds`, before another
+replica may take over (`lease_duration_seconds`). On each acquisition, half-done migrations
+are recovered (a standby never recovers), serialised with the actions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from policyd.daemon.ports import SnapshotSource, bind_intervals
+from policyd.daemon.reload import PolicyWatcher, Reload
+from policyd.daemon.settings import KubernetesSection
+from policyd.engine.flowcon import FlowConPolicy
+from policyd.engine.spec import PolicyDocument
+from policyd.model import Action, Decision, Snapshot
+from policyd.model.events import ContainerEvent
+from policyd.tick import Actuator, EventSource
+
+if TYPE_CHECKING:  # leader imports the Kubernetes client: only when elections are wanted
+    from policyd.daemon.leader import LeaderElector, LeaseSettings
+
+LOG = logging.getLogger(__name__)
+
+
+# --- node agent ----------------------------------------------------------------------------
+
+def scope_to_node(snapshot: Snapshot, node: str) -> Snapshot:
+    """`snapshot` with only `node` and the containers on it (pure)."""
+    return replace(snapshot, nodes=tuple(n for n in snapshot.nodes if n.name == node),
+                   containers=tuple(c for c in snapshot.containers if c.node == node))
+
+
+class NodeScopedSource:
+    """A `SnapshotSource` whose snapshots hold one node and its containers."""
+
+    def __init__(self, source: SnapshotSource, node: str) -> None:
+        self.source, self.node = source, node
+
+    def snapshot(self, policies: Sequence[PolicyDocument], *,
+                 intervals: Mapping[str, float] | None = None) -> Snapshot:
+        whole = bind_intervals(self.source, dict(intervals or {})).snapshot(policies)
+        return scope_to_node(whole, self.node)
+
+
+class NodeScopedEvents:
+    """An `EventSource` passing on only the events of one node."""
+
+    def __init__(self, events: EventSource, node: str) -> None:
+        self.events, self.node = events, node
+
+    def watch(self, on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
+        def mine(event: ContainerEvent) -> None:
+            if event.node == self.node:
+                on_event(event)
+        self.events.watch(mine, stop)
+
+
+def flowcon_only(policies: Sequence[PolicyDocument], node: str) -> list[PolicyDocument]:
+    """The FlowCon policies; the others are logged as left out."""
+    kept: list[PolicyDocument] = [p for p in policies if isinstance(p, FlowConPolicy)]
+    for p in policies:
+        if not isinstance(p, FlowConPolicy):
+            LOG.warning("node agent for %s: policy %s (%s) left out: a node agent runs FlowCon "
+                        "only (SpeCon runs in the manager, --leader-elect)", node, p.name,
+                        p.kind)
+    return kept
+
+
+class FlowConOnlyWatcher(PolicyWatcher):
+    """A `PolicyWatcher` whose valid reloads keep only the FlowCon policies."""
+
+    def __init__(self, paths: Sequence[Path], node: str) -> None:
+        super().__init__(paths)
+        self.node = node
+
+    def load(self) -> Reload:
+        found = super().load()
+        if not found.ok:
+            return found
+        return Reload(policies=tuple(flowcon_only(found.policies, self.node)))
+
+
+# --- manager: leader election ----------------------------------------------------------------
+
+def lease_settings(section: KubernetesSection, identity: str) -> LeaseSettings:
+    """The settings file's `kubernetes` section -> the elector's settings."""
+    from policyd.daemon.leader import LeaseSettings  # noqa: PLC0415
+
+    return LeaseSettings(name=section.lease_name, namespace=section.namespace,
+                         identity=identity,
+                         lease_duration_seconds=section.lease_duration_seconds,
+                         renew_deadline_seconds=section.renew_deadline_seconds,
+                         retry_period_seconds=section.retry_period_seconds)
+
+
+class LeaderGate:
+    """`LeaderOnly` (apply only while leading) plus recovery on each acquisition, run under
+    the same lock as the actions so a recovery and an action never interleave."""
+
+    def __init__(self, actuator: Actuator, elector: LeaderElector, *,
+                 recover: Callable[[], object] | None = None) -> None:
+        from policyd.daemon.leader import LeaderOnly  # noqa: PLC0415
+
+        self.only = LeaderOnly(actuator, elector)
+        self.elector = elector
+        self._recover = recover
+        self._lock = threading.Lock()
+
+    @property
+    def skipped(self) -> int:
+        """Actions a standby did not apply."""
+        return self.only.skipped
+
+    def apply(self, action: Action, decision: Decision) -> None:
+        with self._lock:
+            self.only.apply(action, decision)
+
+    def acquired(self) -> None:
+        """Leadership was just acquired: finish or roll back half-done migrations."""
+        if self._recover is None:
+            return
+        with self._lock:
+            if not self.elector.leading():
+                return
+            try:
+                done = self._recover()
+            except Exception as exc:  # the actuator tries again before its next action
+                LOG.error("leader: recovering half-done migrations failed: %s", exc)
+                return
+            if isinstance(done, list) and done:
+                LOG.info("leader: recovered %d half-done migrations", len(done))
+
+
+class Election:
+    """The elector on its own thread, from `start` until `stop`; `gate` gates the actuator."""
+
+    def __init__(self, settings: LeaseSettings, lease_api: Any, actuator: Actuator, *,
+                 recover: Callable[[], object] | None = None,
+                 elector: LeaderElector | None = None) -> None:
+        from policyd.daemon.leader import LeaderElector  # noqa: PLC0415
+
+        self.elector = elector if elector is not None else LeaderElector(settings, lease_api)
+        self.gate = LeaderGate(actuator, self.elector, recover=recover)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _acquired(self) -> None:  # off the election thread: renewals must not wait for it
+        threading.Thread(target=self.gate.acquired, name="policyd-recover",
+                         daemon=True).start()
+
+    def start(self) -> None:
+        s = self.elector.settings
+        LOG.info("leader election on lease %s/%s as %s", s.namespace, s.name, s.identity)
+        self._thread = threading.Thread(target=self.elector.run,
+                                         args=(self._stop, self._acquired),
+                                         name="policyd-leader", daemon=True)
+        self._thread.start()
+
+    def try_once(self) -> bool:
+        """One attempt now, on this thread (`--once`); whether this replica leads."""
+        leads = self.elector.step()
+        if leads:
+            self.gate.acquired()
+        return leads
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
