@@ -19,7 +19,9 @@ def action_blocked(container: Container, spec: CommonSpec, now: float) -> str | 
     if spec.selector.opted_out(container):
         return f"opted out ({spec.selector.opt_out_key}=true)"
     age_seconds = now - container.started_at
-    if age_seconds < spec.safety.min_job_age_seconds:
+    # 0 means no minimum: a job started within the snapshot's second (its time is whole
+    # seconds) or on an engine whose clock is slightly ahead has a negative age
+    if spec.safety.min_job_age_seconds > 0 and age_seconds < spec.safety.min_job_age_seconds:
         return (
             f"younger than min_job_age_seconds ({age_seconds:.0f} s < "
             f"{spec.safety.min_job_age_seconds:.0f} s)"

@@ -391,11 +391,20 @@ class DockerSnapshotSource:
                     if other[0].started_at >= c.started_at:
                         continue
                 chosen[c.name] = (c, host.cores)
+        # Algorithm 2: a container that has just started is a new job (NL / PC) before its
+        # exporter has been scraped (starting Python and the framework takes seconds); without
+        # this, the listener's immediate tick would not see it at all. Only while it is young
+        # (2 intervals, the engine's own "young"): later, no series means not a training job.
+        young_seconds = 2 * max((float((intervals or {}).get(p.name, 0.0))
+                                 or float(getattr(p.spec, "interval_seconds", 0.0))
+                                 for p in policies), default=0.0)
         containers: list[Container] = []
         for name, (c, cores) in sorted(chosen.items()):
             series = evaluation.get(name)
             if series is None:
-                continue
+                if abs(now - c.started_at) > young_seconds:  # (skew: either side)
+                    continue
+                series = Series.of([], [])
             res = facts.Resource(shares=c.cpu_shares or None, quota=c.cpu_quota,
                                  period=c.cpu_period)
             containers.append(Container(
