@@ -1,0 +1,721 @@
+"""End-to-end harness: real Docker engines, real trainers, real Prometheus / Alertmanager, and
+`policyd run` as a separate process, all on 127.0.0.1 (host networking, no bridge).
+
+Shared by `tests/e2e/` (assertions) and `benchmarks/docker_proof.py` (figures), so the numbers
+in benchmarks/README.md come from the code the tests run.
+
+What is recorded, and from where (nothing is inferred from policyd's own word):
+
+* `EventLog`: every container event of every engine (`start`, `die`, `update`, ...) with the
+  engine's own nanosecond time stamp. A `docker update` policyd applies is an `update` event.
+* `ShareLog`: `docker inspect` of every container of every engine, polled; each change of
+  `HostConfig.CpuShares` is kept with its time.
+* container logs with the engine's time stamps: the trainer's `step=N loss=X mean=Y` lines
+  give the time-to-quality; `resumed: step=N` the resume step after a migration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+
+from tests.integration.alertmanager import Alertmanager, alertmanager
+from tests.integration.docker_engines import (
+    ROOT,
+    TRAINER_TAG,
+    Engine,
+    build_trainer_image,
+    docker_engines,
+    host_binds,
+    trainer_command,
+)
+from tests.integration.servers import LOOPBACK, Prometheus, free_port, prometheus
+
+POLICYD = ROOT / ".venv" / "bin" / "policyd"
+SCRAPE_SECONDS = 0.5
+LOG_LINE = re.compile(r"^(\S+) step=(\d+) loss=([0-9.]+) mean=([0-9.]+)")
+
+
+def wait_for(predicate: Callable[[], Any], *, timeout_seconds: float, what: str,
+             every: float = 0.1) -> Any:
+    """Poll until `predicate()` is truthy; its value. An AssertionError naming `what` after
+    the deadline."""
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_seconds:.0f} s waiting for {what}")
+        time.sleep(every)
+
+
+def docker_time(text: str) -> float:
+    """An engine time stamp (RFC 3339, nanoseconds) -> epoch seconds."""
+    text = text.strip()
+    if text.startswith("0001-"):
+        return 0.0
+    head, _, frac = text.rstrip("Z").partition(".")
+    zone = ""
+    for sign in ("+", "-"):
+        if sign in frac:
+            frac, _, rest = frac.partition(sign)
+            zone = sign + rest
+    base = datetime.fromisoformat(head + (zone or "+00:00"))
+    return base.timestamp() + (float("0." + frac) if frac else 0.0)
+
+
+# --- what the engines report ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    time: float
+    node: str
+    action: str
+    name: str
+    attributes: dict[str, str]
+
+
+class EventLog:
+    """Every container event of the given engines, from one thread per engine."""
+
+    def __init__(self, engines: Sequence[Engine]) -> None:
+        self.events: list[Event] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._streams: list[Any] = []
+        self._threads = [threading.Thread(target=self._follow, args=(e,), daemon=True)
+                         for e in engines]
+        self._ready = threading.Barrier(len(engines) + 1)
+        for t in self._threads:
+            t.start()
+        self._ready.wait(timeout=30)
+
+    def _follow(self, engine: Engine) -> None:
+        client = docker.DockerClient(base_url=engine.url, version="auto", timeout=86400)
+        stream = client.events(decode=True, filters={"type": "container"})
+        self._streams.append(stream)
+        self._ready.wait(timeout=30)
+        with contextlib.suppress(Exception):
+            for raw in stream:
+                attrs = dict((raw.get("Actor") or {}).get("Attributes") or {})
+                event = Event(time=int(raw["timeNano"]) / 1e9, node=engine.name,
+                              action=str(raw.get("Action", "")),
+                              name=attrs.get("name", ""), attributes=attrs)
+                with self._lock:
+                    self.events.append(event)
+                if self._stop.is_set():
+                    break
+        client.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        for stream in self._streams:
+            with contextlib.suppress(Exception):
+                stream.close()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def of(self, name: str, action: str | None = None, since: float = 0.0) -> list[Event]:
+        with self._lock:
+            return [e for e in self.events if e.name == name and e.time >= since
+                    and (action is None or e.action == action)]
+
+
+@dataclass(frozen=True)
+class ShareChange:
+    time: float
+    node: str
+    name: str
+    shares: int
+
+
+class ShareLog:
+    """`HostConfig.CpuShares` of every container of the given engines, polled every `every`
+    seconds; a change (and the first reading) is kept with its time."""
+
+    def __init__(self, engines: Sequence[Engine], every: float = 0.2) -> None:
+        self.changes: list[ShareChange] = []
+        self._last: dict[tuple[str, str], int] = {}
+        self._stop = threading.Event()
+        self._apis = [(e.name, docker.APIClient(base_url=e.url, version="auto", timeout=30))
+                      for e in engines]
+        self._every = every
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for node, api in self._apis:
+                with contextlib.suppress(docker.errors.DockerException, OSError):
+                    for c in api.containers(all=False):
+                        with contextlib.suppress(docker.errors.DockerException, OSError):
+                            attrs = api.inspect_container(c["Id"])
+                            name = str(attrs["Name"]).lstrip("/")
+                            shares = int(attrs["HostConfig"].get("CpuShares") or 0)
+                            key = (node, attrs["Id"])
+                            if self._last.get(key) != shares:
+                                self._last[key] = shares
+                                self.changes.append(ShareChange(time.time(), node, name, shares))
+            self._stop.wait(self._every)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        for _, api in self._apis:
+            api.close()
+
+    def of(self, name: str) -> list[ShareChange]:
+        return [c for c in list(self.changes) if c.name == name]
+
+    def values(self, name: str) -> list[int]:
+        """The distinct successive CpuShares values seen on `name` (0 = the default 1024)."""
+        out: list[int] = []
+        for c in self.of(name):
+            v = c.shares or 1024
+            if not out or out[-1] != v:
+                out.append(v)
+        return out
+
+
+# --- trainers --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    steps: int
+    lr: float = 0.02
+    step_sleep: float = 0.0
+    smoothing: int = 100
+    cpuset: str | None = None
+    cpu_shares: int | None = None
+    print_every: int = 100
+
+
+def run_job(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path) -> Container:
+    """Start the trainer `spec` on `engine` (host network, the managed label, POLICYD_CONTAINER
+    = its name, its checkpoint directory under `ckpt_root`, a host path both engines see)."""
+    ckpt = ckpt_root / spec.name
+    ckpt.mkdir(parents=True, exist_ok=True)
+    command = trainer_command(port, steps=spec.steps, step_sleep=spec.step_sleep, extra=[
+        "--lr", str(spec.lr), "--smoothing-steps", str(spec.smoothing),
+        "--print-every", str(spec.print_every), "--checkpoint-every", "0",
+        "--job-name", spec.name])
+    kwargs: dict[str, Any] = {}
+    if spec.cpuset is not None:
+        kwargs["cpuset_cpus"] = spec.cpuset
+    if spec.cpu_shares is not None:
+        kwargs["cpu_shares"] = spec.cpu_shares
+    return engine.client().containers.run(
+        TRAINER_TAG, command, name=spec.name, detach=True, network_mode="host",
+        labels={"policyd.io/managed": "true", "app": "train"},
+        environment={"POLICYD_CONTAINER": spec.name, "POLICYD_JOB_NAME": spec.name},
+        volumes=host_binds(f"{ckpt}:/ckpt"), **kwargs)
+
+
+def log_points(container: Container) -> list[tuple[float, int, float]]:
+    """(time, step, smoothed loss) of every progress line of the container's log."""
+    text = container.logs(timestamps=True).decode(errors="replace")
+    out = []
+    for line in text.splitlines():
+        m = LOG_LINE.match(line)
+        if m:
+            out.append((docker_time(m.group(1)), int(m.group(2)), float(m.group(4))))
+    return out
+
+
+def find(engines: Sequence[Engine], name: str) -> tuple[Engine, Container] | None:
+    for e in engines:
+        with contextlib.suppress(docker.errors.NotFound):
+            return e, e.client().containers.get(name)
+    return None
+
+
+# --- policyd run ------------------------------------------------------------------------------
+
+
+def flowcon_policy(*, interval: float = 4, alpha: float = 0.04, beta: float = 2,
+                   window: int = 10, max_interval: float = 16) -> str:
+    return f"""\
+apiVersion: policyd.io/v1alpha1
+kind: FlowCon
+metadata: {{name: e2e-flowcon}}
+spec:
+  alpha: {alpha}
+  interval_seconds: {interval}
+  max_interval_seconds: {max_interval}
+  beta: {beta}
+  mode: shares
+  window_intervals: {window}
+  evaluation: {{query: policyd_training_loss, normalization: absolute}}
+  selector: {{labels: {{app: train}}}}
+"""
+
+
+def specon_policy(*, interval: float = 3, alpha: float = 0.02, window: int = 10,
+                  grace: float = 20) -> str:
+    return f"""\
+apiVersion: policyd.io/v1alpha1
+kind: SpeCon
+metadata: {{name: e2e-specon}}
+spec:
+  alpha: {alpha}
+  interval_seconds: {interval}
+  rebalance: false
+  migration_grace_seconds: {grace}
+  window_intervals: {window}
+  evaluation: {{query: policyd_training_loss, normalization: absolute}}
+  selector: {{labels: {{app: train}}}}
+  safety: {{max_migrations_per_cycle: 1, max_migrations_per_node: 1, cooldown_seconds: 0,
+           min_job_age_seconds: 0}}
+"""
+
+
+@dataclass
+class Policyd:
+    """`policyd run --config FILE` as a child process; its HTTP port answers /metrics."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as response:
+            return str(response.read().decode())
+
+    def category(self, container: str) -> str | None:
+        """The category policyd reports for `container` (policyd_job_category), or None."""
+        with contextlib.suppress(OSError):
+            for line in self.metrics().splitlines():
+                if line.startswith("policyd_job_category{") and f'container="{container}"' in line \
+                        and line.rstrip().endswith(" 1.0"):
+                    m = re.search(r'category="(\w+)"', line)
+                    if m:
+                        return m.group(1)
+        return None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@contextlib.contextmanager
+def policyd_run(directory: Path, policy: str, *, engines: Sequence[Engine], prometheus_url: str,
+                alertmanager_url: str | None = None, grace_seconds: float = 20
+                ) -> Iterator[Policyd]:
+    """Write the settings and the policy, start `policyd run`, wait for /readyz."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "policy.yaml").write_text(policy)
+    port = free_port()
+    hosts = "".join(f"\n    {e.name}: {e.url}" for e in engines)
+    alerts = (f"alertmanager:\n  url: {alertmanager_url}\n  resend_interval_seconds: 60\n"
+              if alertmanager_url else "")
+    settings = directory / "settings.yaml"
+    settings.write_text(
+        "backend: docker\nlog_level: info\npolicies: [policy.yaml]\n"
+        f"prometheus:\n  url: {prometheus_url}\n  profile: docker-stats\n"
+        f"  scrape_interval_seconds: {SCRAPE_SECONDS}\n  timeout_seconds: 5\n"
+        f"docker:\n  hosts:{hosts}\n  grace_seconds: {grace_seconds}\n"
+        f"  state_path: {directory / 'docker-state.json'}\n"
+        f"{alerts}http:\n  addr: {LOOPBACK}\n  port: {port}\n")
+    log = directory / "policyd.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([str(POLICYD), "run", "--config", str(settings)],
+                                   stdout=out, stderr=subprocess.STDOUT, cwd=directory,
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    run = Policyd(process=process, log=log, port=port)
+    try:
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"policyd exited with {process.returncode}:\n{run.text()}")
+            with contextlib.suppress(OSError), \
+                    urllib.request.urlopen(f"{run.url}/readyz", timeout=2) as response:
+                return bool(response.status == 200)
+            return False
+        wait_for(ready, timeout_seconds=60, what="policyd's /readyz")
+        yield run
+    finally:
+        run.stop()
+
+
+# --- the lab: engines + Prometheus (+ Alertmanager) ------------------------------------------
+
+
+@dataclass
+class Lab:
+    engines: list[Engine]
+    prometheus: Prometheus
+    ports: dict[str, int]
+    directory: Path
+    events: EventLog
+    shares: ShareLog
+    alertmanager: Alertmanager | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ckpt(self) -> Path:
+        return self.directory / "ckpt"
+
+    def engine(self, name: str) -> Engine:
+        return next(e for e in self.engines if e.name == name)
+
+    def run(self, engine: str, spec: JobSpec) -> Container:
+        return run_job(self.engine(engine), spec, self.ports[spec.name], self.ckpt)
+
+    def query(self, promql: str) -> list[Any]:
+        address = f"{self.prometheus.url}/api/v1/query?" + urllib.parse.urlencode(
+            {"query": promql})
+        with urllib.request.urlopen(address, timeout=5) as response:
+            return list(json.load(response)["data"]["result"])
+
+    def series(self, metric: str, container: str, seconds: int = 600
+               ) -> list[tuple[float, float]]:
+        result = self.query(f'{metric}{{container="{container}"}}[{seconds}s]')
+        points: dict[float, float] = {}
+        for r in result:
+            for t, v in r["values"]:
+                points[float(t)] = float(v)
+        return sorted(points.items())
+
+    def remove_all(self) -> None:
+        for e in self.engines:
+            e.remove_all_containers()
+
+
+@contextlib.contextmanager
+def lab(directory: Path, *, engines: int, jobs: Sequence[str], with_alertmanager: bool = False
+        ) -> Iterator[Lab]:
+    """`engines` real engines (the trainer image built on each), a Prometheus scraping one
+    port per job name every 0.5 s, optionally an Alertmanager, and the event and share logs."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ports = {name: free_port() for name in jobs}
+    with contextlib.ExitStack() as stack:
+        started = stack.enter_context(docker_engines(engines, prefix="pd-e2e-"))
+        for e in started:
+            build_trainer_image(e)
+        (directory / "prom").mkdir(exist_ok=True)
+        prom = stack.enter_context(prometheus(
+            directory / "prom", [f"{LOOPBACK}:{p}" for p in ports.values()],
+            scrape_seconds=SCRAPE_SECONDS))
+        am = None
+        if with_alertmanager:
+            (directory / "am").mkdir(exist_ok=True)
+            am = stack.enter_context(alertmanager(directory / "am"))
+        events = EventLog(started)
+        stack.callback(events.close)
+        shares = ShareLog(started)
+        stack.callback(shares.close)
+        yield Lab(engines=started, prometheus=prom, ports=ports, directory=directory,
+                  events=events, shares=shares, alertmanager=am)
+
+
+
+# --- scenario (a): FlowCon on one engine, three jobs sharing core 0 ---------------------------
+
+FLOWCON_JOBS = ("fc-job-1", "fc-job-2", "fc-job-3")
+
+
+@dataclass(frozen=True)
+class FlowConShape:
+    """Three identical jobs started at 0, t, 2t, all pinned to CPU 0 (one thread each)."""
+
+    stagger_seconds: float = 28.0
+    steps: int = 130_000
+    lr: float = 0.001
+    smoothing: int = 500
+    quality: float = 0.25
+    """Time-to-quality: until the smoothed loss (the exporter's mean) is at most this."""
+
+    def spec(self, name: str) -> JobSpec:
+        return JobSpec(name, steps=self.steps, lr=self.lr, smoothing=self.smoothing,
+                       cpuset="0", print_every=1000)
+
+
+@dataclass
+class JobResult:
+    name: str
+    started: float
+    finished: float
+    exit_code: int
+    quality_at: float | None
+    points: list[tuple[float, int, float]]
+
+    @property
+    def jct(self) -> float:
+        return self.finished - self.started
+
+    @property
+    def ttq(self) -> float | None:
+        return None if self.quality_at is None else self.quality_at - self.started
+
+
+@dataclass
+class FlowConRun:
+    label: str
+    origin: float
+    jobs: dict[str, JobResult]
+    shares: dict[str, list[ShareChange]]
+
+    @property
+    def makespan(self) -> float:
+        return max(j.finished for j in self.jobs.values()) - min(
+            j.started for j in self.jobs.values())
+
+    def table(self) -> list[dict[str, Any]]:
+        return [{"job": j.name, "start": round(j.started - self.origin, 1),
+                 "jct": round(j.jct, 1), "ttq": None if j.ttq is None else round(j.ttq, 1)}
+                for j in self.jobs.values()]
+
+
+def run_flowcon_jobs(lab_: Lab, shape: FlowConShape, label: str,
+                     during: Callable[[str, Container], None] | None = None,
+                     timeout_seconds: float = 240) -> FlowConRun:
+    """Start the three jobs at 0, t, 2t on e1 and wait for all to exit; their results.
+    `during(name, container)` runs right after each start (the test's assertions hook)."""
+    engine = lab_.engine("e1")
+    origin = time.time()
+    containers: dict[str, Container] = {}
+    for k, name in enumerate(FLOWCON_JOBS):
+        due = origin + k * shape.stagger_seconds
+        while time.time() < due:
+            time.sleep(min(0.2, max(0.0, due - time.time())))
+        containers[name] = run_job(engine, shape.spec(name), lab_.ports[name],
+                                   lab_.ckpt / label)  # a fresh checkpoint root per run
+        if during is not None:
+            during(name, containers[name])
+    deadline = origin + timeout_seconds
+    results: dict[str, JobResult] = {}
+    for name, c in containers.items():
+        wait_for(functools.partial(lab_.events.of, name, "die", since=origin),
+                 timeout_seconds=max(1.0, deadline - time.time()), what=f"{name} to finish",
+                 every=0.5)
+        c.reload()
+        state = c.attrs["State"]
+        points = log_points(c)
+        quality = next((t for t, _, mean in points if mean <= shape.quality), None)
+        results[name] = JobResult(name=name, started=docker_time(state["StartedAt"]),
+                                  finished=docker_time(state["FinishedAt"]),
+                                  exit_code=int(state["ExitCode"]), quality_at=quality,
+                                  points=points)
+    shares = {n: [c for c in lab_.shares.of(n) if c.time >= origin] for n in FLOWCON_JOBS}
+    for c in containers.values():
+        c.remove(force=True)
+    return FlowConRun(label=label, origin=origin, jobs=results, shares=shares)
+
+
+# --- scenario (b): SpeCon across two engines ---------------------------------------------------
+
+SPECON_CONVERGED = "sc-converged"
+SPECON_PROGRESSING = ("sc-progress-1", "sc-progress-2")
+SPECON_JOBS = (SPECON_CONVERGED, *SPECON_PROGRESSING)
+
+
+@dataclass(frozen=True)
+class SpeConShape:
+    """Host e1: one job that converges fast (full speed) and two slow, still-learning jobs
+    (small learning rate, a sleep per step); host e2: nothing. SpeCon's score of e1 is then
+    CC + 2 PC and e2's 0, the minimum: the converged job is the one to move, to e2."""
+
+    converged: JobSpec = JobSpec(SPECON_CONVERGED, steps=30_000, lr=0.02, step_sleep=0.0005,
+                                 smoothing=500, print_every=500)
+    progressing: JobSpec = JobSpec("", steps=6_000, lr=0.0005, step_sleep=0.01, smoothing=50,
+                                   print_every=100)
+    head_start_seconds: float = 8.0
+
+    def progressing_spec(self, name: str) -> JobSpec:
+        from dataclasses import replace  # noqa: PLC0415
+        return replace(self.progressing, name=name)
+
+
+@dataclass
+class Migration:
+    """What the engines, Prometheus and the logs show of the converged job's move."""
+
+    from_node: str
+    to_node: str
+    converged_started: float
+    old_died: float
+    new_started: float
+    finished: float
+    checkpoint_step: int
+    resume_step: int
+    loss_first: float
+    loss_before: float
+    loss_after: float
+    steps_before: float
+    steps_after_max: float
+    exit_code: int
+    labels: dict[str, str]
+    alerts: list[dict[str, Any]]
+    migrations_metric: str = ""
+
+    @property
+    def pause_seconds(self) -> float:
+        return self.new_started - self.old_died
+
+
+def run_specon(lab_: Lab, shape: SpeConShape, policyd_: Policyd, timeout_seconds: float = 200
+               ) -> Migration:
+    """Start the jobs on e1, let `policyd_` (already running) move the converged one; wait
+    until the moved job has finished on its new engine; the figures."""
+    assert lab_.alertmanager is not None
+    name = SPECON_CONVERGED
+    origin = time.time()
+    old = lab_.run("e1", shape.converged)
+    old_log: list[str] = []
+
+    def follow() -> None:  # the old container is removed after the move: keep its log
+        with contextlib.suppress(Exception):
+            for chunk in old.logs(stream=True, follow=True):
+                old_log.append(chunk.decode(errors="replace"))
+    threading.Thread(target=follow, daemon=True).start()
+    time.sleep(shape.head_start_seconds)  # the stagger itself (a scenario input, not a wait)
+    for p in SPECON_PROGRESSING:
+        lab_.run("e1", shape.progressing_spec(p))
+    deadline = origin + timeout_seconds
+
+    def moved() -> Event | None:
+        return next((e for e in lab_.events.of(name, "start") if e.node == "e2"), None)
+    started_new: Event = wait_for(moved, timeout_seconds=deadline - time.time(),
+                           what=f"{name} to be started on e2 by policyd", every=0.2)
+    new = lab_.engine("e2").client().containers.get(name)
+    migrations = wait_for(lambda: "\n".join(
+        line for line in policyd_.metrics().splitlines()
+        if line.startswith("policyd_migrations_total{") and 'to="e2"' in line),
+        timeout_seconds=30, what="policyd_migrations_total to count the move")
+    alerts = wait_for(lambda: lab_.alertmanager.alerts(  # type: ignore[union-attr]
+        filter=urllib.parse.quote('alertname="PolicydMigration"')), timeout_seconds=30,
+        what="the PolicydMigration alert in Alertmanager")
+    wait_for(lambda: [e for e in lab_.events.of(name, "die") if e.node == "e2"],
+             timeout_seconds=max(1.0, deadline - time.time()),
+             what=f"{name} to finish on e2", every=0.5)
+    new.reload()
+    died_old = next(e for e in lab_.events.of(name, "die") if e.node == "e1")
+    first_start = next(e for e in lab_.events.of(name, "start") if e.node == "e1")
+    text = new.logs().decode(errors="replace")
+    resume = re.search(r"resumed: step=(\d+)", text)
+    checkpoint = re.search(r"checkpoint: step=(\d+)", "".join(old_log))
+    loss = lab_.series("policyd_training_loss", name)
+    steps = lab_.series("policyd_training_steps_total", name)
+    before = [v for t, v in loss if t <= died_old.time]
+    after = [v for t, v in loss if t >= started_new.time]
+    steps_before = [v for t, v in steps if t <= died_old.time]
+    return Migration(
+        from_node="e1", to_node="e2", converged_started=first_start.time,
+        old_died=died_old.time, new_started=started_new.time,
+        finished=docker_time(new.attrs["State"]["FinishedAt"]),
+        checkpoint_step=int(checkpoint.group(1)) if checkpoint else -1,
+        resume_step=int(resume.group(1)) if resume else -1,
+        loss_first=loss[0][1] if loss else float("nan"),
+        loss_before=before[-1] if before else float("nan"),
+        loss_after=after[0] if after else float("nan"),
+        steps_before=steps_before[-1] if steps_before else -1.0,
+        steps_after_max=max((v for t, v in steps if t >= started_new.time), default=-1.0),
+        exit_code=int(new.attrs["State"]["ExitCode"]), labels=dict(new.labels),
+        alerts=list(alerts), migrations_metric=migrations)
+
+
+# --- (c) the listener: container start -> first allocation -------------------------------------
+
+
+@dataclass
+class Latency:
+    container: str
+    started: float
+    own_update: float
+    neighbour_update: float
+
+    @property
+    def own_seconds(self) -> float:
+        return self.own_update - self.started
+
+    @property
+    def neighbour_seconds(self) -> float:
+        return self.neighbour_update - self.started
+
+
+def measure_listener(lab_: Lab, policyd_: Policyd, rounds: int = 3) -> list[Latency]:
+    """A converged job `lat-base` runs on e1; then, `rounds` times, a new job starts parked at
+    a low weight (256 shares): FlowCon's Algorithm 2 makes it NL (limit 1 -> 1024 shares) and
+    puts the converged one at the floor (256), both by `docker update`. Timed from the engine's
+    `start` event to the first `update` event of each container."""
+    base = JobSpec("lat-base", steps=2_000_000, lr=0.02, smoothing=500, cpuset="0",
+                   print_every=5000)
+    lab_.run("e1", base)
+    wait_for(lambda: policyd_.category("lat-base") == "CL", timeout_seconds=90,
+             what="lat-base to be CL in policyd's metrics", every=0.5)
+    api = lab_.engine("e1").client().api
+
+    def shares(name: str) -> int:
+        return int(api.inspect_container(name)["HostConfig"]["CpuShares"] or 1024)
+
+    wait_for(lambda: shares("lat-base") == 1024, timeout_seconds=30, what="lat-base at 1024")
+    def after(count: int) -> list[Event]:
+        return lab_.events.of("lat-base", "update")[count:]
+
+    out: list[Latency] = []
+    for k in range(1, rounds + 1):
+        name = f"lat-new-{k}"
+        wait_for(lambda: policyd_.category("lat-base") == "CL", timeout_seconds=90,
+                 what="lat-base to be CL again", every=0.3)
+        base_updates = len(lab_.events.of("lat-base", "update"))
+        lab_.run("e1", JobSpec(name, steps=2_000_000, lr=0.02, cpuset="0", cpu_shares=256,
+                               print_every=5000))
+        start = wait_for(functools.partial(lab_.events.of, name, "start"), timeout_seconds=30,
+                         what=f"{name} to start")[0]
+        own = wait_for(functools.partial(lab_.events.of, name, "update"), timeout_seconds=30,
+                       what=f"policyd's first update of {name}")[0]
+        neighbour = wait_for(functools.partial(after, base_updates),
+                             timeout_seconds=30, what="policyd's update of lat-base")[0]
+        out.append(Latency(name, start.time, own.time, neighbour.time))
+        assert shares(name) == 1024 and shares("lat-base") == 256, (shares(name),
+                                                                    shares("lat-base"))
+        lab_.engine("e1").client().containers.get(name).remove(force=True)
+        wait_for(lambda: shares("lat-base") == 1024, timeout_seconds=30,
+                 what="lat-base back at 1024 once the new job is gone")
+    return out
+
+
+def all_converged_at_full_weight(lab_: Lab, policyd_: Policyd, names: Sequence[str]) -> bool:
+    """Every running job of `names` is CL in policyd's metrics and at 1024 shares (inspect)."""
+    api = lab_.engine("e1").client().api
+    running = []
+    for n in names:
+        with contextlib.suppress(docker.errors.NotFound):
+            attrs = api.inspect_container(n)
+            if attrs["State"]["Running"]:
+                running.append((n, int(attrs["HostConfig"]["CpuShares"] or 1024)))
+    return len(running) >= 2 and all(
+        shares == 1024 and policyd_.category(n) == "CL" for n, shares in running)
