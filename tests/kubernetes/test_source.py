@@ -161,3 +161,20 @@ def test_watch_backs_off_on_other_errors() -> None:
     stop.wait = wait  # type: ignore[method-assign,assignment]
     PodWatch(core, Scope(), make_watch=FakeWatch).watch(lambda e: None, stop)
     assert waits == [0.5, 1.0, 2.0]
+
+
+def test_a_thousand_pod_cluster_costs_one_list_per_cycle() -> None:
+    core, _, _ = apis()
+    answer(core.list_pod_for_all_namespaces, lambda **k: raw(
+        {"kind": "PodList", "metadata": {"resourceVersion": "5"},
+         "items": [pod(f"train-{i}") for i in range(1000)]}))
+    answer(core.list_node, lambda **k: raw({"kind": "NodeList", "items": [node()]}))
+    prom = FakePrometheus()
+    source = KubernetesPodSource("http://prom", Scope(), core=core, prometheus=prom,
+                                 clock=lambda: 1030.0)
+    for _ in range(3):  # three cycles
+        source.snapshot([flowcon(interval_seconds=30)])
+    assert core.list_pod_for_all_namespaces.call_count == 3
+    assert core.list_node.call_count == 3
+    assert len(prom.queries) == 6
+    assert not core.read_namespaced_pod.called
