@@ -38,7 +38,6 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -54,7 +53,7 @@ from policyd.sources.cadvisor import parse_timestamp
 from policyd.sources.errors import SourceError
 from policyd.sources.http import retry_policy
 from policyd.sources.matrix import Matrix, ResponseShapeError, read_matrix
-from policyd.sources.prometheus import PrometheusClient, classify
+from policyd.sources.prometheus import PrometheusClient, query_range
 from policyd.sources.promql import build_queries
 from policyd.sources.settings import cadvisor_docker
 
@@ -354,19 +353,8 @@ class DockerSnapshotSource:
         self.stats.close()
 
     def _evaluation(self, query: str, start: float, end: float, step: float) -> Any:
-        def text(v: float) -> str:
-            return f"{v:.3f}".rstrip("0").rstrip(".")
-        try:
-            return self._prometheus.custom_query_range(
-                query, start_time=datetime.fromtimestamp(start, tz=UTC),
-                end_time=datetime.fromtimestamp(end, tz=UTC), step=text(step),
-                params={"start": text(start), "end": text(end)})
-        except Exception as exc:
-            found = classify(exc)
-            if found is None:
-                raise
-            raise SourceError(kind=found[0], url=self.url, what="query_range", query=query,
-                              detail=found[1]) from exc
+        return query_range(self._prometheus, self.url, query, start_seconds=start,
+                           end_seconds=end, step_seconds=step)
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:

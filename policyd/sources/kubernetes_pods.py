@@ -42,7 +42,7 @@ from policyd.sources.errors import SourceError
 from policyd.sources.http import retry_policy
 from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.parse import Parsed, parse_cycle
-from policyd.sources.prometheus import PrometheusClient, classify
+from policyd.sources.prometheus import PrometheusClient, query_range
 from policyd.sources.settings import SourceSettings, kubernetes
 
 LOG = logging.getLogger(__name__)
@@ -233,20 +233,8 @@ class KubernetesPodSource:
         self.last_warnings: tuple[str, ...] = ()
 
     def _range(self, query: str, q: promql.CycleQueries) -> Any:
-        def text(v: float) -> str:
-            return f"{v:.3f}".rstrip("0").rstrip(".")
-        try:
-            return self._prometheus.custom_query_range(
-                query, start_time=datetime.fromtimestamp(q.start_seconds, tz=UTC),
-                end_time=datetime.fromtimestamp(q.now_seconds, tz=UTC),
-                step=text(q.step_seconds),
-                params={"start": text(q.start_seconds), "end": text(q.now_seconds)})
-        except Exception as exc:
-            found = classify(exc)
-            if found is None:
-                raise
-            raise SourceError(kind=found[0], url=self.url, what="query_range", query=query,
-                              detail=found[1]) from exc
+        return query_range(self._prometheus, self.url, query, start_seconds=q.start_seconds,
+                           end_seconds=q.now_seconds, step_seconds=q.step_seconds)
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:

@@ -86,6 +86,27 @@ def classify(exc: BaseException) -> tuple[str, str] | None:
     return None
 
 
+def ask(url: str, what: str, query: str, call: Callable[[], Any]) -> Any:
+    """`call()`, with the errors a query may raise turned into one SourceError naming `url`."""
+    try:
+        return call()
+    except Exception as exc:
+        found = classify(exc)
+        if found is None:
+            raise
+        kind, detail = found
+        raise SourceError(kind=kind, url=url, what=what, query=query, detail=detail) from exc
+
+
+def query_range(client: PrometheusClient, url: str, query: str, *, start_seconds: float,
+                end_seconds: float, step_seconds: float, what: str = "query_range") -> Any:
+    """One range query with exact start/end (the client's own would round them) in UTC."""
+    params = {"start": _seconds(start_seconds), "end": _seconds(end_seconds)}
+    return ask(url, what, query, lambda: client.custom_query_range(
+        query, start_time=_utc(start_seconds), end_time=_utc(end_seconds),
+        step=_seconds(step_seconds), params=params))
+
+
 class PrometheusSource:
     """The `policyd.tick.Source` reading Prometheus (see the module docstring)."""
 
@@ -110,21 +131,11 @@ class PrometheusSource:
         self.last_warnings: tuple[str, ...] = ()
 
     def _ask(self, what: str, query: str, call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except Exception as exc:
-            found = classify(exc)
-            if found is None:
-                raise
-            kind, detail = found
-            raise SourceError(kind=kind, url=self.url, what=what, query=query,
-                              detail=detail) from exc
+        return ask(self.url, what, query, call)
 
     def _range(self, what: str, query: str, q: CycleQueries) -> Any:
-        params = {"start": _seconds(q.start_seconds), "end": _seconds(q.now_seconds)}
-        return self._ask(what, query, lambda: self._client.custom_query_range(
-            query, start_time=_utc(q.start_seconds), end_time=_utc(q.now_seconds),
-            step=_seconds(q.step_seconds), params=params))
+        return query_range(self._client, self.url, query, start_seconds=q.start_seconds,
+                           end_seconds=q.now_seconds, step_seconds=q.step_seconds, what=what)
 
     def observe(self, policies: Sequence[PolicyDocument], *,
                 intervals: Mapping[str, float] | None = None) -> Parsed:

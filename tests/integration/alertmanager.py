@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.integration.servers import LOOPBACK, free_port, wait_http
+from tests.integration.servers import LOOPBACK, Server, free_port, launch, running
 
 BINARIES = ("/usr/bin/prometheus-alertmanager", "alertmanager", "prometheus-alertmanager")
 
@@ -35,26 +34,13 @@ receivers:
 
 
 @dataclass
-class Alertmanager:
-    url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
+class Alertmanager(Server):
     def alerts(self, **filters: str) -> list[dict[str, Any]]:
         """`GET /api/v2/alerts` (active, silenced and inhibited ones by default)."""
         query = "&".join(f"{k}={v}" for k, v in filters.items())
         with urllib.request.urlopen(f"{self.url}/api/v2/alerts?{query}", timeout=5) as response:
             result: list[dict[str, Any]] = json.load(response)
             return result
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 def find_binary() -> str:
@@ -74,16 +60,9 @@ def alertmanager(directory: Path, *, config: str = CONFIG) -> Iterator[Alertmana
     config_file = directory / "alertmanager.yml"
     config_file.write_text(config)
     log = directory / "alertmanager.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [binary, f"--config.file={config_file}", f"--storage.path={directory / 'data'}",
-             f"--web.listen-address={LOOPBACK}:{port}", "--cluster.listen-address=",
-             "--log.level=debug"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
-    server = Alertmanager(url=f"http://{LOOPBACK}:{port}", process=process, log=log)
-    try:
-        wait_http(f"{server.url}/-/ready", timeout_seconds=30, process=process, log=log)
-        yield server
-    finally:
-        server.stop()
+    process = launch(
+        [binary, f"--config.file={config_file}", f"--storage.path={directory / 'data'}",
+         f"--web.listen-address={LOOPBACK}:{port}", "--cluster.listen-address=",
+         "--log.level=debug"], log)
+    with running(Alertmanager(url=f"http://{LOOPBACK}:{port}", process=process, log=log)) as am:
+        yield am

@@ -15,8 +15,10 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 LOOPBACK = "127.0.0.1"
+S = TypeVar("S", bound="Server")
 
 
 def free_port() -> int:
@@ -42,7 +44,9 @@ def wait_http(url: str, *, timeout_seconds: float, process: subprocess.Popen[byt
 
 
 @dataclass
-class Prometheus:
+class Server:
+    """A server process started by a test, its base URL and its log file."""
+
     url: str
     process: subprocess.Popen[bytes]
     log: Path
@@ -55,6 +59,28 @@ class Prometheus:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+@dataclass
+class Prometheus(Server):
+    pass
+
+
+def launch(argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
+    """Start `argv` with its output in `log`."""
+    with log.open("wb") as out:
+        return subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT)
+
+
+@contextlib.contextmanager
+def running(server: S, *, ready_path: str = "/-/ready") -> Iterator[S]:
+    """Wait until `server` answers `ready_path`, yield it, stop it afterwards."""
+    try:
+        wait_http(f"{server.url}{ready_path}", timeout_seconds=30, process=server.process,
+                  log=server.log)
+        yield server
+    finally:
+        server.stop()
 
 
 @contextlib.contextmanager
@@ -79,16 +105,9 @@ def prometheus(directory: Path, targets: Sequence[str], *, scrape_seconds: float
         + (f"        labels:{labels}\n" if labels else "")
     )
     log = directory / "prometheus.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}",
-             f"--web.listen-address={LOOPBACK}:{port}", "--web.enable-lifecycle",
-             "--storage.tsdb.retention.time=1h"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
-    server = Prometheus(url=f"http://{LOOPBACK}:{port}", process=process, log=log)
-    try:
-        wait_http(f"{server.url}/-/ready", timeout_seconds=30, process=process, log=log)
+    process = launch(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}",
+         f"--web.listen-address={LOOPBACK}:{port}", "--web.enable-lifecycle",
+         "--storage.tsdb.retention.time=1h"], log)
+    with running(Prometheus(url=f"http://{LOOPBACK}:{port}", process=process, log=log)) as server:
         yield server
-    finally:
-        server.stop()
