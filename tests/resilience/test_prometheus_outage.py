@@ -45,7 +45,9 @@ def test_prometheus_outage_acts_on_nothing_and_recovers(
     # Baseline: policyd reads Prometheus and acts (both trainers back to 1024 shares).
     wait_for(lambda: all(world.shares(n, c) == 1024 for c, n in TRAINERS.items()),
              timeout_seconds=60, what="policyd to set both trainers to 1024 shares")
-    assert actions(pd.metrics())["applied"] >= 2
+    # The counters are written when the tick ends, just after docker shows its effect.
+    wait_for(lambda: actions(pd.metrics())["applied"] >= 2, timeout_seconds=15,
+             what="the two actions counted in /metrics")
     assert pd.get("/readyz") == (200, "ok\n")
 
     # Outage. Wait for the first failed tick: from then on no tick holds an older snapshot.
