@@ -14,6 +14,8 @@ so two candidates racing get one 409):
   acting, so a holder whose renewals fail (API unreachable, a stalled thread) stops acting
   before anyone else can take over. `is_leader` (a `threading.Event`) mirrors it for the
   daemon's health and metrics.
+* a clean stop releases the Lease (`release`), so the standby leads within one retry period
+  rather than one lease duration.
 
 `LeaderOnly` wraps an actuator: actions are applied only while `leading()`; a standby logs
 and skips them (not a failure). Requires lease > renew deadline > 1.2 x retry period
@@ -168,8 +170,43 @@ class LeaderElector:
                 except Exception:
                     LOG.exception("leader: on_acquired failed")
             stop.wait(self.settings.retry_period_seconds)
+        self.release()
+
+    def release(self) -> bool:
+        """Stop leading and, if this candidate holds the Lease, give it up (client-go's
+        ReleaseOnCancel): holder cleared, duration 1 s, so a standby takes over at its next
+        retry instead of waiting out the lease. Called when the daemon stops, after its last
+        tick; leadership is dropped *before* the write, so nothing acts on a released Lease.
+        Whether the Lease was released. An API error is logged: the Lease then simply
+        expires."""
+        held = self._renewed_at is not None
         self.is_leader.clear()
         self._renewed_at = None
+        if not held:
+            return False
+        s = self.settings
+        try:
+            lease = _body(self.api.read_namespaced_lease(s.name, s.namespace,
+                                                         _preload_content=False))
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") != s.identity:
+                return False
+            now = micro_time(self.wall())
+            self.api.replace_namespaced_lease(s.name, s.namespace, {
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": s.name, "namespace": s.namespace,
+                             "resourceVersion": (lease.get("metadata") or {}).get(
+                                 "resourceVersion")},
+                "spec": {"holderIdentity": "", "leaseDurationSeconds": 1,
+                         "acquireTime": now, "renewTime": now,
+                         "leaseTransitions": int(spec.get("leaseTransitions") or 0)},
+            }, _preload_content=False)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            LOG.warning("leader: could not release lease %s/%s (it will expire): %s",
+                        s.namespace, s.name, getattr(exc, "status", None) or exc)
+            return False
+        LOG.info("leader: %s released lease %s/%s", s.identity, s.namespace, s.name)
+        return True
 
 
 class LeaderOnly:

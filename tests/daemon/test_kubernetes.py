@@ -259,7 +259,8 @@ def test_election_thread_leads_then_stops(tmp_path: Path) -> None:
 
 
 def test_leader_elect_runs_until_stopped(tmp_path: Path) -> None:
-    """The long-running path: the elector's thread starts with the daemon and ends with it."""
+    """The long-running path: the elector's thread starts with the daemon and ends with it,
+    releasing the Lease."""
     leases = FakeLeases()
     stop = threading.Event()
     actuator = FakeActuator()
@@ -278,7 +279,9 @@ def test_leader_elect_runs_until_stopped(tmp_path: Path) -> None:
         stop.set()
         thread.join(10)
     assert code == [0] and not thread.is_alive()
-    assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == "a"
+    # it led ("a" renewed it at least once), then gave the Lease up on the way out
+    assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == ""
+    assert leases.lease["spec"]["leaseDurationSeconds"] == 1 and leases.version >= 2
     assert not any(t.name == "policyd-leader" and t.is_alive() for t in threading.enumerate())
 
 
@@ -325,13 +328,9 @@ def test_kubernetes_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
     monkeypatch.setattr(KubernetesActuator, "recover", fake_recover)
     settings = k8s_settings(tmp_path, tmp_path / "p.yaml", SPECON)
-    from policyd.daemon.app import load_policy_set  # noqa: PLC0415
-
-    parts = kubernetes_parts(settings, load_policy_set(settings), recover=recover,
-                             can_migrate=can_migrate)
+    parts = kubernetes_parts(settings, recover=recover, can_migrate=can_migrate)
     assert isinstance(parts.source, KubernetesPodSource)
     assert isinstance(parts.events, PodWatch)
     assert isinstance(parts.actuator, KubernetesActuator)
-    assert parts.actuator.grace_by_policy == {"specon": 60.0}  # SpeCon's, FlowCon has none
     assert len(ran) == calls and parts.actuator._recovered is recovered
     assert parts.lease_api is not None and parts.recover is not None

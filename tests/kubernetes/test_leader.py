@@ -110,6 +110,36 @@ def test_run_on_a_thread_and_stop() -> None:
     stop.set()
     thread.join(2)
     assert not elector.is_leader.is_set() and not elector.leading()
+    assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == ""
+
+
+def test_a_clean_stop_hands_the_lease_over_at_the_next_retry() -> None:
+    leases, clock = FakeLeases(), FakeClock(0.0)
+    a = LeaderElector(settings("a"), leases.api, clock=clock, wall=clock)
+    b = LeaderElector(settings("b"), leases.api, clock=clock, wall=clock)
+    assert a.step() and not b.step()
+    clock.now += 2
+    assert a.release() and not a.leading()
+    assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == ""
+    clock.now += 2  # b's next retry, 13 s before a's lease would have expired
+    assert b.step() and leases.lease["spec"]["holderIdentity"] == "b"
+    assert leases.lease["spec"]["leaseTransitions"] == 1
+    assert not a.release()  # not leading any more: nothing to give up, b's lease untouched
+    assert leases.lease["spec"]["holderIdentity"] == "b"
+
+
+def test_release_never_clears_another_holder_and_survives_api_errors() -> None:
+    leases, clock = FakeLeases(), FakeClock(0.0)
+    a = LeaderElector(settings("a"), leases.api, clock=clock, wall=clock)
+    assert a.step()
+    assert leases.lease is not None
+    leases.lease["spec"]["holderIdentity"] = "b"  # b took over while a was partitioned
+    assert not a.release() and leases.lease["spec"]["holderIdentity"] == "b"
+    assert a.step() is False
+    c = LeaderElector(settings("c"), FakeLeases().api, clock=clock, wall=clock)
+    assert c.step()
+    c.api.replace_namespaced_lease.side_effect = api_error(500)
+    assert not c.release() and not c.is_leader.is_set()  # logged; the Lease just expires
 
 
 class _Recorder:
