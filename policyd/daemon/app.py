@@ -114,10 +114,10 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
             return simulation.run(stop, once=once)
         if parts is None:
             try:
-                parts = (kubernetes_parts(settings, policies, recover=leader_identity is None,
+                parts = (kubernetes_parts(settings, recover=leader_identity is None,
                                           can_migrate=node is None)
                          if settings.backend == "kubernetes"
-                         else docker_parts(settings, policies))
+                         else docker_parts(settings))
             except BackendError as exc:
                 raise StartupError([str(exc)], "nothing started") from None
         source, actuator, events = parts.source, parts.actuator, parts.events

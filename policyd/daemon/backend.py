@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +29,6 @@ from policyd.daemon.settings import (
     KubernetesSection,
     PrometheusSettings,
 )
-from policyd.engine.spec import PolicyDocument
-from policyd.engine.specon import SpeConPolicy
 from policyd.sources.settings import SourceSettings, cadvisor_docker, kubernetes, process
 from policyd.tick import Actuator, EventSource
 
@@ -90,19 +88,16 @@ def docker_settings(section: DockerSection) -> Any:
                           state_path=section.state_path)
 
 
-def docker_parts(settings: DaemonSettings, policies: Sequence[PolicyDocument]) -> Parts:
+def docker_parts(settings: DaemonSettings) -> Parts:
     """Source, actuator (after `recover()`: half-done migrations are finished or rolled back)
-    and listener for the docker backend. SpeCon policies' `migration_grace_seconds` become
-    the actuator's grace period for their migrations."""
+    and listener for the docker backend. (A migration's grace period travels on the action.)"""
     from policyd.actuators.docker import DockerActuator  # noqa: PLC0415
     from policyd.sources.docker_events import DockerEvents  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
 
     prometheus = settings.prometheus
     assert prometheus.url is not None
     docker = docker_settings(settings.docker)
-    grace = {p.name: p.spec.migration_grace_seconds for p in policies
-             if isinstance(p, SpeConPolicy)}
-    actuator = DockerActuator(docker, grace_by_policy=grace)
+    actuator = DockerActuator(docker)
     try:
         actuator.recover()
     except Exception as exc:  # an engine down at start: the actuator retries before acting
@@ -130,10 +125,9 @@ def kubernetes_settings(section: KubernetesSection) -> Any:
                               write_qps=section.qps, write_burst=section.burst)
 
 
-def kubernetes_parts(settings: DaemonSettings, policies: Sequence[PolicyDocument], *,
+def kubernetes_parts(settings: DaemonSettings, *,
                      recover: bool = True, can_migrate: bool = True) -> Parts:
-    """Source, actuator, listener and Lease API for the kubernetes backend. SpeCon policies'
-    `migration_grace_seconds` become the actuator's grace per policy. `recover`: finish
+    """Source, actuator, listener and Lease API for the kubernetes backend. `recover`: finish
     half-done migrations now (False with `--leader-elect`: the leader does it when elected).
     `can_migrate` False (a node agent: FlowCon only, and no RBAC on Jobs): never recover."""
     from kubernetes import client as k8s  # type: ignore[import-untyped]  # noqa: PLC0415
@@ -152,10 +146,8 @@ def kubernetes_parts(settings: DaemonSettings, policies: Sequence[PolicyDocument
         raise BackendError(f"kubernetes: no in-cluster config (not in a pod with a service "
                            f"account) and no usable kubeconfig: {exc}") from None
     core = k8s.CoreV1Api(shared)
-    grace = {p.name: p.spec.migration_grace_seconds for p in policies
-             if isinstance(p, SpeConPolicy)}
     actuator = KubernetesActuator(scope, core=core, batch=k8s.BatchV1Api(shared),
-                                  events_api=k8s.EventsV1Api(shared), grace_by_policy=grace)
+                                  events_api=k8s.EventsV1Api(shared))
     if not can_migrate:
         # The actuator recovers before its first action unless told it did; a node agent has
         # no Job migrations to finish and may not list Jobs (rbac.yaml).

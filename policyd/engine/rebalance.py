@@ -68,11 +68,13 @@ def rebalance_cluster(
     active: Sequence[Container],
     balance_factor: Literal["auto"] | int,
     budget: guards.MigrationBudget,
+    grace_seconds: float | None = None,
 ) -> Rebalancing:
     """Algorithm 5 on the snapshot's state.
 
     `load` is |w| for every worker; `active` the categorised containers (the only ones that may
-    be moved); `budget` is shared with Algorithm 4 of the same cycle.
+    be moved); `budget` is shared with Algorithm 4 of the same cycle; `grace_seconds` goes on
+    every move (the policy's `migration_grace_seconds`).
     """
     load = dict(load)
     bf = balance_factor_of(balance_factor, load)
@@ -117,7 +119,7 @@ def rebalance_cluster(
                       f"d={d:.0f} s (from {c.node}, {load[c.node]} jobs)")
             actions.append(Migrate(policy=policy, container=c.id, from_node=c.node,
                                    to_node=target, reason=reason, rebalance=True,
-                                   converged_at=None))
+                                   converged_at=None, grace_seconds=grace_seconds))
             budget.spend(c.node, target)
             load[c.node] -= 1
             load[target] += 1

@@ -250,7 +250,8 @@ def _reallocate(requests: Sequence[tuple[Container, float]], board: _Board,
             continue
         actions.append(Migrate(policy=policy.name, container=c.id, from_node=c.node,
                                to_node=to_node, reason=reason, scores=board.by_name,
-                               rebalance=False, converged_at=now))
+                               rebalance=False, converged_at=now,
+                               grace_seconds=policy.spec.migration_grace_seconds))
         budget.spend(c.node, to_node)
         board.move_converged(board.index[c.node], target)
         notes[c.id] = f"reallocated: moves to {to_node} (Algorithm 4)"
@@ -317,7 +318,8 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
         outcome = rebalance_cluster(
             policy=policy.name, spec=spec, now=now, load=dict(zip(names, load, strict=True)),
             active=[chosen[i] for i in np.flatnonzero(ok).tolist()],
-            balance_factor=spec.balance_factor, budget=budget)
+            balance_factor=spec.balance_factor, budget=budget,
+            grace_seconds=spec.migration_grace_seconds)
         actions.extend(outcome.actions)
         notes.update(outcome.container_notes)
         decision_notes.extend(outcome.notes)

@@ -214,7 +214,7 @@ def action_to_dict(action: Action) -> dict[str, Any]:
             return {"kind": action.kind, "policy": action.policy, "container": action.container,
                     "from": action.from_node, "to": action.to_node, "reason": action.reason,
                     "scores": dict(action.scores), "rebalance": action.rebalance,
-                    "converged_at": action.converged_at}
+                    "converged_at": action.converged_at, "grace_seconds": action.grace_seconds}
         case MarkMigrated():
             return {"kind": action.kind, "policy": action.policy, "container": action.container,
                     "node": action.node, "converged_at": action.converged_at,

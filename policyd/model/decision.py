@@ -52,6 +52,9 @@ class Migrate:
     `scores` are the worker scores of Algorithm 4 when the move came from it; `rebalance` is true
     for moves of Algorithm 5. The actuator writes the markers: migrated (and, for Algorithm 5,
     rebalanced) true, and converged_at when the action sets it (None: leave it unchanged).
+    `grace_seconds` is how long the trainer may take to checkpoint and exit after SIGTERM (the
+    policy's `migration_grace_seconds`, so a reloaded policy's value applies to its next move;
+    None: the actuator's configured default).
     """
 
     policy: str
@@ -62,12 +65,15 @@ class Migrate:
     scores: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     rebalance: bool = False
     converged_at: float | None = None
+    grace_seconds: float | None = None
     kind: Literal["migrate"] = "migrate"
 
     def __post_init__(self) -> None:
         _check_common(self.policy, self.container, self.reason)
         if self.from_node == self.to_node:
             raise ValueError("a migration must change the node")
+        if self.grace_seconds is not None and not (0 <= self.grace_seconds < float("inf")):
+            raise ValueError(f"grace_seconds must be finite and >= 0, got {self.grace_seconds}")
         object.__setattr__(self, "scores", MappingProxyType(dict(self.scores)))
 
     @property

@@ -36,9 +36,8 @@ def actuator(a: FakeEngine, b: FakeEngine | None = None, *, clock: Clock | None 
              state_path: Path | None = None, **kw: Any) -> DockerActuator:
     clock = clock or Clock()
     engines = {"a": a, "b": b if b is not None else FakeEngine()}
-    grace = kw.pop("grace_by_policy", None)
     return DockerActuator(settings(state_path, **kw), clients=as_clients(**engines),
-                          clock=clock, sleep=clock.sleep, grace_by_policy=grace)
+                          clock=clock, sleep=clock.sleep)
 
 
 def decision(policy: str = "p") -> Decision:
@@ -53,9 +52,11 @@ def set_cpu(fraction: float = 0.25, mode: Any = "shares", container: str = "job"
 
 
 def migrate(container: str = "job", *, rebalance: bool = False,
-            converged_at: float | None = 1_700_000_000.0) -> Migrate:
+            converged_at: float | None = 1_700_000_000.0,
+            grace_seconds: float | None = None) -> Migrate:
     return Migrate(policy="p", container=container, from_node="a", to_node="b",
-                   reason="converged", rebalance=rebalance, converged_at=converged_at)
+                   reason="converged", rebalance=rebalance, converged_at=converged_at,
+                   grace_seconds=grace_seconds)
 
 
 def mark(container: str = "job") -> MarkMigrated:

@@ -21,8 +21,8 @@ def engines() -> tuple[FakeEngine, FakeEngine]:
 def test_happy_path_in_order(tmp_path: Path) -> None:
     a, b = engines()
     state = tmp_path / "s.json"
-    act = actuator(a, b, state_path=state, clock=Clock(5000.0), grace_by_policy={"p": 45})
-    act.apply(migrate(rebalance=True), decision("p"))
+    act = actuator(a, b, state_path=state, clock=Clock(5000.0))
+    act.apply(migrate(rebalance=True, grace_seconds=45), decision("p"))
     assert a.log == ["stop job 45", "remove job"]
     assert b.log == ["create job", "start job"]
     spec = b.containers.created[0]
@@ -46,6 +46,12 @@ def test_default_grace_and_no_converged_at_or_rebalance() -> None:
     assert a.log[0] == "stop job 60"
     labels = b.containers.created[0]["labels"]
     assert "policyd.io/converged_at" not in labels and "policyd.io/rebalanced" not in labels
+
+
+def test_a_zero_grace_on_the_action_is_kept_not_replaced_by_the_default() -> None:
+    a, b = engines()
+    actuator(a, b).apply(migrate(grace_seconds=0), decision("p"))
+    assert a.log[0] == "stop job 0"
 
 
 def test_missing_image_is_copied_from_the_source_engine() -> None:

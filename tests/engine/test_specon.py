@@ -209,6 +209,18 @@ def test_thesis_worker_score_example_names_the_numbers() -> None:
     assert assessment(decision, "cc").category == "CC"
 
 
+def test_every_move_carries_the_policy_grace_period() -> None:
+    """The actuator's SIGTERM grace comes from the action, so a reloaded policy's
+    migration_grace_seconds applies to its next move (Algorithms 4 and 5 alike)."""
+    (move,) = plan(policy(migration_grace_seconds=90), cluster(*thesis_jobs())).actions
+    assert isinstance(move, Migrate) and move.grace_seconds == 90
+    (moved,) = plan(policy(migration_grace_seconds=5),
+                    cluster(*ONE_IDLE, nodes=("w1", "w2", "w3"))).actions
+    assert isinstance(moved, Migrate) and moved.rebalance and moved.grace_seconds == 5
+    assert decision_to_dict(plan(policy(), cluster(*thesis_jobs())))["actions"][0][
+        "grace_seconds"] == 60
+
+
 def test_stay_reason_names_the_minimum() -> None:
     (action,) = plan(policy(), cluster(*STAY)).actions
     assert isinstance(action, MarkMigrated)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -207,8 +208,7 @@ def test_bare_pod_is_evicted_then_recreated_on_the_target() -> None:
     core, batch, events = apis()
     state = bare_world(core)
     act = actuator(core, batch, events, FakeClock())
-    act.grace_by_policy["specon"] = 45.0
-    act.apply(MOVE, decision(policy="specon"))
+    act.apply(dataclasses.replace(MOVE, grace_seconds=45.0), decision(policy="specon"))
     assert state["eviction"]["deleteOptions"] == {"gracePeriodSeconds": 45,
                                                   "preconditions": {"uid": "uid-train-1-w1"}}
     new = state["created"]

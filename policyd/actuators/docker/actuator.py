@@ -36,16 +36,15 @@ RECOVERY_RETRY_SECONDS = 60.0
 
 class DockerActuator:
     """Acts on the engines of `settings.hosts` (or on `clients`, node -> SDK client: the seam
-    tests use; nodes missing from it are connected lazily). `grace_by_policy` maps a policy
-    name to its SIGTERM grace period (SpeCon's `migration_grace_seconds`)."""
+    tests use; nodes missing from it are connected lazily). A migration's SIGTERM grace period
+    is the action's `grace_seconds` (its policy's `migration_grace_seconds`), else
+    `settings.grace_seconds`."""
 
     def __init__(self, settings: DockerSettings, *,
                  clients: Mapping[str, docker.DockerClient] | None = None,
                  clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep,
-                 grace_by_policy: Mapping[str, float] | None = None) -> None:
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.settings = settings
-        self.grace_by_policy = dict(grace_by_policy or {})
         self.clock = clock
         self.engines = Engines(settings, Caller(settings.retries, settings.backoff_seconds,
                                                 sleep), clients)
@@ -71,7 +70,7 @@ class DockerActuator:
                 case SetCpu():
                     self.set_cpu(action)
                 case Migrate():
-                    self.migrate(action, grace_seconds=self._grace_for(decision))
+                    self.migrate(action)
                 case MarkMigrated():
                     self.mark_migrated(action)
                 case _:
@@ -86,11 +85,6 @@ class DockerActuator:
         done = self.recovery.recover()
         self._recovered = True
         return done
-
-    def _grace_for(self, decision: Decision) -> float:
-        """SpeCon's `migration_grace_seconds` of the decision's policy (`grace_by_policy`,
-        filled by the daemon from the policies), else `settings.grace_seconds`."""
-        return self.grace_by_policy.get(decision.policy, self.settings.grace_seconds)
 
     def set_cpu(self, action: SetCpu) -> None:
         container = self.engines.managed(action.node, action.container)
@@ -108,8 +102,9 @@ class DockerActuator:
         self.state.record_marker(action.container, container.id or "",
                                  last_action_at=self.clock())
 
-    def migrate(self, action: Migrate, *, grace_seconds: float | None = None) -> None:
-        grace = grace_seconds or self.settings.grace_seconds
+    def migrate(self, action: Migrate) -> None:
+        grace = (action.grace_seconds if action.grace_seconds is not None
+                 else self.settings.grace_seconds)
         self._grace = grace
         try:
             intent = self.state.migrations.get(action.container)

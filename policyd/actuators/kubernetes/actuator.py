@@ -39,12 +39,12 @@ ALLOCATABLE_TTL_SECONDS = 300.0
 class KubernetesActuator:
     """Acts through `core` (CoreV1Api), `batch` (BatchV1Api) and `events_api` (EventsV1Api);
     None builds them from `settings` (the seams tests fill with autospec'd APIs).
-    `grace_by_policy` maps a policy name to SpeCon's `migration_grace_seconds`."""
+    A migration's grace period is the action's `grace_seconds` (its policy's
+    `migration_grace_seconds`), else `settings.grace_seconds`."""
 
     def __init__(self, settings: KubernetesSettings, *, core: Any = None, batch: Any = None,
                  events_api: Any = None, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep,
-                 grace_by_policy: Mapping[str, float] | None = None) -> None:
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.settings = settings
         if core is None or batch is None or events_api is None:
             shared = api_client(settings)
@@ -53,7 +53,6 @@ class KubernetesActuator:
             events_api = events_api if events_api is not None else k8s.EventsV1Api(shared)
         self.core, self.batch = core, batch
         self.clock, self.sleep = clock, sleep
-        self.grace_by_policy = dict(grace_by_policy or {})
         self.bucket = TokenBucket(settings.write_qps, settings.write_burst, clock=clock,
                                   sleep=sleep)
         self.caller = Caller(settings.retries, settings.backoff_seconds, self.bucket,
@@ -78,8 +77,8 @@ class KubernetesActuator:
                 case SetCpu():
                     self._reported(action, lambda: self.set_cpu(action))
                 case Migrate():
-                    grace = self.grace_by_policy.get(decision.policy,
-                                                     self.settings.grace_seconds)
+                    grace = (action.grace_seconds if action.grace_seconds is not None
+                             else self.settings.grace_seconds)
                     self._reported(action, lambda: self.migrate(action, grace_seconds=grace))
                 case MarkMigrated():
                     self._reported(action, lambda: self.mark_migrated(action))
