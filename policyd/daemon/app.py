@@ -114,8 +114,7 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
             return simulation.run(stop, once=once)
         if parts is None:
             try:
-                parts = (kubernetes_parts(settings, recover=leader_identity is None,
-                                          can_migrate=node is None)
+                parts = (kubernetes_parts(settings, recover=leader_identity is None, node=node)
                          if settings.backend == "kubernetes"
                          else docker_parts(settings))
             except BackendError as exc:

@@ -115,21 +115,23 @@ def docker_parts(settings: DaemonSettings) -> Parts:
     return Parts(source=source, actuator=actuator, events=DockerEvents(docker))
 
 
-def kubernetes_settings(section: KubernetesSection) -> Any:
+def kubernetes_settings(section: KubernetesSection, node: str | None = None) -> Any:
     """`policyd.actuators.kubernetes.KubernetesSettings` from the `kubernetes` section (the
-    pod source and the watch read its namespaces, label_selector and container_name too)."""
+    pod source and the watch read its namespaces, label_selector and container_name too);
+    `node` (a node agent) narrows every list and watch to that node's pods."""
     from policyd.actuators.kubernetes import KubernetesSettings  # noqa: PLC0415
 
     return KubernetesSettings(namespaces=section.namespaces,
-                              label_selector=section.label_selector,
+                              label_selector=section.label_selector, node_name=node,
                               write_qps=section.qps, write_burst=section.burst)
 
 
-def kubernetes_parts(settings: DaemonSettings, *,
-                     recover: bool = True, can_migrate: bool = True) -> Parts:
+def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
+                     node: str | None = None) -> Parts:
     """Source, actuator, listener and Lease API for the kubernetes backend. `recover`: finish
     half-done migrations now (False with `--leader-elect`: the leader does it when elected).
-    `can_migrate` False (a node agent: FlowCon only, and no RBAC on Jobs): never recover."""
+    `node` (a node agent: FlowCon only, no RBAC on Jobs): only that node's pods are listed and
+    watched, and nothing is recovered."""
     from kubernetes import client as k8s  # type: ignore[import-untyped]  # noqa: PLC0415
     from kubernetes import config as k8s_config  # noqa: PLC0415
 
@@ -139,7 +141,7 @@ def kubernetes_parts(settings: DaemonSettings, *,
 
     prometheus = settings.prometheus
     assert prometheus.url is not None
-    scope = kubernetes_settings(settings.kubernetes)
+    scope = kubernetes_settings(settings.kubernetes, node)
     try:
         shared = api_client(scope)  # in-cluster config, else the kubeconfig
     except (k8s_config.ConfigException, OSError) as exc:
@@ -148,7 +150,7 @@ def kubernetes_parts(settings: DaemonSettings, *,
     core = k8s.CoreV1Api(shared)
     actuator = KubernetesActuator(scope, core=core, batch=k8s.BatchV1Api(shared),
                                   events_api=k8s.EventsV1Api(shared))
-    if not can_migrate:
+    if node is not None:
         # The actuator recovers before its first action unless told it did; a node agent has
         # no Job migrations to finish and may not list Jobs (rbac.yaml).
         actuator._recovered = True

@@ -2,8 +2,9 @@
 
 Per cycle, a constant number of calls whatever the number of pods: one pod list
 (`list_pod_for_all_namespaces`, or one `list_namespaced_pod` per configured namespace, with
-the label selector), one node list (allocatable CPU = capacity), and the two Prometheus range
-queries of `promql.build_queries` (evaluation, CPU). The pod list gives what kube-state-metrics
+the label selector, and on a node agent the field selector of its node), one node list
+(allocatable CPU = capacity), and the two Prometheus range queries of `promql.build_queries`
+(evaluation, CPU). The pod list gives what kube-state-metrics
 would need an allowlist for: node, start time, labels, annotations (the markers
 `policyd.io/migrated` etc., written by the actuator), and the CPU request / limit (the current
 allocation). `facts_vector` turns it into the facts instant vector that `parse.parse_cycle`
@@ -60,6 +61,8 @@ class PodScope(Protocol):
     def label_selector(self) -> str: ...
     @property
     def container_name(self) -> str | None: ...
+    @property
+    def node_name(self) -> str | None: ...
 
 
 def parse_time(text: str | None) -> float | None:
@@ -131,27 +134,37 @@ def _body(resp: Any) -> dict[str, Any]:
     return cast(dict[str, Any], json.loads(data) if isinstance(data, bytes | str) else data)
 
 
+def selectors(scope: PodScope) -> dict[str, str]:
+    """The list/watch selectors of `scope`: its labels, and on a node agent (`node_name`) the
+    field selector spec.nodeName, so the API server sends only that node's pods (a DaemonSet
+    of N agents then costs N small lists per cycle, not N lists of the whole cluster)."""
+    out = {"label_selector": scope.label_selector}
+    if scope.node_name:
+        out["field_selector"] = f"spec.nodeName={scope.node_name}"
+    return out
+
+
 def list_pods(core: Any, scope: PodScope) -> tuple[list[dict[str, Any]], str]:
     """The managed pods: one call (or one per namespace); and the resourceVersion to watch
     from (the last namespace's, when several)."""
     if not scope.namespaces:
-        got = _body(core.list_pod_for_all_namespaces(label_selector=scope.label_selector,
+        got = _body(core.list_pod_for_all_namespaces(**selectors(scope),
                                                     _preload_content=False))
         return list(got.get("items") or []), str((got.get("metadata") or {}).get(
             "resourceVersion", ""))
     items: list[dict[str, Any]] = []
     version = ""
     for ns in scope.namespaces:
-        got = _body(core.list_namespaced_pod(ns, label_selector=scope.label_selector,
-                                            _preload_content=False))
+        got = _body(core.list_namespaced_pod(ns, **selectors(scope), _preload_content=False))
         items.extend(got.get("items") or [])
         version = str((got.get("metadata") or {}).get("resourceVersion", ""))
     return items, version
 
 
-def list_allocatable(core: Any) -> dict[str, float]:
-    """Node name -> allocatable CPU cores (one call)."""
-    got = _body(core.list_node(_preload_content=False))
+def list_allocatable(core: Any, node_name: str | None = None) -> dict[str, float]:
+    """Node name -> allocatable CPU cores (one call; only `node_name` when given)."""
+    narrow = {"field_selector": f"metadata.name={node_name}"} if node_name else {}
+    got = _body(core.list_node(**narrow, _preload_content=False))
     out: dict[str, float] = {}
     for node in got.get("items") or []:
         value = cores(((node.get("status") or {}).get("allocatable") or {}).get("cpu"))
@@ -246,7 +259,8 @@ class KubernetesPodSource:
                  if f is not None and f.running]
         try:
             parsed = merge(evaluation=evaluation, cpu=cpu, found=found,
-                           allocatable=list_allocatable(self.core), queries=q,
+                           allocatable=list_allocatable(self.core, self.scope.node_name),
+                           queries=q,
                            settings=self.settings, intervals=intervals)
         except ResponseShapeError as exc:
             raise SourceError(kind="bad_response", url=self.url, what="cycle",
@@ -334,7 +348,7 @@ class PodWatch:
                 args: tuple[Any, ...] = (ns,) if ns is not None else ()
                 method = (self.core.list_namespaced_pod if ns is not None
                           else self.core.list_pod_for_all_namespaces)
-                for raw in w.stream(method, *args, label_selector=self.scope.label_selector,
+                for raw in w.stream(method, *args, **selectors(self.scope),
                                     resource_version=version, allow_watch_bookmarks=True,
                                     timeout_seconds=self.window_seconds):
                     kind: str = raw.get("type", "")

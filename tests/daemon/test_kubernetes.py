@@ -301,14 +301,14 @@ def test_kubernetes_settings_map_the_section() -> None:
         "l", "ops", "pod-1", 30, 20, 4)
 
 
-@pytest.mark.parametrize("case", [(True, True, 1, True), (False, True, 0, False),
-                                  (True, False, 0, True)],
+@pytest.mark.parametrize("case", [(True, None, 1, True), (False, None, 0, False),
+                                  (True, "w1", 0, True)],
                          ids=["recover-at-start", "leader-recovers-later", "node-agent-never"])
 def test_kubernetes_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                          case: tuple[bool, bool, int, bool]) -> None:
+                          case: tuple[bool, str | None, int, bool]) -> None:
     """No cluster: the client config falls back to a kubeconfig that is not read; recovery is
     counted instead of run."""
-    recover, can_migrate, calls, recovered = case
+    recover, node, calls, recovered = case
     from kubernetes import config as k8s_config  # type: ignore[import-untyped]  # noqa: PLC0415
 
     from policyd.actuators.kubernetes import KubernetesActuator  # noqa: PLC0415
@@ -328,9 +328,10 @@ def test_kubernetes_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
     monkeypatch.setattr(KubernetesActuator, "recover", fake_recover)
     settings = k8s_settings(tmp_path, tmp_path / "p.yaml", SPECON)
-    parts = kubernetes_parts(settings, recover=recover, can_migrate=can_migrate)
+    parts = kubernetes_parts(settings, recover=recover, node=node)
     assert isinstance(parts.source, KubernetesPodSource)
     assert isinstance(parts.events, PodWatch)
     assert isinstance(parts.actuator, KubernetesActuator)
     assert len(ran) == calls and parts.actuator._recovered is recovered
+    assert parts.actuator.settings.node_name == node  # the source and the watch read it too
     assert parts.lease_api is not None and parts.recover is not None

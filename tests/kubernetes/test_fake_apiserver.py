@@ -25,6 +25,7 @@ class Scope:
     namespaces: tuple[str, ...] = ()
     label_selector = "policyd.io/managed=true"
     container_name: str | None = "trainer"
+    node_name: str | None = None
 
 
 @pytest.fixture
@@ -57,6 +58,31 @@ def test_pod_list_is_one_request(server: FakeApiServer) -> None:
     assert allocatable == {"w1": 7.91, "w2": 7.91}
     (listed,) = [r for r in server.requests if r["path"] == "/api/v1/pods"]
     assert listed["query"]["labelSelector"] == ["policyd.io/managed=true"]
+
+
+class NodeScope(Scope):
+    node_name = "w1"
+
+
+def test_a_node_agent_asks_only_for_its_node(server: FakeApiServer) -> None:
+    """`--node w1`: the API server filters (field selectors), so a DaemonSet of N agents
+    does not list and watch the whole cluster N times."""
+    server.route("GET", "/api/v1/pods", (200, "pod_list.json"), (200, "pod_list.json"),
+                 (200, "watch_410.jsonl"), (200, "pod_list_after.json"))
+    server.route("GET", "/api/v1/nodes", (200, "node_list.json"))
+    stop = threading.Event()
+    with server.api_client() as api:
+        core = k8s.CoreV1Api(api)
+        list_pods(core, NodeScope())
+        list_allocatable(core, "w1")
+        PodWatch(core, NodeScope(), clock=lambda: 1.0).watch(lambda e: stop.set(), stop)
+    pods = [r for r in server.requests if r["path"] == "/api/v1/pods"]
+    assert len(pods) >= 3 and any(r["query"].get("watch") for r in pods)
+    for r in pods:
+        assert r["query"]["fieldSelector"] == ["spec.nodeName=w1"]
+        assert r["query"]["labelSelector"] == ["policyd.io/managed=true"]
+    (nodes,) = [r for r in server.requests if r["path"] == "/api/v1/nodes"]
+    assert nodes["query"]["fieldSelector"] == ["metadata.name=w1"]
 
 
 def test_resize_patch_goes_to_the_subresource(server: FakeApiServer) -> None:

@@ -40,7 +40,8 @@ def real_watch(namespaces: tuple[str, ...]) -> None:
         return raw({"metadata": {"resourceVersion": "7"}, "items": [pod()]})
     answer(core.list_pod_for_all_namespaces, listing)
     answer(core.list_namespaced_pod, listing)
-    scope = SimpleNamespace(namespaces=namespaces, label_selector="a=b", container_name=None)
+    scope = SimpleNamespace(namespaces=namespaces, label_selector="a=b", container_name=None,
+                            node_name=None)
     PodWatch(core, scope).watch(lambda e: None, stop)
 
 

@@ -24,6 +24,7 @@ class Scope:
     namespaces: tuple[str, ...] = ()
     label_selector = "policyd.io/managed=true"
     container_name: str | None = None
+    node_name: str | None = None
 
 
 def queries(now: float = 1000.0) -> CycleQueries:

@@ -37,7 +37,9 @@ class KubernetesSettings:
     and `container_name` too, through a structural Protocol: sources never import actuators).
 
     Scope: pods in `namespaces` (empty: all, which needs a ClusterRole) matching
-    `label_selector`; in each pod the container named `container_name` (None: the first).
+    `label_selector`; in each pod the container named `container_name` (None: the first);
+    with `node_name` (a node agent, `policyd run --node`) only the pods on that node, by a
+    field selector on every list and watch.
     Connection: `host` (an API server URL, for tests and proxies) else in-cluster config, else
     `kubeconfig` (None: the default file). Writes go through a token bucket of `write_qps`
     and `write_burst`. Retries: 5xx and connection errors `retries` times, back-off
@@ -51,6 +53,7 @@ class KubernetesSettings:
     namespaces: tuple[str, ...] = ()
     label_selector: str = "policyd.io/managed=true"
     container_name: str | None = None
+    node_name: str | None = None
     host: str | None = None
     kubeconfig: Path | None = None
     write_qps: float = 5.0
