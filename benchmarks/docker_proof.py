@@ -31,17 +31,20 @@ from tests.e2e.harness import (
     run_flowcon_jobs,
     run_specon,
     specon_policy,
+    trainer_steps_per_second,
 )
 
 
 def flowcon(root: Path) -> dict[str, Any]:
-    shape = FlowConShape()
     with lab(root, engines=1, jobs=FLOWCON_JOBS) as world:
+        shape = FlowConShape(steps_per_second=trainer_steps_per_second(world))
         with policyd_run(root / "policyd", flowcon_policy(), engines=world.engines,
                          prometheus_url=world.prometheus.url):
             policy = run_flowcon_jobs(world, shape, "FlowCon")
         baseline = run_flowcon_jobs(world, shape, "NA")
     return {"shape": {"stagger_seconds": shape.stagger_seconds, "steps": shape.steps,
+                      "steps_per_second": round(shape.steps_per_second),
+                      "work_core_seconds": shape.work_core_seconds,
                       "lr": shape.lr, "quality_loss": shape.quality},
             "flowcon": {"jobs": policy.table(), "makespan": round(policy.makespan, 1)},
             "na": {"jobs": baseline.table(), "makespan": round(baseline.makespan, 1)}}

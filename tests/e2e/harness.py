@@ -55,16 +55,18 @@ LOG_LINE = re.compile(r"^(\S+) step=(\d+) loss=([0-9.]+) mean=([0-9.]+)")
 
 
 def wait_for(predicate: Callable[[], Any], *, timeout_seconds: float, what: str,
-             every: float = 0.1) -> Any:
+             every: float = 0.1, state: Callable[[], object] | None = None) -> Any:
     """Poll until `predicate()` is truthy; its value. An AssertionError naming `what` after
-    the deadline."""
+    the deadline, with what `state()` shows then (the figures a reader needs to see why)."""
     deadline = time.monotonic() + timeout_seconds
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_seconds:.0f} s waiting for {what}")
+            seen = f"; seen: {state()}" if state is not None else ""
+            raise AssertionError(
+                f"timed out after {timeout_seconds:.0f} s waiting for {what}{seen}")
         time.sleep(every)
 
 
@@ -449,18 +451,61 @@ FLOWCON_JOBS = ("fc-job-1", "fc-job-2", "fc-job-3")
 
 @dataclass(frozen=True)
 class FlowConShape:
-    """Three identical jobs started at 0, t, 2t, all pinned to CPU 0 (one thread each)."""
+    """Three identical jobs started at 0, t, 2t, all pinned to CPU 0 (one thread each).
 
+    A job's length is set in seconds of one core, not in steps: a fixed step count lasts
+    43 s on one machine and 35 s on another, and a job 1 that has finished before job 3 starts
+    proves nothing about n = 3. `steps_per_second` (measured on this machine by
+    `trainer_steps_per_second`) turns the work into steps. By 2t job 1 has had at most
+    t + t/2 core-seconds (alone until t, then sharing the core with job 2: its half in NA and
+    free competition, 1/5 at the CL floor), 42 of the 60, so it is still running when job 3
+    arrives, with room for a rate measured 30 % low."""
+
+    steps_per_second: float
     stagger_seconds: float = 28.0
-    steps: int = 130_000
+    work_core_seconds: float = 60.0
     lr: float = 0.001
     smoothing: int = 500
     quality: float = 0.25
     """Time-to-quality: until the smoothed loss (the exporter's mean) is at most this."""
 
+    @property
+    def steps(self) -> int:
+        return max(1000, round(self.steps_per_second * self.work_core_seconds))
+
+    @property
+    def timeout_seconds(self) -> float:
+        """All three jobs' work on one core, twice over, plus start-up: the run's deadline."""
+        return 2 * len(FLOWCON_JOBS) * self.work_core_seconds + 60
+
     def spec(self, name: str) -> JobSpec:
         return JobSpec(name, steps=self.steps, lr=self.lr, smoothing=self.smoothing,
                        cpuset="0", print_every=1000)
+
+
+def trainer_steps_per_second(lab_: Lab, *, seconds: float = 6.0) -> float:
+    """Steps per second of one trainer alone on CPU 0 of `e1`, measured from its own log
+    (engine time stamps of its progress lines) over `seconds` after its first line, i.e.
+    after Python and torch have started."""
+    engine = lab_.engine("e1")
+    spec = JobSpec("pd-speed-probe", steps=100_000_000, lr=0.001, smoothing=500, cpuset="0",
+                   print_every=1000)
+    container = run_job(engine, spec, free_port(), lab_.ckpt / "probe")
+    try:
+        def span() -> list[tuple[float, int, float]] | None:
+            container.reload()
+            if container.status == "exited":
+                raise AssertionError("the speed probe exited:\n"
+                                     + container.logs().decode(errors="replace"))
+            points = log_points(container)
+            return points if len(points) >= 2 and points[-1][0] - points[0][0] >= seconds \
+                else None
+        points = wait_for(span, timeout_seconds=60 + seconds, what="the speed probe's log",
+                          every=0.5)
+    finally:
+        container.remove(force=True)
+    (t0, s0, _), (t1, s1, _) = points[0], points[-1]
+    return (s1 - s0) / (t1 - t0)
 
 
 @dataclass
@@ -500,8 +545,7 @@ class FlowConRun:
 
 
 def run_flowcon_jobs(lab_: Lab, shape: FlowConShape, label: str,
-                     during: Callable[[str, Container], None] | None = None,
-                     timeout_seconds: float = 240) -> FlowConRun:
+                     during: Callable[[str, Container], None] | None = None) -> FlowConRun:
     """Start the three jobs at 0, t, 2t on e1 and wait for all to exit; their results.
     `during(name, container)` runs right after each start (the test's assertions hook)."""
     engine = lab_.engine("e1")
@@ -515,7 +559,7 @@ def run_flowcon_jobs(lab_: Lab, shape: FlowConShape, label: str,
                                    lab_.ckpt / label)  # a fresh checkpoint root per run
         if during is not None:
             during(name, containers[name])
-    deadline = origin + timeout_seconds
+    deadline = origin + shape.timeout_seconds
     results: dict[str, JobResult] = {}
     for name, c in containers.items():
         wait_for(functools.partial(lab_.events.of, name, "die", since=origin),

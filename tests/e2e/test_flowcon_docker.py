@@ -18,6 +18,7 @@ from tests.e2e.harness import (
     lab,
     policyd_run,
     run_flowcon_jobs,
+    trainer_steps_per_second,
     wait_for,
 )
 
@@ -30,32 +31,43 @@ def report(run_label: str, table: list[dict[str, object]], makespan: float) -> N
 
 
 def test_flowcon_moves_cpu_weights_as_algorithm_1_says_and_na_does_not(tmp_path: Path) -> None:
-    shape = FlowConShape()
     one, two, three = FLOWCON_JOBS
     with lab(tmp_path, engines=1, jobs=FLOWCON_JOBS) as world:
+        shape = FlowConShape(steps_per_second=trainer_steps_per_second(world))
         api = world.engine("e1").client().api
 
         def shares(name: str) -> int:
             return int(api.inspect_container(name)["HostConfig"]["CpuShares"] or 1024)
 
+        def running(name: str) -> bool:
+            return bool(api.inspect_container(name)["State"]["Running"])
+
         seen: dict[str, object] = {}
         with policyd_run(tmp_path / "policyd", flowcon_policy(), engines=world.engines,
                          prometheus_url=world.prometheus.url) as policyd:
+            def state() -> dict[str, object]:
+                return {n: (shares(n), policyd.category(n), running(n))
+                        for n in FLOWCON_JOBS if world.events.of(n, "start")}
+
             def during(name: str, container: Container) -> None:
                 if name == two:
                     seen["one at t"] = policyd.category(one)
                     # n = 2: the converged job goes to 1/(2*2) of 1024, the new one keeps 1024
                     wait_for(lambda: shares(one) == 256 and shares(two) == 1024,
-                             timeout_seconds=10, what=f"{one} at 256 and {two} at 1024")
+                             timeout_seconds=10, what=f"{one} at 256 and {two} at 1024",
+                             state=state)
                 elif name == three:
+                    # the shape is sized so that job 1 is still running here (n = 3)
+                    assert running(one), (f"{one} finished before {three} started: the jobs "
+                                          f"are too short for this machine", shape, state())
                     # n = 3: a CL job at 1/(2*3) of 1024 = 171, the new one at 1024
                     wait_for(lambda: 171 in (shares(one), shares(two))
                              and shares(three) == 1024, timeout_seconds=15,
-                             what=f"a CL job at 171 and {three} at 1024")
+                             what=f"a CL job at 171 and {three} at 1024", state=state)
                     # later, every job CL: free competition, all back to 1024
                     wait_for(lambda: all_converged_at_full_weight(world, policyd, FLOWCON_JOBS),
                              timeout_seconds=150, what="every running job CL at 1024",
-                             every=0.5)
+                             every=0.5, state=state)
                     seen["all CL at 1024"] = True
             policy = run_flowcon_jobs(world, shape, "FlowCon", during)
         baseline = run_flowcon_jobs(world, shape, "NA")
