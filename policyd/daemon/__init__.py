@@ -17,6 +17,7 @@ The daemon may import sources, actuators, alerts, policy, sim, tick, engine and 
 the CLI. Settings are passed in; nothing here reads the environment.
 """
 
+from policyd.actuators.docker.settings import DockerHost
 from policyd.daemon.app import StartupError, run
 from policyd.daemon.health import Health
 from policyd.daemon.http import StatusServer
@@ -27,7 +28,6 @@ from policyd.daemon.scheduler import Daemon, TickReport
 from policyd.daemon.settings import (
     AlertmanagerSection,
     DaemonSettings,
-    DockerHost,
     DockerSection,
     HttpSettings,
     KubernetesSection,

@@ -77,12 +77,9 @@ def prometheus_source(prometheus: PrometheusSettings) -> SnapshotSource:
 
 def docker_settings(section: DockerSection) -> Any:
     """`policyd.actuators.docker.DockerSettings` for the configured engines and knobs."""
-    from policyd.actuators.docker import DockerHost, DockerSettings  # noqa: PLC0415
+    from policyd.actuators.docker import DockerSettings  # noqa: PLC0415
 
-    hosts = {node: DockerHost(url=h.url, tls_ca=h.tls_ca, tls_cert=h.tls_cert,
-                              tls_key=h.tls_key)
-             for node, h in section.hosts.items()}
-    return DockerSettings(hosts=hosts, managed_label=section.managed_label,
+    return DockerSettings(hosts=section.hosts, managed_label=section.managed_label,
                           grace_seconds=section.grace_seconds,
                           start_timeout_seconds=section.start_timeout_seconds,
                           state_path=section.state_path)

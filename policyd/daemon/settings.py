@@ -15,6 +15,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
+# The one value class of an engine, shared with the actuator (its module loads no Docker SDK).
+from policyd.actuators.docker.settings import DockerHost
+
 Backend = Literal["simulated", "docker", "kubernetes"]
 BACKENDS: tuple[Backend, ...] = ("simulated", "docker", "kubernetes")
 PROFILES = ("cadvisor-docker", "docker-stats", "process", "kubernetes")
@@ -53,22 +56,6 @@ class PrometheusSettings:
         if self.capacity_cores is not None:
             _positive(self.capacity_cores, "capacity_cores")
         object.__setattr__(self, "node_names", MappingProxyType(dict(self.node_names)))
-
-
-@dataclass(frozen=True, kw_only=True)
-class DockerHost:
-    """One Docker engine: its URL (`unix://...`, `tcp://host:2376`) and optional TLS files."""
-
-    url: str
-    tls_ca: Path | None = None
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-
-    def __post_init__(self) -> None:
-        if not self.url:
-            raise ValueError("a Docker host needs a url")
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise ValueError("tls cert and key go together")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,6 +17,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from policyd.actuators.docker.settings import DockerHost
 from policyd.daemon.settings import (
     BACKENDS,
     LOG_LEVELS,
@@ -24,7 +25,6 @@ from policyd.daemon.settings import (
     AlertmanagerSection,
     Backend,
     DaemonSettings,
-    DockerHost,
     DockerSection,
     HttpSettings,
     KubernetesSection,

@@ -5,11 +5,31 @@ the retry policy), `engines` (per-node clients and lookups), `cpu` (SetCpu as up
 arguments, pure), `state` (what Docker cannot hold on a running container), `migration` (the
 checkpoint protocol), `recovery` (half-done migrations), `actuator` (`DockerActuator`).
 Imports no source, simulator, daemon or CLI.
+
+The settings values are imported here eagerly and import no Docker SDK, so the daemon's
+settings file can hold `DockerHost` values without loading the SDK (the simulated backend
+never needs it); everything that talks to an engine is loaded on first use (PEP 562).
 """
 
-from policyd.actuators.docker.actuator import DockerActuator
-from policyd.actuators.docker.recovery import RULES, Recovered
+from typing import TYPE_CHECKING, Any
+
 from policyd.actuators.docker.settings import ActuationError, DockerHost, DockerSettings
+
+if TYPE_CHECKING:
+    from policyd.actuators.docker.actuator import DockerActuator
+    from policyd.actuators.docker.recovery import RULES, Recovered
 
 __all__ = ["RULES", "ActuationError", "DockerActuator", "DockerHost", "DockerSettings",
            "Recovered"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DockerActuator":
+        from policyd.actuators.docker.actuator import DockerActuator  # noqa: PLC0415
+
+        return DockerActuator
+    if name in ("RULES", "Recovered"):
+        from policyd.actuators.docker import recovery  # noqa: PLC0415
+
+        return getattr(recovery, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
