@@ -26,8 +26,9 @@ import docker
 import docker.errors
 import requests
 
+from policyd.clients.docker_engine import connect
 from policyd.model.events import ContainerEvent
-from policyd.sources.docker_stats import DockerTargets, docker_client
+from policyd.sources.docker_stats import DockerTargets
 
 LOG = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ class DockerEvents:
     def _client(self, node: str) -> docker.DockerClient:
         if node not in self._clients:
             t = self.targets
-            made = docker_client(t.hosts[node], api_version=t.api_version,
+            made = connect(t.hosts[node], api_version=t.api_version,
                                  timeout_seconds=t.timeout_seconds)
             with self._lock:
                 self._made.append(made)

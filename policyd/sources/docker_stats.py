@@ -25,8 +25,8 @@ the actuator's state file holds (`extra_markers`). Node usage is the sum over th
 containers only (other containers are not polled).
 
 Settings are read through `DockerTargets`, a structural Protocol that the actuator's
-`DockerSettings` satisfies: sources never import actuators (the layer contract), so the ten
-lines making an SDK client are repeated here rather than shared.
+`DockerSettings` satisfies: sources never import actuators (the layer contract); the SDK
+client comes from `policyd.clients.docker_engine`, which both use.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import pairwise
-from pathlib import Path
 from typing import Any, Protocol, cast
 
 import docker
 import docker.errors
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 
+from policyd.clients.docker_engine import EngineAddress, connect
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Container, Markers, Node, Series, Snapshot
 from policyd.sources import facts
@@ -69,22 +69,11 @@ EVALUATION_LABEL = "container"
 """The exporter's label naming the container (env POLICYD_CONTAINER, exporters/README.md)."""
 
 
-class DockerHostLike(Protocol):
-    @property
-    def url(self) -> str: ...
-    @property
-    def tls_ca(self) -> Path | None: ...
-    @property
-    def tls_cert(self) -> Path | None: ...
-    @property
-    def tls_key(self) -> Path | None: ...
-
-
 class DockerTargets(Protocol):
     """What the Docker sources read from the settings (the actuator's DockerSettings)."""
 
     @property
-    def hosts(self) -> Mapping[str, DockerHostLike]: ...
+    def hosts(self) -> Mapping[str, EngineAddress]: ...
     @property
     def managed_label(self) -> str: ...
     @property
@@ -93,28 +82,6 @@ class DockerTargets(Protocol):
     def timeout_seconds(self) -> float: ...
     @property
     def stats_workers_per_host(self) -> int: ...
-
-
-def docker_client(host: DockerHostLike, *, api_version: str = "auto",
-                  timeout_seconds: float = 60.0) -> docker.DockerClient:
-    """An SDK client for `host` (the actuator's `calls.connect`, repeated: see the docstring)."""
-    tls: docker.tls.TLSConfig | bool = False
-    if host.tls_cert is not None and host.tls_key is not None:
-        tls = docker.tls.TLSConfig(client_cert=(str(host.tls_cert), str(host.tls_key)),
-                                   ca_cert=str(host.tls_ca) if host.tls_ca else None,
-                                   verify=bool(host.tls_ca))
-    elif host.tls_ca is not None:
-        tls = docker.tls.TLSConfig(ca_cert=str(host.tls_ca), verify=True)
-    version = api_version
-    if api_version == "auto":  # asked here, so that a failed probe leaks no socket
-        probe = docker.DockerClient(base_url=host.url, version="1.24", tls=tls,
-                                    timeout=int(timeout_seconds))
-        try:
-            version = str(probe.version(api_version=False)["ApiVersion"])
-        finally:
-            probe.close()
-    return docker.DockerClient(base_url=host.url, version=version, tls=tls,
-                               timeout=int(timeout_seconds))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,7 +151,7 @@ class DockerStats:
     def client(self, node: str) -> docker.DockerClient:
         if node not in self._clients:
             t = self.targets
-            made = docker_client(t.hosts[node], api_version=t.api_version,
+            made = connect(t.hosts[node], api_version=t.api_version,
                                  timeout_seconds=t.timeout_seconds)
             self._made.append(made)
             self._clients[node] = made

@@ -1,4 +1,4 @@
-"""Talking to engines: building SDK clients, and calling them with retries.
+"""Talking to engines: calling them with retries (clients: `policyd.clients.docker_engine`).
 
 `Caller.call(what, fn)` runs `fn` and retries what is transient: a daemon error (HTTP 5xx),
 a refused or reset connection, a timeout; `retries` times with exponential back-off
@@ -18,35 +18,9 @@ import docker
 import docker.errors
 import requests
 
-from policyd.actuators.docker.settings import ActuationError, DockerHost
+from policyd.actuators.docker.settings import ActuationError
 
 T = TypeVar("T")
-
-PROBE_VERSION = "1.24"
-"""Any version the engine accepts, for the one unversioned `/version` call of "auto"."""
-
-
-def connect(host: DockerHost, *, api_version: str = "auto",
-            timeout_seconds: float = 60.0) -> docker.DockerClient:
-    """An SDK client for `host`; "auto" asks the engine for its API version (Debian's 20.10
-    speaks 1.41; the SDK's default, 1.45, would be refused)."""
-    tls: docker.tls.TLSConfig | bool = False
-    if host.tls_cert is not None and host.tls_key is not None:
-        tls = docker.tls.TLSConfig(
-            client_cert=(str(host.tls_cert), str(host.tls_key)),
-            ca_cert=str(host.tls_ca) if host.tls_ca else None, verify=bool(host.tls_ca))
-    elif host.tls_ca is not None:
-        tls = docker.tls.TLSConfig(ca_cert=str(host.tls_ca), verify=True)
-    version = api_version
-    if api_version == "auto":  # asked here, so that a failed probe leaks no socket
-        probe = docker.DockerClient(base_url=host.url, version=PROBE_VERSION, tls=tls,
-                                    timeout=int(timeout_seconds))
-        try:
-            version = str(probe.version(api_version=False)["ApiVersion"])
-        finally:
-            probe.close()
-    return docker.DockerClient(base_url=host.url, version=version, tls=tls,
-                               timeout=int(timeout_seconds))
 
 
 def transient(exc: BaseException) -> bool:

@@ -11,8 +11,9 @@ import docker
 import docker.errors
 from docker.models.containers import Container
 
-from policyd.actuators.docker.calls import Caller, connect
+from policyd.actuators.docker.calls import Caller
 from policyd.actuators.docker.settings import ActuationError, DockerSettings, is_managed
+from policyd.clients.docker_engine import connect
 
 T = TypeVar("T")
 
