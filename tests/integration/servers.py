@@ -83,14 +83,15 @@ def running(server: S, *, ready_path: str = "/-/ready") -> Iterator[S]:
         server.stop()
 
 
-@contextlib.contextmanager
-def prometheus(directory: Path, targets: Sequence[str], *, scrape_seconds: float = 1.0,
-               extra_labels: dict[str, str] | None = None) -> Iterator[Prometheus]:
-    """A real Prometheus scraping `targets` (host:port on 127.0.0.1) every `scrape_seconds`."""
+def prometheus_argv(directory: Path, targets: Sequence[str], *, port: int,
+                    scrape_seconds: float = 1.0,
+                    extra_labels: dict[str, str] | None = None) -> list[str]:
+    """Write `directory/prometheus.yml` (one job scraping `targets` every `scrape_seconds`)
+    and return the command line of a Prometheus on 127.0.0.1:`port` keeping its TSDB in
+    `directory/data` (so a restart with the same arguments keeps port, config and data)."""
     binary = shutil.which("prometheus")
     if binary is None:
         raise RuntimeError("prometheus is not installed: run scripts/install-test-deps as root")
-    port = free_port()
     labels = "".join(f"\n          {k}: '{v}'" for k, v in (extra_labels or {}).items())
     config = directory / "prometheus.yml"
     interval = f"{round(scrape_seconds * 1000)}ms"  # Prometheus durations take no decimals
@@ -104,10 +105,19 @@ def prometheus(directory: Path, targets: Sequence[str], *, scrape_seconds: float
         f"      - targets: [{', '.join(repr(t) for t in targets)}]\n"
         + (f"        labels:{labels}\n" if labels else "")
     )
+    return [binary, f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}",
+            f"--web.listen-address={LOOPBACK}:{port}", "--web.enable-lifecycle",
+            "--storage.tsdb.retention.time=1h"]
+
+
+@contextlib.contextmanager
+def prometheus(directory: Path, targets: Sequence[str], *, scrape_seconds: float = 1.0,
+               extra_labels: dict[str, str] | None = None) -> Iterator[Prometheus]:
+    """A real Prometheus scraping `targets` (host:port on 127.0.0.1) every `scrape_seconds`."""
+    port = free_port()
     log = directory / "prometheus.log"
-    process = launch(
-        [binary, f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}",
-         f"--web.listen-address={LOOPBACK}:{port}", "--web.enable-lifecycle",
-         "--storage.tsdb.retention.time=1h"], log)
+    process = launch(prometheus_argv(directory, targets, port=port,
+                                     scrape_seconds=scrape_seconds,
+                                     extra_labels=extra_labels), log)
     with running(Prometheus(url=f"http://{LOOPBACK}:{port}", process=process, log=log)) as server:
         yield server

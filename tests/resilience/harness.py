@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.servers import LOOPBACK, free_port, wait_http
+from tests.integration.servers import LOOPBACK, free_port, prometheus_argv, wait_http
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv" / "bin" / "python").exists() \
@@ -84,26 +83,11 @@ class RestartablePrometheus:
         return self.directory / "prometheus.log"
 
     def start(self, timeout_seconds: float = 30) -> None:
-        binary = shutil.which("prometheus")
-        if binary is None:
-            raise RuntimeError("prometheus is not installed: run scripts/install-test-deps")
-        config = self.directory / "prometheus.yml"
-        interval = f"{round(self.scrape_seconds * 1000)}ms"
-        config.write_text(
-            "global:\n"
-            f"  scrape_interval: {interval}\n"
-            f"  evaluation_interval: {interval}\n"
-            "scrape_configs:\n"
-            "  - job_name: training\n"
-            "    static_configs:\n"
-            f"      - targets: [{', '.join(repr(t) for t in self.targets)}]\n")
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [binary, f"--config.file={config}",
-                 f"--storage.tsdb.path={self.directory / 'data'}",
-                 f"--web.listen-address={LOOPBACK}:{self.port}",
-                 "--storage.tsdb.retention.time=1h"],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        argv = prometheus_argv(self.directory, self.targets, port=self.port,
+                               scrape_seconds=self.scrape_seconds)
+        with self.log.open("ab") as out:  # appended: the log of every run in one file
+            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
         wait_http(f"{self.url}/-/ready", timeout_seconds=timeout_seconds, process=self.process,
                   log=self.log)
 
