@@ -456,14 +456,15 @@ class FlowConShape:
     A job's length is set in seconds of one core, not in steps: a fixed step count lasts
     43 s on one machine and 35 s on another, and a job 1 that has finished before job 3 starts
     proves nothing about n = 3. `steps_per_second` (measured on this machine by
-    `trainer_steps_per_second`) turns the work into steps. By 2t job 1 has had at most
-    t + t/2 core-seconds (alone until t, then sharing the core with job 2: its half in NA and
-    free competition, 1/5 at the CL floor), 42 of the 60, so it is still running when job 3
-    arrives, with room for a rate measured 30 % low."""
+    `trainer_steps_per_second`, alone on the core) turns the work into steps. By 2t job 1 has
+    had at most t + t/2 core-seconds (alone until t, then sharing the core with job 2: its half
+    in NA and free competition, 1/5 at the CL floor), 33 of the 40, so it is still running when
+    job 3 arrives, with room for a rate measured 20 % low. (Sharing one core, three trainers
+    get through about 1/1.45 of the work a lone one does: a run lasts ~1.45 x 120 s.)"""
 
     steps_per_second: float
-    stagger_seconds: float = 28.0
-    work_core_seconds: float = 60.0
+    stagger_seconds: float = 22.0
+    work_core_seconds: float = 40.0
     lr: float = 0.001
     smoothing: int = 500
     quality: float = 0.25

@@ -71,6 +71,8 @@ def test_flowcon_moves_cpu_weights_as_algorithm_1_says_and_na_does_not(tmp_path:
                     seen["all CL at 1024"] = True
             policy = run_flowcon_jobs(world, shape, "FlowCon", during)
         baseline = run_flowcon_jobs(world, shape, "NA")
+    print(f"\nshape: {shape.steps} steps a job ({shape.work_core_seconds:g} s of a core at "
+          f"{shape.steps_per_second:.0f} steps/s alone), started every {shape.stagger_seconds:g} s")
     report("FlowCon", policy.table(), policy.makespan)
     report("NA", baseline.table(), baseline.makespan)
     # When job 2 starts, job 1 has left NL (it may still be WL for one interval; the wait above
