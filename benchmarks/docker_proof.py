@@ -1,6 +1,7 @@
 """The end-to-end figures on real Docker engines (benchmarks/README.md, "Docker proof").
 
     .venv/bin/python benchmarks/docker_proof.py [flowcon|specon|listener|all] [--json]
+        [--work-core-seconds S] [--stagger-seconds T]    (FlowCon's job length and spacing)
 
 Drives the code of tests/e2e/ (tests/e2e/harness.py): real dockerd engines as hosts, the
 trainer image, a real Prometheus (and Alertmanager), and `policyd run` as a child process.
@@ -14,6 +15,9 @@ import json
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +39,13 @@ from tests.e2e.harness import (
 )
 
 
-def flowcon(root: Path) -> dict[str, Any]:
+def flowcon(root: Path, *, work_core_seconds: float | None = None,
+            stagger_seconds: float | None = None) -> dict[str, Any]:
     with lab(root, engines=1, jobs=FLOWCON_JOBS) as world:
         shape = FlowConShape(steps_per_second=trainer_steps_per_second(world))
+        shape = replace(shape, **{k: v for k, v in (
+            ("work_core_seconds", work_core_seconds), ("stagger_seconds", stagger_seconds))
+            if v is not None})
         with policyd_run(root / "policyd", flowcon_policy(), engines=world.engines,
                          prometheus_url=world.prometheus.url):
             policy = run_flowcon_jobs(world, shape, "FlowCon")
@@ -87,8 +95,15 @@ def main() -> int:
     parser.add_argument("which", nargs="?", default="all",
                         choices=("flowcon", "specon", "listener", "all"))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--work-core-seconds", type=float, default=None,
+                        help="FlowCon: each job's work in seconds of one core (default 40)")
+    parser.add_argument("--stagger-seconds", type=float, default=None,
+                        help="FlowCon: seconds between job starts (default 22)")
     args = parser.parse_args()
-    runs = {"flowcon": flowcon, "specon": specon, "listener": listener}
+    runs: dict[str, Callable[[Path], dict[str, Any]]] = {
+        "flowcon": partial(flowcon, work_core_seconds=args.work_core_seconds,
+                           stagger_seconds=args.stagger_seconds),
+        "specon": specon, "listener": listener}
     chosen = list(runs) if args.which == "all" else [args.which]
     out: dict[str, Any] = {}
     for name in chosen:
