@@ -2,10 +2,10 @@
 
 It trains an MLP on scikit-learn's bundled 8x8 digits (1797 images, nothing downloaded), or on
 generated 10-class data when scikit-learn is missing, exposes its loss at --addr:--port, and on
-SIGTERM writes a checkpoint and exits 0; started again with the same --checkpoint-dir it resumes
-(same step count, same smoothing window, same model and optimizer: the loss goes on from where it
-was). Batches are drawn from (--seed, step), so a resumed run sees the batches an uninterrupted
-one would have.
+SIGTERM writes a checkpoint and exits 0 (--stop-exit-code); started again with the same
+--checkpoint-dir it resumes (same step count, same smoothing window, same model and optimizer:
+the loss goes on from where it was). Batches are drawn from (--seed, step), so a resumed run
+sees the batches an uninterrupted one would have.
 
     python exporters/examples/train_mnist_like.py --addr 127.0.0.1 --port 0 --steps 2000 \
         --checkpoint-dir /tmp/ckpt --threads 1 --step-sleep 0.01
@@ -22,12 +22,14 @@ Stable CLI (integration tests and containers depend on it):
   --smoothing-steps N    the loss window (default 100), --seed S (default 0),
   --print-every N        progress line every N steps (default 50)
   --grace-seconds S      the orchestrator's grace period, for the log (default 30)
+  --stop-exit-code N     exit status after SIGTERM's checkpoint (default 0; 143 in a Kubernetes
+                         Job, whose podFailurePolicy ignores it: a Job reads 0 as "done")
 
 Output on stdout, one line each, flushed (parse these, they are stable):
   metrics: http://ADDR:PORT/metrics
   resumed: step=N from=PATH          (or "fresh start")
   step=N loss=X.XXXXXX mean=Y.YYYYYY  (every --print-every steps; matches policyd-logtail's default)
-  checkpoint: step=N path=PATH       (on SIGTERM, then exit 0)
+  checkpoint: step=N path=PATH       (on SIGTERM, then exit --stop-exit-code)
   done: step=N                       (after --steps, with a final checkpoint)
 """
 
@@ -80,6 +82,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--print-every", type=int, default=50)
     p.add_argument("--grace-seconds", type=float, default=30.0)
+    p.add_argument("--stop-exit-code", type=int, default=0,
+                   help="exit status after SIGTERM's checkpoint: 0 (the protocol), 143 in a "
+                        "Kubernetes Job whose podFailurePolicy ignores it")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.02)
     return p.parse_args(argv)
@@ -110,12 +115,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return state
 
     checkpointer = None
-    if args.checkpoint_dir is None:  # nothing to save: still leave with 0 when asked to stop
-        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    if args.checkpoint_dir is None:  # nothing to save: still leave as agreed when asked to stop
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(args.stop_exit_code))
     else:
         checkpointer = Checkpointer(args.checkpoint_dir, save=save, load=load,
                                     every_steps=args.checkpoint_every or None,
-                                    grace_seconds=args.grace_seconds)
+                                    grace_seconds=args.grace_seconds,
+                                    stop_exit_code=args.stop_exit_code)
         resumed = checkpointer.resume()
         if resumed is not None:
             model.load_state_dict(resumed.state["model"])
@@ -144,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 path = checkpointer.save(step)
                 print(f"checkpoint: step={step} path={path}", flush=True)
                 server.close()
-                return 0
+                return checkpointer.stop_exit_code
             checkpointer.step(step)  # the periodic checkpoints
         if args.step_sleep:
             time.sleep(args.step_sleep)

@@ -3,7 +3,8 @@
 Owns the checkpoint protocol that policyd's migration relies on (README.md, "Checkpoint
 protocol"): policyd (or Kubernetes, or `docker stop`) sends SIGTERM; the handler only sets a flag;
 the training loop notices it between two steps, writes `directory/step-<N>.ckpt` atomically,
-points `directory/latest` at it and exits 0 within the grace period; the replacement process, on
+points `directory/latest` at it and exits 0 (or `stop_exit_code`, for Kubernetes Jobs) within the
+grace period; the replacement process, on
 any node that mounts the same volume, calls `resume()` and goes on from step N.
 
 It does not know how to serialise anything: `save(path)` and `load(path)` are the caller's
@@ -71,6 +72,10 @@ class Checkpointer(Generic[T]):
     * `signals`: the signals that request a stop (handlers are installed now, restored by
       `close()`; this needs the main thread). Pass `()` and call `request_stop()` yourself
       elsewhere.
+    * `stop_exit_code`: the exit status after a stop's checkpoint. 0 is the protocol ("the
+      checkpoint is written"; policyd's Docker and bare-pod moves require it). In a Kubernetes
+      Job use 143 (128 + SIGTERM) with a podFailurePolicy rule that ignores it: a Job counts an
+      exit 0 as done, and the moved job would be Complete instead of replaced.
     * `clock`: monotonic seconds (a seam for tests).
     """
 
@@ -85,6 +90,7 @@ class Checkpointer(Generic[T]):
         grace_seconds: float = 30.0,
         signals: Sequence[signal.Signals] = (signal.SIGTERM,),
         clock: Callable[[], float] = time.monotonic,
+        stop_exit_code: int = 0,
     ) -> None:
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
@@ -92,6 +98,9 @@ class Checkpointer(Generic[T]):
             raise ValueError(f"every_steps must be >= 1 or None, got {every_steps}")
         if grace_seconds <= 0:
             raise ValueError(f"grace_seconds must be positive, got {grace_seconds}")
+        if not 0 <= stop_exit_code <= 255:
+            raise ValueError(f"stop_exit_code must be in 0..255, got {stop_exit_code}")
+        self.stop_exit_code = stop_exit_code
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._save, self._load = save, load
@@ -128,13 +137,14 @@ class Checkpointer(Generic[T]):
 
     def step(self, step: int) -> None:
         """Call after each optimizer step with the steps done: saves every `every_steps`, and on
-        a stop request saves (unless this step is saved already) and raises SystemExit(0)."""
+        a stop request saves (unless this step is saved already) and raises
+        SystemExit(`stop_exit_code`)."""
         due = self._every is not None and step % self._every == 0
         if (due or self.should_stop()) and self._last_saved != step:
             self.save(step)
         if self.should_stop():
-            log.info("checkpointed at step %d; exiting 0 as asked", step)
-            raise SystemExit(0)
+            log.info("checkpointed at step %d; exiting %d as asked", step, self.stop_exit_code)
+            raise SystemExit(self.stop_exit_code)
 
     # -- writing ------------------------------------------------------------------------------
 

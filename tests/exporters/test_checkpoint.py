@@ -130,6 +130,14 @@ def test_step_saves_periodically_and_on_stop_then_exits_0(tmp_path: Path) -> Non
     assert c.remaining_seconds() == 27.0
 
 
+def test_a_job_in_a_kubernetes_job_exits_143_after_its_checkpoint(tmp_path: Path) -> None:
+    c = make(tmp_path, State(), stop_exit_code=143)
+    c.request_stop()
+    with pytest.raises(SystemExit) as exited:
+        c.step(7)
+    assert exited.value.code == 143 and "step-7.ckpt" in names(tmp_path)
+
+
 def test_sigterm_sets_the_flag_and_close_restores_the_handler(tmp_path: Path) -> None:
     before = signal.getsignal(signal.SIGTERM)
     with Checkpointer(tmp_path, save=State().save, load=State.load) as c:
@@ -141,7 +149,8 @@ def test_sigterm_sets_the_flag_and_close_restores_the_handler(tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"keep": 0}, "keep"), ({"every_steps": 0}, "every_steps"), ({"grace_seconds": 0}, "grace")],
+    [({"keep": 0}, "keep"), ({"every_steps": 0}, "every_steps"), ({"grace_seconds": 0}, "grace"),
+     ({"stop_exit_code": 256}, "stop_exit_code"), ({"stop_exit_code": -1}, "stop_exit_code")],
 )
 def test_invalid_settings(tmp_path: Path, kwargs: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):

@@ -113,3 +113,21 @@ def test_pytorch_example_sigterm_checkpoint_resume(tmp_path: Path) -> None:
         assert float(m.group(2)) < 0.8 * early
     finally:
         stop(second)
+
+
+def test_pytorch_example_exits_143_after_its_checkpoint_when_asked(tmp_path: Path) -> None:
+    """`--stop-exit-code 143` (a trainer in a Kubernetes Job): the checkpoint is written as
+    usual, and the exit status is the one the Job's podFailurePolicy ignores."""
+    pytest.importorskip("torch")
+    ckpt = tmp_path / "ckpt"
+    job = launch(str(EXAMPLE), "--addr", "127.0.0.1", "--port", "0", "--steps", "100000",
+                 "--checkpoint-dir", str(ckpt), "--threads", "1", "--print-every", "10",
+                 "--stop-exit-code", "143")
+    try:
+        code, out = terminate_after(job, r"step=50 ")
+    finally:
+        stop(job)
+    assert code == 143
+    stopped_at = int(re.findall(r"checkpoint: step=(\d+)", out)[-1])
+    assert (ckpt / f"step-{stopped_at}.ckpt").is_file()
+    assert (ckpt / "latest").read_text().strip() == f"step-{stopped_at}.ckpt"
