@@ -1,7 +1,7 @@
 """The end-to-end figures on real Docker engines (benchmarks/README.md, "Docker proof").
 
     .venv/bin/python benchmarks/docker_proof.py [flowcon|specon|listener|all] [--json]
-        [--work-core-seconds S] [--stagger-seconds T]    (FlowCon's job length and spacing)
+        [--steps N] [--stagger-steps K]    (FlowCon: steps a job; job 2 when job 1 is at K)
 
 Drives the code of tests/e2e/ (tests/e2e/harness.py): real dockerd engines as hosts, the
 trainer image, a real Prometheus (and Alertmanager), and `policyd run` as a child process.
@@ -35,25 +35,26 @@ from tests.e2e.harness import (
     run_flowcon_jobs,
     run_specon,
     specon_policy,
-    trainer_steps_per_second,
 )
 
 
-def flowcon(root: Path, *, work_core_seconds: float | None = None,
-            stagger_seconds: float | None = None) -> dict[str, Any]:
+def flowcon(root: Path, *, steps: int | None = None,
+            stagger_steps: int | None = None) -> dict[str, Any]:
+    shape = replace(FlowConShape(), **{k: v for k, v in (
+        ("steps", steps), ("stagger_steps", stagger_steps)) if v is not None})
     with lab(root, engines=1, jobs=FLOWCON_JOBS) as world:
-        shape = FlowConShape(steps_per_second=trainer_steps_per_second(world))
-        shape = replace(shape, **{k: v for k, v in (
-            ("work_core_seconds", work_core_seconds), ("stagger_seconds", stagger_seconds))
-            if v is not None})
         with policyd_run(root / "policyd", flowcon_policy(), engines=world.engines,
-                         prometheus_url=world.prometheus.url):
-            policy = run_flowcon_jobs(world, shape, "FlowCon")
-        baseline = run_flowcon_jobs(world, shape, "NA")
-    return {"shape": {"stagger_seconds": shape.stagger_seconds, "steps": shape.steps,
-                      "steps_per_second": round(shape.steps_per_second),
-                      "work_core_seconds": shape.work_core_seconds,
+                         prometheus_url=world.prometheus.url) as policyd:
+            policy = run_flowcon_jobs(world, shape, "FlowCon",
+                                      converged=lambda n: policyd.category(n) == "CL")
+        baseline = run_flowcon_jobs(world, shape, "NA", stagger_seconds=policy.stagger_seconds)
+    return {"shape": {"steps": shape.steps, "stagger_steps": shape.stagger_steps,
                       "lr": shape.lr, "quality_loss": shape.quality},
+            "t_seconds": {"flowcon": round(policy.stagger_seconds, 1),
+                          "na": round(baseline.stagger_seconds, 1)},
+            "job1_step_at_t": {"flowcon": policy.step_at_stagger, "na": baseline.step_at_stagger},
+            "alone_steps_per_second": {"flowcon": round(policy.alone_steps_per_second),
+                                       "na": round(baseline.alone_steps_per_second)},
             "flowcon": {"jobs": policy.table(), "makespan": round(policy.makespan, 1)},
             "na": {"jobs": baseline.table(), "makespan": round(baseline.makespan, 1)}}
 
@@ -95,14 +96,14 @@ def main() -> int:
     parser.add_argument("which", nargs="?", default="all",
                         choices=("flowcon", "specon", "listener", "all"))
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--work-core-seconds", type=float, default=None,
-                        help="FlowCon: each job's work in seconds of one core (default 40)")
-    parser.add_argument("--stagger-seconds", type=float, default=None,
-                        help="FlowCon: seconds between job starts (default 22)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="FlowCon: steps a job (default 150000)")
+    parser.add_argument("--stagger-steps", type=int, default=None,
+                        help="FlowCon: job 2 starts when job 1 is at this step, job 3 at 2t "
+                             "(default 75000)")
     args = parser.parse_args()
     runs: dict[str, Callable[[Path], dict[str, Any]]] = {
-        "flowcon": partial(flowcon, work_core_seconds=args.work_core_seconds,
-                           stagger_seconds=args.stagger_seconds),
+        "flowcon": partial(flowcon, steps=args.steps, stagger_steps=args.stagger_steps),
         "specon": specon, "listener": listener}
     chosen = list(runs) if args.which == "all" else [args.which]
     out: dict[str, Any] = {}

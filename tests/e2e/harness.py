@@ -453,60 +453,27 @@ FLOWCON_JOBS = ("fc-job-1", "fc-job-2", "fc-job-3")
 class FlowConShape:
     """Three identical jobs started at 0, t, 2t, all pinned to CPU 0 (one thread each).
 
-    A job's length is set in seconds of one core, not in steps: a fixed step count lasts
-    43 s on one machine and 35 s on another, and a job 1 that has finished before job 3 starts
-    proves nothing about n = 3. `steps_per_second` (measured on this machine by
-    `trainer_steps_per_second`, alone on the core) turns the work into steps. By 2t job 1 has
-    had at most t + t/2 core-seconds (alone until t, then sharing the core with job 2: its half
-    in NA and free competition, 1/5 at the CL floor), 33 of the 40, so it is still running when
-    job 3 arrives, with room for a rate measured 20 % low. (Sharing one core, three trainers
-    get through about 1/1.45 of the work a lone one does: a run lasts ~1.45 x 120 s.)"""
+    The scenario is the thesis's: job 2 arrives when job 1 has converged. So t is not a fixed
+    number of seconds: in the FlowCon run it is when job 1 has done at least `stagger_steps`
+    alone (its log) *and* policyd reports it CL; the NA run reuses that t, so both runs have
+    the same start times. With wall-clock starts, a fast moment of this shared machine finished
+    job 1 before job 3 started (n = 3 never happened: a CI failure) and a slow one left job 1
+    still NL when job 2 came. Growth efficiency is gain per core used, so the step at which
+    job 1 becomes CL does not depend on the machine's speed: 70,000-100,000 steps in our runs
+    (its time-to-quality is ~30,000). By 2t job 1 has done at most 1.5 times its steps at t
+    (alone until t, then at most half the core), under 180,000 while t comes before step
+    120,000, so it is still running when job 3 arrives (the test asserts it)."""
 
-    steps_per_second: float
-    stagger_seconds: float = 22.0
-    work_core_seconds: float = 40.0
+    steps: int = 180_000
+    stagger_steps: int = 60_000
     lr: float = 0.001
     smoothing: int = 500
     quality: float = 0.25
     """Time-to-quality: until the smoothed loss (the exporter's mean) is at most this."""
 
-    @property
-    def steps(self) -> int:
-        return max(1000, round(self.steps_per_second * self.work_core_seconds))
-
-    @property
-    def timeout_seconds(self) -> float:
-        """All three jobs' work on one core, twice over, plus start-up: the run's deadline."""
-        return 2 * len(FLOWCON_JOBS) * self.work_core_seconds + 60
-
     def spec(self, name: str) -> JobSpec:
         return JobSpec(name, steps=self.steps, lr=self.lr, smoothing=self.smoothing,
                        cpuset="0", print_every=1000)
-
-
-def trainer_steps_per_second(lab_: Lab, *, seconds: float = 6.0) -> float:
-    """Steps per second of one trainer alone on CPU 0 of `e1`, measured from its own log
-    (engine time stamps of its progress lines) over `seconds` after its first line, i.e.
-    after Python and torch have started."""
-    engine = lab_.engine("e1")
-    spec = JobSpec("pd-speed-probe", steps=100_000_000, lr=0.001, smoothing=500, cpuset="0",
-                   print_every=1000)
-    container = run_job(engine, spec, free_port(), lab_.ckpt / "probe")
-    try:
-        def span() -> list[tuple[float, int, float]] | None:
-            container.reload()
-            if container.status == "exited":
-                raise AssertionError("the speed probe exited:\n"
-                                     + container.logs().decode(errors="replace"))
-            points = log_points(container)
-            return points if len(points) >= 2 and points[-1][0] - points[0][0] >= seconds \
-                else None
-        points = wait_for(span, timeout_seconds=60 + seconds, what="the speed probe's log",
-                          every=0.5)
-    finally:
-        container.remove(force=True)
-    (t0, s0, _), (t1, s1, _) = points[0], points[-1]
-    return (s1 - s0) / (t1 - t0)
 
 
 @dataclass
@@ -533,6 +500,12 @@ class FlowConRun:
     origin: float
     jobs: dict[str, JobResult]
     shares: dict[str, list[ShareChange]]
+    stagger_seconds: float
+    """t: the time job 1 took to reach the shape's stagger_steps alone."""
+    alone_steps_per_second: float
+    """Job 1's speed alone (its log), before job 2 started."""
+    step_at_stagger: int
+    """Job 1's last logged step when job 2 started."""
 
     @property
     def makespan(self) -> float:
@@ -546,21 +519,46 @@ class FlowConRun:
 
 
 def run_flowcon_jobs(lab_: Lab, shape: FlowConShape, label: str,
-                     during: Callable[[str, Container], None] | None = None) -> FlowConRun:
-    """Start the three jobs at 0, t, 2t on e1 and wait for all to exit; their results.
-    `during(name, container)` runs right after each start (the test's assertions hook)."""
+                     during: Callable[[str, Container], None] | None = None, *,
+                     converged: Callable[[str], bool] | None = None,
+                     stagger_seconds: float | None = None) -> FlowConRun:
+    """Start job 1 on e1; job 2 at t; job 3 at 2t; wait for all to exit; their results.
+    t is `stagger_seconds` when given, else when job 1 has done `shape.stagger_steps` and
+    `converged(job 1)` holds (policyd says CL). `during(name, container)` runs right after
+    each start (the test's assertions hook)."""
     engine = lab_.engine("e1")
     origin = time.time()
     containers: dict[str, Container] = {}
-    for k, name in enumerate(FLOWCON_JOBS):
-        due = origin + k * shape.stagger_seconds
-        while time.time() < due:
-            time.sleep(min(0.2, max(0.0, due - time.time())))
+    one, two, three = FLOWCON_JOBS
+
+    def start(name: str) -> None:
         containers[name] = run_job(engine, shape.spec(name), lab_.ports[name],
                                    lab_.ckpt / label)  # a fresh checkpoint root per run
         if during is not None:
             during(name, containers[name])
-    deadline = origin + shape.timeout_seconds
+
+    start(one)
+
+    def reached() -> list[tuple[float, int, float]] | None:
+        points = log_points(containers[one])
+        if stagger_seconds is not None:
+            return points if time.time() >= origin + stagger_seconds and points else None
+        if not points or points[-1][1] < shape.stagger_steps:
+            return None
+        return points if converged is None or converged(one) else None
+    points = wait_for(reached, timeout_seconds=600, every=0.2,
+                      what=f"{one} at step {shape.stagger_steps} and converged",
+                      state=lambda: log_points(containers[one])[-1:])
+    stagger = time.time() - origin
+    first, last = points[0], points[-1]
+    alone_rate = (last[1] - first[1]) / max(1e-9, last[0] - first[0])
+    start(two)
+    while time.time() < origin + 2 * stagger:
+        time.sleep(min(0.2, max(0.0, origin + 2 * stagger - time.time())))
+    start(three)
+    # all the work at job 1's lone speed, twice over, plus start-up
+    timeout_seconds = 2 * len(FLOWCON_JOBS) * shape.steps / alone_rate + 60
+    deadline = origin + timeout_seconds
     results: dict[str, JobResult] = {}
     for name, c in containers.items():
         wait_for(functools.partial(lab_.events.of, name, "die", since=origin),
@@ -577,7 +575,9 @@ def run_flowcon_jobs(lab_: Lab, shape: FlowConShape, label: str,
     shares = {n: [c for c in lab_.shares.of(n) if c.time >= origin] for n in FLOWCON_JOBS}
     for c in containers.values():
         c.remove(force=True)
-    return FlowConRun(label=label, origin=origin, jobs=results, shares=shares)
+    return FlowConRun(label=label, origin=origin, jobs=results, shares=shares,
+                      stagger_seconds=stagger, alone_steps_per_second=alone_rate,
+                      step_at_stagger=last[1])
 
 
 # --- scenario (b): SpeCon across two engines ---------------------------------------------------
