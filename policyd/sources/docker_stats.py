@@ -39,11 +39,10 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import docker
 import docker.errors
-from prometheus_api_client.prometheus_connect import PrometheusConnect
 
 from policyd.clients.docker_engine import EngineAddress, connect
 from policyd.engine.spec import PolicyDocument
@@ -51,9 +50,8 @@ from policyd.model import Container, Markers, Node, Series, Snapshot
 from policyd.sources import facts
 from policyd.sources.cadvisor import parse_timestamp
 from policyd.sources.errors import SourceError
-from policyd.sources.http import retry_policy
 from policyd.sources.matrix import Matrix, ResponseShapeError, read_matrix
-from policyd.sources.prometheus import PrometheusClient, query_range
+from policyd.sources.prometheus import PrometheusClient, connect_prometheus, query_range
 from policyd.sources.promql import build_queries
 from policyd.sources.settings import cadvisor_docker
 
@@ -152,7 +150,7 @@ class DockerStats:
         if node not in self._clients:
             t = self.targets
             made = connect(t.hosts[node], api_version=t.api_version,
-                                 timeout_seconds=t.timeout_seconds)
+                           timeout_seconds=t.timeout_seconds)
             self._made.append(made)
             self._clients[node] = made
         return self._clients[node]
@@ -310,9 +308,8 @@ class DockerSnapshotSource:
         self._clock = clock
         self._settings = cadvisor_docker()  # only its allocation reading is used
         if prometheus is None:
-            prometheus = cast(PrometheusClient, PrometheusConnect(
-                url=self.url, retry=retry_policy(retries, 0.5),
-                timeout=timeout_seconds))  # type: ignore[arg-type]
+            prometheus = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
+                                            retries=retries)
         self._prometheus: PrometheusClient = prometheus
         self.last_warnings: tuple[str, ...] = ()
 

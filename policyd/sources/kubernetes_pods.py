@@ -33,17 +33,15 @@ from typing import Any, Literal, Protocol, cast
 
 from kubernetes import watch as k8s_watch  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
-from prometheus_api_client.prometheus_connect import PrometheusConnect
 
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.model.events import ContainerEvent
 from policyd.sources import promql
 from policyd.sources.errors import SourceError
-from policyd.sources.http import retry_policy
 from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.parse import Parsed, parse_cycle
-from policyd.sources.prometheus import PrometheusClient, query_range
+from policyd.sources.prometheus import PrometheusClient, connect_prometheus, query_range
 from policyd.sources.settings import SourceSettings, kubernetes
 
 LOG = logging.getLogger(__name__)
@@ -239,9 +237,8 @@ class KubernetesPodSource:
         self.scope, self.core, self._clock = scope, core, clock
         self.settings = api_settings()
         if prometheus is None:
-            prometheus = cast(PrometheusClient, PrometheusConnect(
-                url=self.url, retry=retry_policy(retries, 0.5),
-                timeout=timeout_seconds))  # type: ignore[arg-type]
+            prometheus = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
+                                            retries=retries)
         self._prometheus: PrometheusClient = prometheus
         self.last_warnings: tuple[str, ...] = ()
 

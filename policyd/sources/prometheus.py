@@ -107,6 +107,16 @@ def query_range(client: PrometheusClient, url: str, query: str, *, start_seconds
         step=_seconds(step_seconds), params=params))
 
 
+def connect_prometheus(url: str, *, timeout_seconds: float, retries: int,
+                       retry_backoff_seconds: float = 0.5,
+                       disable_ssl: bool = False) -> PrometheusClient:
+    """prometheus-api-client's `PrometheusConnect` for `url`, with policyd's retry policy (the
+    client every source that reads Prometheus uses)."""
+    return cast(PrometheusClient, PrometheusConnect(
+        url=url, disable_ssl=disable_ssl, retry=retry_policy(retries, retry_backoff_seconds),
+        timeout=timeout_seconds))  # type: ignore[arg-type]
+
+
 class PrometheusSource:
     """The `policyd.tick.Source` reading Prometheus (see the module docstring)."""
 
@@ -122,10 +132,10 @@ class PrometheusSource:
         self.settings = settings
         self._clock = clock
         if client is None:
-            retry = retry_policy(retries, retry_backoff_seconds)
-            client = cast(PrometheusClient, PrometheusConnect(
-                url=self.url, disable_ssl=disable_ssl, retry=retry,
-                timeout=timeout_seconds))  # type: ignore[arg-type]
+            client = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
+                                        retries=retries,
+                                        retry_backoff_seconds=retry_backoff_seconds,
+                                        disable_ssl=disable_ssl)
         self._client: PrometheusClient = client
         self.errors_total: Counter[str] = Counter()
         self.last_warnings: tuple[str, ...] = ()
