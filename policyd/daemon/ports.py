@@ -10,6 +10,7 @@ the daemon calls after every tick: `policyd.alerts.Alerter` is one.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
@@ -17,6 +18,8 @@ from typing import Protocol
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.tick import Outcome, Source
+
+LOG = logging.getLogger(__name__)
 
 
 class SnapshotSource(Protocol):
@@ -32,6 +35,17 @@ class OutcomeObserver(Protocol):
     def on_outcome(self, outcome: Outcome, now: float) -> None: ...
 
     def flush(self) -> None: ...
+
+
+def flush_observer(observer: OutcomeObserver | None) -> None:
+    """`observer.flush()` on shutdown (resolves what is still firing); a failure is logged, so
+    the daemon still stops cleanly."""
+    if observer is None:
+        return
+    try:
+        observer.flush()
+    except Exception:
+        LOG.exception("flushing alerts failed")
 
 
 def _takes_intervals(source: object) -> bool:

@@ -44,7 +44,12 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from policyd.actuators.dry_run import DryRunActuator
 from policyd.daemon.health import Health
 from policyd.daemon.metrics import DaemonMetrics
-from policyd.daemon.ports import OutcomeObserver, SnapshotSource, bind_intervals
+from policyd.daemon.ports import (
+    OutcomeObserver,
+    SnapshotSource,
+    bind_intervals,
+    flush_observer,
+)
 from policyd.daemon.reload import PolicyWatcher, Reload
 from policyd.engine.flowcon import FlowConPolicy
 from policyd.engine.spec import PolicyDocument
@@ -155,11 +160,7 @@ class Daemon:
             self._events_thread.join(timeout=10)
             if self._events_thread.is_alive():
                 LOG.warning("the event listener did not stop within 10 s")
-        if self.observer is not None:
-            try:
-                self.observer.flush()
-            except Exception:
-                LOG.exception("flushing alerts failed")
+        flush_observer(self.observer)
         self.health.running(False)
         LOG.info("stopped")
 

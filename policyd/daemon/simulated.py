@@ -23,7 +23,7 @@ from typing import TextIO, assert_never
 
 from policyd.daemon.health import Health
 from policyd.daemon.metrics import DaemonMetrics
-from policyd.daemon.ports import OutcomeObserver
+from policyd.daemon.ports import OutcomeObserver, flush_observer
 from policyd.daemon.settings import SimulationSettings
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Action, MarkMigrated, Migrate, SetCpu
@@ -139,11 +139,7 @@ class SimulatedRun:
             elif stop.is_set():
                 print(f"stopped at t={self.now:.1f} s (virtual); jobs unfinished", file=self.out)
         finally:
-            if self.observer is not None:
-                try:
-                    self.observer.flush()
-                except Exception:
-                    LOG.exception("flushing alerts failed")
+            flush_observer(self.observer)
             self.health.running(False)
         return 0
 
