@@ -30,7 +30,7 @@ from tests.e2e.harness import (
     SpeConShape,
     flowcon_policy,
     lab,
-    measure_listener,
+    listener_latencies,
     policyd_run,
     run_flowcon_jobs,
     run_specon,
@@ -77,11 +77,7 @@ def specon(root: Path) -> dict[str, Any]:
 
 
 def listener(root: Path) -> dict[str, Any]:
-    jobs = ("lat-base", "lat-new-1", "lat-new-2", "lat-new-3", "lat-new-4", "lat-new-5")
-    with lab(root, engines=1, jobs=jobs) as world, \
-            policyd_run(root / "policyd", flowcon_policy(), engines=world.engines,
-                        prometheus_url=world.prometheus.url) as policyd:
-        found = measure_listener(world, policyd, rounds=5)
+    found = listener_latencies(root, rounds=5)
     own = [x.own_seconds for x in found]
     other = [x.neighbour_seconds for x in found]
     return {"own_seconds": [round(v, 2) for v in own],

@@ -762,6 +762,15 @@ def measure_listener(lab_: Lab, policyd_: Policyd, rounds: int = 3) -> list[Late
     return out
 
 
+def listener_latencies(directory: Path, rounds: int) -> list[Latency]:
+    """A one-engine lab with `policyd run` (FlowCon) and `measure_listener` over `rounds`."""
+    jobs = ("lat-base", *(f"lat-new-{k}" for k in range(1, rounds + 1)))
+    with lab(directory, engines=1, jobs=jobs) as world, \
+            policyd_run(directory / "policyd", flowcon_policy(), engines=world.engines,
+                        prometheus_url=world.prometheus.url) as policyd:
+        return measure_listener(world, policyd, rounds=rounds)
+
+
 def all_converged_at_full_weight(lab_: Lab, policyd_: Policyd, names: Sequence[str]) -> bool:
     """Every running job of `names` is CL in policyd's metrics and at 1024 shares (inspect)."""
     api = lab_.engine("e1").client().api

@@ -8,18 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import flowcon_policy, lab, measure_listener, policyd_run
+from tests.e2e.harness import listener_latencies
 
 pytestmark = pytest.mark.slow
 
-JOBS = ("lat-base", "lat-new-1", "lat-new-2", "lat-new-3")
-
-
 def test_a_new_container_is_allocated_within_two_seconds(tmp_path: Path) -> None:
-    with lab(tmp_path, engines=1, jobs=JOBS) as world, \
-            policyd_run(tmp_path / "policyd", flowcon_policy(), engines=world.engines,
-                        prometheus_url=world.prometheus.url) as policyd:
-        found = measure_listener(world, policyd, rounds=3)
+    found = listener_latencies(tmp_path, rounds=3)
     own = [x.own_seconds for x in found]
     neighbour = [x.neighbour_seconds for x in found]
     print(f"\nlistener: start -> own update {[round(s, 2) for s in own]} (median "

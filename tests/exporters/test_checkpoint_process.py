@@ -76,12 +76,16 @@ def test_tiny_job_stops_with_a_checkpoint_and_resumes(tmp_path: Path) -> None:
         stop(second)
 
 
+def example_args(ckpt: Path, *extra: str) -> list[str]:
+    """The PyTorch example on a free port, checkpointing to `ckpt`, a line every 10 steps."""
+    return [str(EXAMPLE), "--addr", "127.0.0.1", "--port", "0", "--steps", "100000",
+            "--checkpoint-dir", str(ckpt), "--threads", "1", "--print-every", "10", *extra]
+
+
 def test_pytorch_example_sigterm_checkpoint_resume(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     ckpt = tmp_path / "ckpt"
-    args = [str(EXAMPLE), "--addr", "127.0.0.1", "--port", "0", "--steps", "100000",
-            "--checkpoint-dir", str(ckpt), "--threads", "1", "--print-every", "10",
-            "--job-name", "mnist-like"]
+    args = example_args(ckpt, "--job-name", "mnist-like")
     first = launch(*args)
     try:
         assert first.stdout is not None
@@ -120,9 +124,7 @@ def test_pytorch_example_exits_143_after_its_checkpoint_when_asked(tmp_path: Pat
     usual, and the exit status is the one the Job's podFailurePolicy ignores."""
     pytest.importorskip("torch")
     ckpt = tmp_path / "ckpt"
-    job = launch(str(EXAMPLE), "--addr", "127.0.0.1", "--port", "0", "--steps", "100000",
-                 "--checkpoint-dir", str(ckpt), "--threads", "1", "--print-every", "10",
-                 "--stop-exit-code", "143")
+    job = launch(*example_args(ckpt, "--stop-exit-code", "143"))
     try:
         code, out = terminate_after(job, r"step=50 ")
     finally:

@@ -156,14 +156,19 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 @pytest.fixture
 def start_policyd(tmp_path: Path) -> Iterator[Callable[..., tuple[Policyd, Path]]]:
-    """`start_policyd(world, name, interval=, max_interval=)`: writes a FlowCon policy file and
-    a settings file (backend docker, profile docker-stats, both engines, a free /metrics port),
-    runs `policyd run --config FILE` and waits for /healthz; (process, policy file). Whatever
-    is still running at the end is stopped."""
+    """`start_policyd(world, name, interval=, max_interval=)`: the tests' common start. The
+    world is made ready and both trainers parked at 512 shares (so policyd's first actions,
+    back to 1024, are visible); then a FlowCon policy file and a settings file (backend
+    docker, profile docker-stats, both engines, a free /metrics port) are written, `policyd
+    run --config FILE` is started, /healthz waited for and then watched; (process, policy
+    file). Whatever is still running at the end is stopped."""
     started: list[Policyd] = []
 
     def start(world: World, name: str, *, interval: float,
               max_interval: float | None = None) -> tuple[Policyd, Path]:
+        world.ensure_ready()
+        for trainer, node in TRAINERS.items():
+            world.set_shares(node, trainer, 512)
         policy = tmp_path / "policy.yaml"
         write_atomically(policy, policy_yaml(name, interval=interval, max_interval=max_interval))
         port = free_port()
@@ -173,6 +178,7 @@ def start_policyd(tmp_path: Path) -> Iterator[Callable[..., tuple[Policyd, Path]
         process = Policyd(config, port)
         started.append(process)
         process.wait_serving()
+        process.watch_health()
         return process, policy
 
     yield start

@@ -59,13 +59,9 @@ def nodes_categorised(m: Samples) -> dict[str, set[str]]:
 
 def test_engine_restart_mid_run(world: World,
                                 start_policyd: Callable[..., tuple[Policyd, Path]]) -> None:
-    world.ensure_ready()
     e1 = world.engines["e1"]
-    for name, node in TRAINERS.items():
-        world.set_shares(node, name, 512)
     pd, _ = start_policyd(world, POLICY, interval=2, max_interval=BACKED_OFF)
     pid = pd.process.pid
-    pd.watch_health()
     try:
         _run(world, pd, e1)
     finally:

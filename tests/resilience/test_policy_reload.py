@@ -56,12 +56,8 @@ def policies_named(m: Samples) -> set[str]:
 
 def test_broken_policy_file_keeps_the_last_good_policy(
         world: World, start_policyd: Callable[..., tuple[Policyd, Path]]) -> None:
-    world.ensure_ready()
-    for name, node in TRAINERS.items():
-        world.set_shares(node, name, 512)
     pd, policy = start_policyd(world, GOOD, interval=2)
     pid = pd.process.pid
-    pd.watch_health()
     wait_for(lambda: all(world.shares(n, c) == 1024 for c, n in TRAINERS.items()),
              timeout_seconds=60, what="policyd to set both trainers to 1024 shares")
     assert pd.get("/readyz") == (200, "ok\n")

@@ -35,12 +35,8 @@ def ticks(m: Samples, result: str) -> float:
 
 def test_prometheus_outage_acts_on_nothing_and_recovers(
         world: World, start_policyd: Callable[..., tuple[Policyd, Path]]) -> None:
-    world.ensure_ready()
-    for name, node in TRAINERS.items():
-        world.set_shares(node, name, 512)
     pd, _ = start_policyd(world, POLICY, interval=2)
     pid = pd.process.pid
-    pd.watch_health()
 
     # Baseline: policyd reads Prometheus and acts (both trainers back to 1024 shares).
     wait_for(lambda: all(world.shares(n, c) == 1024 for c, n in TRAINERS.items()),
