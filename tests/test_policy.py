@@ -112,13 +112,14 @@ CASE_TABLE: list[tuple[str, list[str], list[str]]] = [
         'unknown-field.yaml:6: policy "flowcon-typo": spec.intervl_seconds: unknown field; '
         "did you mean 'interval_seconds'?",
         'unknown-field.yaml:7: policy "flowcon-typo": spec.colour: unknown field; allowed: '
-        "evaluation, selector, dry_run, safety, window_intervals, alpha, interval_seconds, "
-        "max_interval_seconds, beta, mode",
+        "evaluation, selector, dry_run, safety, window_intervals, priority, alpha, "
+        "interval_seconds, max_interval_seconds, beta, mode",
         'unknown-field.yaml:14: policy "specon-typo": metadata.labels: unknown field; '
         "allowed: name",
         'unknown-field.yaml:16: policy "specon-typo": spec.beta: unknown field; allowed: '
-        "evaluation, selector, dry_run, safety, window_intervals, alpha, interval_seconds, "
-        "weights, balance_factor, rebalance, migration_grace_seconds",
+        "evaluation, selector, dry_run, safety, window_intervals, priority, alpha, "
+        "interval_seconds, weights, balance_factor, rebalance, migration_grace_seconds, "
+        "request_scope",
     ]),
     ("unknown-kind", ["unknown-kind.yaml"], [
         "unknown-kind.yaml:2: policy \"kind-case\": kind: 'Flowcon' is not one of: "

@@ -5,18 +5,28 @@ snapshot's series, and facts that cannot be recomputed (migrated, rebalanced, co
 the snapshot's markers. Categories are recomputed on every call by replaying the thesis's
 algorithms over the window, so the same snapshot always gives the same decision and a restarted
 daemon reaches the decisions it would have reached.
+
+`decide` asks the registry for the policy's kind, runs the kind's plan, then the steps every
+kind shares: ownership (`policyd.engine.ownership`: with `peers`, the other policies running
+beside it, actions on containers another policy owns are left to that policy).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from policyd.engine.ownership import yield_to_owners
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Decision, Snapshot
 
 
-def decide(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
-    """What `policy` wants done given `snapshot` (see the kind's module for the algorithm)."""
-    return KINDS[policy.kind].plan(policy, snapshot)
+def decide(policy: PolicyDocument, snapshot: Snapshot, *,
+           peers: Sequence[PolicyDocument] = ()) -> Decision:
+    """What `policy` wants done given `snapshot` (see the kind's module for the algorithm);
+    `peers` are every policy running beside it (it may be among them)."""
+    decision = KINDS.of(policy).plan(policy, snapshot)
+    return yield_to_owners(decision, policy, peers, snapshot.containers)
 
 
 __all__ = ["KINDS", "PolicyDocument", "decide"]

@@ -41,6 +41,7 @@ from pydantic import Field, model_validator
 
 from policyd.engine import series
 from policyd.engine.guards import action_blocked
+from policyd.engine.kind import CpuMode, Intervals, Kind
 from policyd.engine.spec import CommonSpec, PolicyDocument, check_relative_alpha
 from policyd.model import Assessment, Container, Decision, SetCpu, Snapshot
 from policyd.model.snapshot import FloatArray
@@ -155,7 +156,8 @@ def _assess(
         max_sample_age_seconds=2 * itval,
     )
     bounds = window.boundaries
-    gains = series.gains(window, spec.evaluation.normalization)
+    ev = spec.evaluation
+    gains = series.gains(window, ev.normalization, gain=ev.gain, direction=ev.direction)
     # NaN where an interval has no CPU figure; NaN/Inf samples and broken series are problems.
     cpu = series.mean_cpu_cores(containers, window, now=now)
     cores = cpu.cores
@@ -288,10 +290,15 @@ def _limits(
     return clipped, share
 
 
+def _flowcon(policy: PolicyDocument) -> FlowConPolicy:
+    if not isinstance(policy, FlowConPolicy):
+        raise TypeError(f"flowcon needs a FlowCon policy, got kind {policy.kind!r}")
+    return policy
+
+
 def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     """FlowCon's decision for `snapshot`: CPU limits per container and the next interval."""
-    if not isinstance(policy, FlowConPolicy):
-        raise TypeError(f"flowcon.plan needs a FlowCon policy, got kind {policy.kind!r}")
+    policy = _flowcon(policy)
     spec = policy.spec
     now = snapshot.time
     itval_0 = spec.interval_seconds
@@ -422,3 +429,31 @@ def _notes(names: list[str], nodes: _Nodes, *, itval: float, itval_0: float, ste
                      "(Algorithm 2, line 8)")
         lines.append(line)
     return tuple(lines)
+
+
+def _intervals(policy: PolicyDocument) -> Intervals:
+    spec = _flowcon(policy).spec
+    return Intervals(base_seconds=spec.interval_seconds,
+                     longest_seconds=spec.max_interval_seconds)
+
+
+def _summary(policy: PolicyDocument) -> str:
+    spec = _flowcon(policy).spec
+    return (f"alpha {100 * spec.alpha:g}%, interval {spec.interval_seconds:g} s, "
+            f"beta {spec.beta:g}, {spec.mode}")
+
+
+def _cpu_mode(policy: PolicyDocument) -> CpuMode:
+    return _flowcon(policy).spec.mode
+
+
+KIND = Kind(
+    name="FlowCon", document=FlowConPolicy, plan=plan,
+    scope="node",  # Algorithm 1 runs on every worker for the containers on it
+    intervals=_intervals,  # itval_0, doubled while all is CL up to max_interval_seconds
+    wakes_on=frozenset({"started", "stopped"}),  # Algorithm 2's listener
+    inputs=frozenset({"evaluation", "cpu"}),  # G needs the cores each container used
+    acts_on=frozenset({"cpu"}),
+    cpu_mode=_cpu_mode, summary=_summary, gain_label="G (growth eff.)",
+)
+"""FlowCon's registration entry (`policyd.engine.registry`)."""

@@ -173,11 +173,22 @@ def _problems(
     return tuple(problems)
 
 
-def gains(window: Window, normalization: Literal["relative", "absolute"]) -> FloatArray:
-    """g_m for m = 1..M, shape (N, M); NaN where either reading is missing."""
+def gains(window: Window, normalization: Literal["relative", "absolute"], *,
+          gain: Literal["magnitude", "improvement"] = "magnitude",
+          direction: Literal["minimize", "maximize"] = "minimize") -> FloatArray:
+    """g_m for m = 1..M, shape (N, M); NaN where either reading is missing.
+
+    `magnitude` (the thesis): |E(t_m) - E(t_{m-1})|, a change either way counts as growth.
+    `improvement`: the change in the better direction (`direction`), a worsening counting as
+    zero gain: E(t_{m-1}) - E(t_m) for a loss, E(t_m) - E(t_{m-1}) for an accuracy, floored at 0.
+    """
     previous, current = window.values[:, :-1], window.values[:, 1:]
     with np.errstate(invalid="ignore"):  # inf - inf: the container already has a problem
-        change = np.abs(current - previous)
+        if gain == "magnitude":
+            change = np.abs(current - previous)
+        else:
+            better = previous - current if direction == "minimize" else current - previous
+            change = np.maximum(better, 0.0)  # NaN (no reading) stays NaN
         if normalization == "absolute":
             return change
         return change / np.maximum(np.abs(previous), EPSILON)

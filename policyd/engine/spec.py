@@ -36,8 +36,16 @@ class Evaluation(Strict):
         default="minimize",
         description=(
             "Which way is better: minimize for a loss, maximize for accuracy-like functions. "
-            "Gains are magnitudes of change, as in the thesis (Algorithm 3, line 5); direction "
-            "words reports and decides time-to-quality."
+            "Read only with gain: improvement (with magnitude, the thesis's gain, a change "
+            "either way counts)."
+        ),
+    )
+    gain: Literal["magnitude", "improvement"] = Field(
+        default="magnitude",
+        description=(
+            "magnitude: the gain is |E(t_m) - E(t_m-1)|, as in the thesis (Algorithm 3, line 5), "
+            "so a loss that jumps up counts as growth; improvement: only a change in the better "
+            "direction counts (a worsening is zero gain)."
         ),
     )
     normalization: Literal["relative", "absolute"] = Field(
@@ -114,6 +122,14 @@ class CommonSpec(Strict):
     window_intervals: int = Field(
         default=20, ge=2, le=1000,
         description="How many intervals of history are replayed to recompute categories.",
+    )
+    priority: int = Field(
+        default=0, ge=-1_000_000, le=1_000_000,
+        description=(
+            "When several policies select one container for the same class of action (CPU "
+            "limits, placement), the one with the highest priority owns it (equal priorities: "
+            "the name first in alphabetical order); the others leave it alone."
+        ),
     )
 
 

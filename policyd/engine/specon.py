@@ -36,6 +36,7 @@ import numpy.typing as npt
 from pydantic import Field, model_validator
 
 from policyd.engine import guards, series
+from policyd.engine.kind import Intervals, Kind
 from policyd.engine.rebalance import rebalance_cluster
 from policyd.engine.spec import CommonSpec, PolicyDocument, Strict, check_relative_alpha
 from policyd.model import Action, Assessment, Container, Decision, MarkMigrated, Migrate, Snapshot
@@ -89,6 +90,14 @@ class SpeConSpec(CommonSpec):
     migration_grace_seconds: float = Field(
         default=60.0, ge=0, le=3600,
         description="How long a job may take to checkpoint and exit after SIGTERM.",
+    )
+    request_scope: Literal["node", "cluster"] = Field(
+        default="node",
+        description=(
+            "Where Algorithm 3's condition |PC| + |WC| > 1 (line 15) is counted before a "
+            "converged job requests reallocation: node = on the job's own worker (moving it "
+            "frees room for the jobs still learning there); cluster = over every worker."
+        ),
     )
 
     @model_validator(mode="after")
@@ -263,8 +272,7 @@ def _reallocate(requests: Sequence[tuple[Container, float]], board: _Board,
 
 def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     """Algorithms 3, 4 and 5 for the containers `policy` selects in `snapshot`."""
-    if not isinstance(policy, SpeConPolicy):
-        raise TypeError(f"SpeCon cannot plan policy {policy.name!r} of kind {policy.kind!r}")
+    policy = _specon(policy)
     spec, now = policy.spec, snapshot.time
     itval = snapshot.interval_seconds(policy.name, spec.interval_seconds)
     chosen = tuple(c for c in snapshot.containers if spec.selector.selects(c))
@@ -272,7 +280,8 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     window = series.sample_window(chosen, now=now, interval_seconds=itval,
                                   intervals=spec.window_intervals,
                                   max_sample_age_seconds=2 * itval)
-    gains = series.gains(window, spec.evaluation.normalization)
+    ev = spec.evaluation
+    gains = series.gains(window, ev.normalization, gain=ev.gain, direction=ev.direction)
     state = replay(Replay.initial(n), gains, alpha=spec.alpha)
 
     ok = np.fromiter((p is None for p in window.problems), dtype=np.bool_, count=n)
@@ -283,9 +292,13 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     board = _Board(names, counts.reshape(len(names), 3).astype(np.float64), spec.weights,
                    [node.cpu_usage for node in snapshot.nodes])
     migrated = np.fromiter((c.markers.migrated for c in chosen), dtype=np.bool_, count=n)
-    # Algorithm 3, line 15: a request only while the worker has |PC| + |WC| > 1; line 3 and
-    # "reallocated at most once": never for a container already marked migrated.
+    # Algorithm 3, line 15: a request only while |PC| + |WC| > 1, counted on the container's
+    # worker (request_scope node) or over the cluster (cluster); line 3 and "reallocated at
+    # most once": never for a container already marked migrated.
     open_jobs = board.counts[:, PC] + board.counts[:, WC]
+    if spec.request_scope == "cluster":
+        open_jobs = np.full_like(open_jobs, open_jobs.sum())
+    where_open = "the cluster" if spec.request_scope == "cluster" else None
     requesting = ok & state.requesting & ~migrated & (open_jobs[where] > 1)
     # Algorithm 5's precondition is read from the snapshot, before Algorithm 4 acts.
     all_reallocated = bool(ok.any() and migrated[ok].all())
@@ -296,8 +309,8 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
         notes[chosen[i].id] = "reallocated earlier (markers.migrated): never requests again"
     for i in np.flatnonzero(ok & state.requesting & ~migrated & ~requesting).tolist():
         c = chosen[i]
-        notes[c.id] = (f"converged; {c.node} has |PC|+|WC| = {open_jobs[where[i]]:g}: "
-                       "no request (Algorithm 3, line 15)")
+        notes[c.id] = (f"converged; {where_open or c.node} has |PC|+|WC| = "
+                       f"{open_jobs[where[i]]:g}: no request (Algorithm 3, line 15)")
     for i in np.flatnonzero(ok & ~np.isfinite(gains[:, -1])).tolist():
         notes[chosen[i].id] = "no gain yet (fewer than two readings): PC (Algorithm 3, line 2)"
 
@@ -338,3 +351,32 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     return Decision(policy=policy.name, kind="SpeCon", time=now, actions=tuple(actions),
                     assessments=tuple(assessments), next_interval=itval, dry_run=spec.dry_run,
                     notes=tuple(decision_notes))
+
+
+def _specon(policy: PolicyDocument) -> SpeConPolicy:
+    if not isinstance(policy, SpeConPolicy):
+        raise TypeError(f"SpeCon cannot plan policy {policy.name!r} of kind {policy.kind!r}")
+    return policy
+
+
+def _intervals(policy: PolicyDocument) -> Intervals:
+    seconds = _specon(policy).spec.interval_seconds
+    return Intervals(base_seconds=seconds, longest_seconds=seconds)
+
+
+def _summary(policy: PolicyDocument) -> str:
+    spec = _specon(policy).spec
+    w = spec.weights
+    return (f"alpha {spec.alpha:g}, interval {spec.interval_seconds:g} s, weights "
+            f"{w.pc:g}/{w.wc:g}/{w.cc:g}")
+
+
+KIND = Kind(
+    name="SpeCon", document=SpeConPolicy, plan=plan,
+    scope="cluster",  # Algorithm 4 scores every worker; Algorithm 5 balances them all
+    intervals=_intervals,  # the categorization interval, no back-off
+    inputs=frozenset({"evaluation", "cpu"}),  # cpu: R(w, t), Algorithm 4's tie-break
+    acts_on=frozenset({"placement"}),
+    summary=_summary, gain_label="g (gain)",
+)
+"""SpeCon's registration entry (`policyd.engine.registry`)."""

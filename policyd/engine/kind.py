@@ -1,0 +1,102 @@
+"""What a policy kind is: everything the rest of policyd may know about one.
+
+A kind (FlowCon, SpeCon, ...) is one module of the engine holding its document model and its
+pure planner, and one `Kind` entry in `policyd.engine.registry`. The entry declares all that
+differs between kinds, so that the daemon, the simulator, the sources and the CLI ask the entry
+and never import a kind's module or test its type (an import-linter contract keeps them out):
+
+* `scope`: "node" kinds decide each worker on its own (a node agent, `policyd run --node`, runs
+  them for its node only); "cluster" kinds need the whole cluster (the elected manager).
+* `intervals(policy)`: the base interval and the longest one the kind may back off to. The
+  interval a tick actually ran at travels in the snapshot (`Snapshot.intervals`), so a kind
+  decides its own next interval (`Decision.next_interval`); `policyd.engine.schedule` is the
+  one rule that turns that into "when does this policy run next".
+* `wakes_on`: the container events (a container started, stopped) that reset the kind's
+  interval to the base one and run it at once (FlowCon's Algorithm 2).
+* `inputs`: what a source must put in the snapshot for it ("evaluation": the loss series;
+  "cpu": the cores used per container, and so per node). A source asks only for what the
+  policies it serves need.
+* `acts_on`: the classes of action the kind emits ("cpu": `SetCpu`; "placement": `Migrate`,
+  `MarkMigrated`). When several policies select one container, each class of action on it
+  belongs to one policy (`policyd.engine.ownership`).
+* `cpu_mode(policy)`: which knob holds the CPU limit the kind sets (shares or quota), so a
+  source reads the current allocation from the right one; None for kinds that set no CPU.
+* `summary(policy)`: one line of the policy's main settings, for reports; `gain_label`: what the
+  assessments' `gain` figure is, for tables.
+
+This module holds plain declarations: no I/O, no policy logic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal, assert_never
+
+from policyd.engine.spec import PolicyDocument
+from policyd.model import Action, Decision, MarkMigrated, Migrate, SetCpu, Snapshot
+
+Scope = Literal["node", "cluster"]
+Input = Literal["evaluation", "cpu"]
+ActionClass = Literal["cpu", "placement"]
+EventKind = Literal["started", "stopped"]
+CpuMode = Literal["shares", "quota"]
+
+ACTION_CLASSES: tuple[ActionClass, ...] = ("cpu", "placement")
+INPUTS: tuple[Input, ...] = ("evaluation", "cpu")
+
+
+def action_class(action: Action) -> ActionClass:
+    """The class an action belongs to, for ownership: CPU limits, or where a job runs."""
+    match action:
+        case SetCpu():
+            return "cpu"
+        case Migrate() | MarkMigrated():
+            return "placement"
+        case _:
+            assert_never(action)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Intervals:
+    """A policy's base evaluation interval and the longest it may back off to, seconds."""
+
+    base_seconds: float
+    longest_seconds: float
+
+    def __post_init__(self) -> None:
+        if not 0 < self.base_seconds <= self.longest_seconds:
+            raise ValueError(
+                f"intervals must satisfy 0 < base ({self.base_seconds}) <= longest "
+                f"({self.longest_seconds})")
+
+
+def _no_cpu_mode(_: PolicyDocument) -> CpuMode | None:
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kind:
+    """The registration entry of one policy kind (see the module docstring)."""
+
+    name: str
+    document: type[PolicyDocument]
+    plan: Callable[[PolicyDocument, Snapshot], Decision]
+    scope: Scope
+    intervals: Callable[[PolicyDocument], Intervals]
+    summary: Callable[[PolicyDocument], str]
+    wakes_on: frozenset[EventKind] = frozenset()
+    inputs: frozenset[Input] = frozenset({"evaluation"})
+    acts_on: frozenset[ActionClass] = frozenset()
+    cpu_mode: Callable[[PolicyDocument], CpuMode | None] = field(default=_no_cpu_mode)
+    gain_label: str = "gain"
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("a kind needs a name")
+        for what, given, known in (("inputs", self.inputs, INPUTS),
+                                   ("action classes", self.acts_on, ACTION_CLASSES)):
+            unknown = sorted(set(given) - set(known))
+            if unknown:
+                raise ValueError(f"kind {self.name}: unknown {what} {unknown}; "
+                                 f"known: {', '.join(known)}")
