@@ -1,29 +1,39 @@
 """One tick of policyd: collect -> decide -> apply.
 
-The daemon calls `tick` from APScheduler, the simulator from its virtual clock, and `plan` with a
-dry-run actuator, so every path runs the same three steps with the same guarantees: the engine
-sees one snapshot, and the actuator receives the decision's actions in order. This module
-imports no scheduler and reads no clock: time lives in the snapshot.
+The daemon calls `tick` from APScheduler, the simulator from its virtual clock, and `plan` with
+a dry-run actuator, so every path runs the same three steps with the same guarantees: the engine
+sees one snapshot, and the actuator receives the decision's actions in order. Dry-run is decided
+here, once for every path: a decision of a policy marked `dry_run: true` goes to the dry-run
+actuator (it records and logs, changes nothing), never to the real one. This module imports no
+scheduler and reads no clock: time lives in the snapshot.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from policyd.engine import decide
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Action, Decision, Snapshot
+from policyd.model.codec import action_to_dict
 from policyd.model.events import ContainerEvent
+
+LOG = logging.getLogger(__name__)
 
 
 class Source(Protocol):
-    """Turns the world into a snapshot (Prometheus, cAdvisor, the simulator)."""
+    """Turns the world into a snapshot (Prometheus, cAdvisor, Docker, Kubernetes, the simulator,
+    a snapshot file)."""
 
-    def snapshot(self, policies: Sequence[PolicyDocument]) -> Snapshot:
-        """The cluster now, with the history the given policies need."""
+    def snapshot(self, policies: Sequence[PolicyDocument], *,
+                 intervals: Mapping[str, float] | None = None) -> Snapshot:
+        """The cluster now, with the history the given policies need. `intervals` are the
+        policies' current (backed-off) intervals, which only the scheduler knows; a policy
+        missing from it runs at its base interval."""
         ...
 
 
@@ -44,6 +54,31 @@ class EventSource(Protocol):
         ...
 
 
+@dataclass
+class DryRunActuator:
+    """Records every action (newest last, up to `keep`) and logs it; changes nothing."""
+
+    keep: int = 10_000
+    applied: list[Action] = field(default_factory=list)
+
+    def apply(self, action: Action, decision: Decision) -> None:
+        LOG.info("dry run, not applied: %s", action_to_dict(action))
+        self.applied.append(action)
+        if len(self.applied) > self.keep:
+            del self.applied[: len(self.applied) - self.keep]
+
+
+@dataclass(frozen=True)
+class FixedSource:
+    """A source that always answers with one snapshot (a snapshot file, for `policyd plan`)."""
+
+    fixed: Snapshot
+
+    def snapshot(self, policies: Sequence[PolicyDocument], *,
+                 intervals: Mapping[str, float] | None = None) -> Snapshot:
+        return self.fixed
+
+
 @dataclass(frozen=True, kw_only=True)
 class Outcome:
     """What one tick did: the decision, and the actions that failed with the reason."""
@@ -52,14 +87,34 @@ class Outcome:
     failed: tuple[tuple[Action, str], ...] = ()
 
 
-def tick(source: Source, policy: PolicyDocument, actuator: Actuator) -> Outcome:
+def observe(source: Source, policy: PolicyDocument,
+            interval_seconds: float | None = None) -> Snapshot:
+    """The snapshot for one tick of `policy` at `interval_seconds` (None: as the source has it);
+    the snapshot carries that interval whether or not the source wrote it in."""
+    if interval_seconds is None:
+        return source.snapshot([policy])
+    snapshot = source.snapshot([policy], intervals={policy.name: interval_seconds})
+    if snapshot.intervals.get(policy.name) != interval_seconds:
+        snapshot = replace(snapshot,
+                           intervals={**snapshot.intervals, policy.name: interval_seconds})
+    return snapshot
+
+
+def tick(source: Source, policy: PolicyDocument, actuator: Actuator, *,
+         interval_seconds: float | None = None, peers: Sequence[PolicyDocument] = (),
+         dry_run: Actuator | None = None) -> Outcome:
     """Collect a snapshot, decide, and apply every action; a failing action does not stop the
-    others (each is independent: a CPU limit, a migration)."""
-    decision = decide(policy, source.snapshot([policy]))
+    others (each is independent: a CPU limit, a migration).
+
+    `peers`: every policy running beside `policy` (ownership of shared containers). A dry-run
+    decision goes to `dry_run` (a fresh `DryRunActuator` when None), never to `actuator`.
+    """
+    decision = decide(policy, observe(source, policy, interval_seconds), peers=peers)
+    target = (dry_run or DryRunActuator()) if decision.dry_run else actuator
     failed: list[tuple[Action, str]] = []
     for action in decision.actions:
         try:
-            actuator.apply(action, decision)
+            target.apply(action, decision)
         except Exception as exc:  # an actuator failure is reported, never fatal to the tick
             failed.append((action, f"{type(exc).__name__}: {exc}"))
     return Outcome(decision=decision, failed=tuple(failed))

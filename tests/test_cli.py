@@ -29,10 +29,16 @@ def run(*argv: str) -> tuple[int, str, str]:
 
 
 def test_validate_shipped_policies() -> None:
+    for policy in POLICIES:  # each file alone: valid, nothing to warn about
+        code, out, err = run("validate", str(policy))
+        assert (code, err) == (0, ""), policy
+        assert out.count("\n") == 1 and "valid" in out
+    # Together they are still valid, but the examples select the same jobs: each pair that
+    # would meet on a container is named, with its owner.
     code, out, err = run("validate", *map(str, POLICIES))
-    assert (code, err) == (0, "")
-    assert out.count("\n") == 1
-    assert "valid" in out
+    assert code == 0 and "valid" in out
+    assert err and all(": warning: can select the same containers as policy " in line
+                       for line in err.splitlines())
 
 
 def test_validate_reports_every_problem_and_exits_1(tmp_path: Path) -> None:
@@ -160,15 +166,46 @@ def test_plan_nan_series_gives_no_action_and_says_why(tmp_path: Path) -> None:
     assert len(decision["skipped"]) == len(raw["containers"])
 
 
-def test_plan_requires_a_name_when_the_file_has_several_policies(tmp_path: Path) -> None:
+def test_plan_decides_every_policy_of_the_file_or_the_one_named(tmp_path: Path) -> None:
     both = tmp_path / "both.yaml"
     both.write_text(THESIS_FLOWCON.read_text() + "\n---\n" + THESIS_SPECON.read_text())
-    code, _, err = run("plan", "--policy", str(both), "--snapshot", str(FLOWCON_EXAMPLE))
-    assert code == 1
-    assert "choose one with --name" in err
+    code, out, _ = run("plan", "--policy", str(both), "--snapshot", str(FLOWCON_EXAMPLE),
+                       "--output", "json")
+    assert code == 0
+    assert [d["policy"] for d in json.loads(out)["decisions"]] == [
+        "thesis-flowcon", "thesis-specon"]
+    code, out, _ = run("plan", "--policy", str(both), "--snapshot", str(FLOWCON_EXAMPLE))
+    assert code == 0 and "FlowCon policy 'thesis-flowcon'" in out and "SpeCon policy" in out
     name = json.loads(run("plan", "--policy", str(both), "--name", "thesis-specon",
                           "--snapshot", str(SPECON_EXAMPLE), "--output", "json")[1])["policy"]
     assert name == "thesis-specon"
+    code, _, err = run("plan", "--policy", str(both), "--name", "nope",
+                       "--snapshot", str(SPECON_EXAMPLE))
+    assert code == 1 and "no policy named 'nope'" in err
+
+
+def test_plan_leaves_a_container_to_the_policy_that_owns_it(tmp_path: Path) -> None:
+    boss = THESIS_FLOWCON.read_text().replace("name: thesis-flowcon", "name: boss")
+    boss = boss.replace("mode: shares", "mode: shares\n  priority: 5")
+    both = tmp_path / "both.yaml"
+    both.write_text(THESIS_FLOWCON.read_text() + "\n---\n" + boss)
+    code, _, err = run("validate", str(both))
+    assert code == 0
+    assert 'policy "boss": spec.selector: warning: can select the same containers as policy ' \
+           "thesis-flowcon" in err
+    assert "policy boss owns them (priority 5)" in err
+    code, out, _ = run("plan", "--policy", str(both), "--snapshot", str(FLOWCON_EXAMPLE),
+                       "--output", "json")
+    decisions = {d["policy"]: d for d in json.loads(out)["decisions"]}
+    alone = json.loads(run("plan", "--policy", str(THESIS_FLOWCON), "--snapshot",
+                           str(FLOWCON_EXAMPLE), "--output", "json")[1])
+    assert alone["actions"], "the thesis example must act, or this test proves nothing"
+    assert [a["container"] for a in decisions["boss"]["actions"]] == [
+        a["container"] for a in alone["actions"]]
+    assert decisions["thesis-flowcon"]["actions"] == []
+    assert all(why.startswith("cpu owned by policy boss")
+               for why in (c["note"] for c in
+                           decisions["thesis-flowcon"]["containers"].values()))
 
 
 def test_usage_errors_exit_2() -> None:

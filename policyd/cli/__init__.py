@@ -19,11 +19,12 @@ from policyd import __version__
 from policyd.cli import live, run, simulate
 from policyd.cli.errors import InputError
 from policyd.cli.render import render_decision
-from policyd.engine import decide
+from policyd.engine.ownership import precedence
 from policyd.engine.spec import PolicyDocument
 from policyd.model.codec import SnapshotError, decision_to_dict, snapshot_from_dict
 from policyd.model.snapshot import Snapshot
-from policyd.policy import PolicyError, json_schema_text, load_policies, summary, validate_files
+from policyd.policy import check_files, json_schema_text, summary
+from policyd.tick import DryRunActuator, FixedSource, tick
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -48,29 +49,35 @@ def read_snapshot(path: Path) -> Snapshot:
         raise InputError([f"{path}: {problem}" for problem in exc.problems]) from None
 
 
-def _choose(policies: list[PolicyDocument], path: Path, name: str | None) -> PolicyDocument:
-    if name is not None:
-        for policy in policies:
-            if policy.name == name:
-                return policy
-        known = ", ".join(p.name for p in policies)
-        raise InputError([f"{path}: no policy named {name!r}; the file holds: {known}"])
-    if len(policies) != 1:
-        known = ", ".join(p.name for p in policies)
-        raise InputError([
-            f"{path} holds {len(policies)} policies ({known}): choose one with --name"
-        ])
-    return policies[0]
+def _choose(policies: list[PolicyDocument], paths: Sequence[Path],
+            name: str | None) -> list[PolicyDocument]:
+    """The policies to decide: the one named, else all of them (owners first)."""
+    if name is None:
+        return sorted(policies, key=precedence)
+    for policy in policies:
+        if policy.name == name:
+            return [policy]
+    known = ", ".join(p.name for p in policies)
+    files = ", ".join(str(p) for p in paths)
+    raise InputError([f"{files}: no policy named {name!r}; the files hold: {known}"])
 
 
-def _cmd_validate(args: argparse.Namespace, out: TextIO, _: TextIO) -> int:
-    policies, problems = validate_files([Path(p) for p in args.files])
-    if problems:
-        raise InputError(
-            [str(p) for p in problems],
-            f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found; nothing applied",
-        )
-    print(summary(policies, [Path(p) for p in args.files]), file=out)
+def load_checked(paths: Sequence[Path], err: TextIO) -> list[PolicyDocument]:
+    """Every policy of `paths`; warnings go to `err`; problems raise InputError."""
+    checked = check_files(paths)
+    if checked.problems:
+        count = len(checked.problems)
+        raise InputError([str(p) for p in checked.problems],
+                         f"{count} problem{'s' if count != 1 else ''} found; nothing applied")
+    for warning in checked.warnings:
+        print(str(warning), file=err)
+    return list(checked.policies)
+
+
+def _cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    paths = [Path(p) for p in args.files]
+    policies = load_checked(paths, err)
+    print(summary(policies, paths), file=out)
     return EXIT_OK
 
 
@@ -80,25 +87,29 @@ def _cmd_schema(_: argparse.Namespace, out: TextIO, __: TextIO) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    policy_path = Path(args.policy)
-    try:
-        policies = load_policies(policy_path)
-    except PolicyError as exc:
-        raise InputError([str(p) for p in exc.problems]) from None
-    policy = _choose(policies, policy_path, args.name)
+    paths = [Path(p) for p in args.policy]
+    policies = load_checked(paths, err)
+    chosen = _choose(policies, paths, args.name)
     if args.save_snapshot and args.prometheus is None:
         raise InputError(["--save-snapshot goes with --prometheus (a file snapshot is saved "
                           "already)"])
     if args.prometheus is not None:
-        snapshot = live.live_snapshot(args, policy, err)
+        snapshot = live.live_snapshot(args, chosen, err)
     else:
         snapshot = read_snapshot(Path(args.snapshot))
-    decision = decide(policy, snapshot)
+    # The daemon's own tick, against the snapshot, with the dry-run actuator: every policy of
+    # the files is a peer, so a container several of them select is decided by its owner.
+    source, dry_run = FixedSource(snapshot), DryRunActuator()
+    decisions = [tick(source, policy, dry_run, peers=policies, dry_run=dry_run).decision
+                 for policy in chosen]
     if args.output == "json":
-        json.dump(decision_to_dict(decision), out, indent=2, allow_nan=False)
+        document: object = (decision_to_dict(decisions[0]) if len(decisions) == 1 else
+                            {"decisions": [decision_to_dict(d) for d in decisions]})
+        json.dump(document, out, indent=2, allow_nan=False)
         out.write("\n")
     else:
-        out.write(render_decision(decision, snapshot, color=args.color and out.isatty()))
+        color = args.color and out.isatty()
+        out.write("\n".join(render_decision(d, snapshot, color=color) for d in decisions))
     return EXIT_OK
 
 
@@ -123,12 +134,15 @@ def build_parser() -> argparse.ArgumentParser:
     schema.set_defaults(run=_cmd_schema)
 
     plan = commands.add_parser(
-        "plan", help="decide offline: what a policy would do given a snapshot (acts on nothing)"
+        "plan", help="decide offline: what policies would do given a snapshot (acts on nothing)"
     )
-    plan.add_argument("--policy", required=True, metavar="FILE", help="policy YAML file")
+    plan.add_argument("--policy", required=True, action="append", metavar="FILE",
+                      help="policy YAML file (repeatable); every policy in them is decided, "
+                           "as the daemon would run them together")
     source = plan.add_mutually_exclusive_group(required=True)
     source.add_argument("--snapshot", metavar="FILE", help="snapshot JSON file")
-    plan.add_argument("--name", help="which policy of the file, when it holds several")
+    plan.add_argument("--name", help="show only this policy's decision (the others still "
+                                     "own the containers they own)")
     plan.add_argument("--output", choices=("text", "json"), default="text",
                       help="text: a table per node (default); json: the decision document")
     plan.add_argument("--no-color", dest="color", action="store_false",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -67,18 +68,22 @@ def settings_from(args: argparse.Namespace) -> SourceSettings:
                    scrape_interval_seconds=scrape)
 
 
-def live_snapshot(args: argparse.Namespace, policy: PolicyDocument, err: TextIO) -> Snapshot:
-    """The snapshot Prometheus gives now; warnings go to `err`; failures are InputErrors."""
+def live_snapshot(args: argparse.Namespace, policies: Sequence[PolicyDocument],
+                  err: TextIO) -> Snapshot:
+    """The snapshot Prometheus gives now for `policies`; warnings go to `err`; failures are
+    InputErrors."""
     # HTTP client libraries load only for live plans, so offline plans start fast.
     from policyd.sources.prometheus import PrometheusSource  # noqa: PLC0415
 
     source = PrometheusSource(args.prometheus, settings_from(args),
                               timeout_seconds=args.prometheus_timeout_seconds)
     try:
-        snapshot = source.snapshot([policy])
+        snapshot = source.snapshot(policies)
     except SourceError:  # the source has logged what failed, with the URL and the query
         raise InputError([], "no decision: the snapshot could not be read from Prometheus") \
             from None
+    except ValueError as exc:  # policies that cannot share one snapshot (their queries)
+        raise InputError([str(exc)], "no decision") from None
     for warning in source.last_warnings:
         print(f"warning: {warning}", file=err)
     if args.save_snapshot:

@@ -17,9 +17,9 @@ import math
 from collections import defaultdict
 from datetime import UTC, datetime
 
+from policyd.engine.registry import KINDS
 from policyd.model import Action, Assessment, Decision, MarkMigrated, Migrate, SetCpu, Snapshot
 
-_GAIN_HEADER = {"FlowCon": "G (growth eff.)", "SpeCon": "g (gain)"}
 _BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
 
 
@@ -56,7 +56,8 @@ def _target(action: Action, names: dict[str, str]) -> str:
 
 
 def _rows(assessments: list[Assessment], names: dict[str, str], kind: str) -> list[str]:
-    header = ("CONTAINER", "CATEGORY", _GAIN_HEADER.get(kind, "GAIN"), "CPU NOW -> NEXT", "NOTE")
+    gain = KINDS[kind].gain_label if kind in KINDS else "GAIN"
+    header = ("CONTAINER", "CATEGORY", gain, "CPU NOW -> NEXT", "NOTE")
     table = [header]
     for a in assessments:
         cpu = ("" if a.cpu_fraction_now is None and a.cpu_fraction_next is None

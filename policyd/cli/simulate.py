@@ -41,22 +41,15 @@ def _work(args: argparse.Namespace) -> list[tuple[str, Scenario]]:
 
 
 def _override_policy(work: list[tuple[str, Scenario]], path: Path) -> list[tuple[str, Scenario]]:
+    """Every scenario run under the file's policies instead of its own (any kinds, together,
+    as the daemon runs a file's policies)."""
     from policyd.sim import scenarios  # noqa: PLC0415
 
     try:
         policies = load_policies(path)
     except PolicyError as exc:
         raise InputError([str(p) for p in exc.problems]) from None
-    by_kind = {p.kind: p for p in policies}
-    changed = []
-    for label, scenario in work:
-        policy = by_kind.get(scenario.policy.kind)
-        if policy is None:
-            raise InputError([f"{path}: no {scenario.policy.kind} policy for scenario "
-                              f"{scenario.name} (the file holds: "
-                              f"{', '.join(p.name + ' (' + p.kind + ')' for p in policies)})"])
-        changed.append((label, scenarios.with_policy(scenario, policy)))
-    return changed
+    return [(label, scenarios.with_policies(scenario, policies)) for label, scenario in work]
 
 
 def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -104,7 +97,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                           help="a scenario or sweep (repeatable); default: every scenario. "
                                "See --list")
     simulate.add_argument("--policy", metavar="FILE",
-                          help="run this policy instead of the scenario's (same kind)")
+                          help="run this file's policies instead of the scenario's (any kinds; "
+                               "several run together)")
     simulate.add_argument("--seed", type=int, help="draw the random scenarios from this seed")
     simulate.add_argument("--output", choices=("text", "json"), default="text")
     simulate.add_argument("--plot", metavar="DIR", help="write PNG pictures into DIR")

@@ -3,14 +3,15 @@
 Layout, one concept a module:
 
 * `settings` (frozen values) and `settings_file` (the YAML file, every problem with its line);
-* `scheduler.Daemon`: APScheduler jobs per policy, FlowCon's back-off, Algorithm 2's listener,
+* `scheduler.Daemon`: APScheduler jobs per policy, the schedule's back-off, the listener,
   hot reload, orderly shutdown (its docstring is the theory of operation);
-* `ports`: the seams (a source that takes intervals, the outcome observer), `reload`: polling
-  the policy files, `metrics`: policyd's own metrics, `health` + `http`: the endpoints;
+* `ports`: the outcome observer (sources and actuators meet the daemon through `policyd.tick`),
+  `reload`: polling the policy files, `metrics`: policyd's own metrics, `health` + `http`: the
+  endpoints;
 * `simulated`: the same hooks observing the simulated world in virtual time;
 * `backend`: the Docker/Kubernetes/Prometheus/Alertmanager parts, imported only when chosen;
-* `roles`: a node agent (`--node`: FlowCon on one node) or an elected manager (`--leader-elect`:
-  `leader`'s Lease election; only the leader applies);
+* `roles`: a node agent (`--node`: the kinds of scope node, on one node) or an elected manager
+  (`--leader-elect`: `leader`'s Lease election; only the leader applies);
 * `app.run`: settings in, exit code out; `signals`: SIGTERM/SIGINT set the stop event.
 
 The daemon may import sources, actuators, alerts, policy, sim, tick, engine and model; never
@@ -22,7 +23,7 @@ from policyd.daemon.app import StartupError, run
 from policyd.daemon.health import Health
 from policyd.daemon.http import StatusServer
 from policyd.daemon.metrics import DaemonMetrics
-from policyd.daemon.ports import OutcomeObserver, SnapshotSource
+from policyd.daemon.ports import OutcomeObserver
 from policyd.daemon.reload import PolicyWatcher, Reload
 from policyd.daemon.scheduler import Daemon, TickReport
 from policyd.daemon.settings import (
@@ -53,7 +54,6 @@ __all__ = [
     "Reload",
     "SettingsError",
     "SimulationSettings",
-    "SnapshotSource",
     "StartupError",
     "StatusServer",
     "TickReport",

@@ -3,7 +3,7 @@
 Wires the pieces the settings choose: the policies (all valid, or nothing starts), the metrics
 registry and the HTTP endpoints, the alerter, and either the simulated world
 (`simulated.SimulatedRun`) or the real daemon (`scheduler.Daemon`) on the docker or kubernetes
-backend, as a node agent (`node`: FlowCon on that node only) or an elected manager
+backend, as a node agent (`node`: the node-scoped kinds, on that node only) or an elected manager
 (`leader_identity`: only the Lease holder applies; see `roles`).
 The caller owns the process: it passes the stop event (set by its signal handlers) and the
 output stream; nothing here exits the process or reads the environment.
@@ -65,7 +65,8 @@ def check_role(settings: DaemonSettings, node: str | None, leader_identity: str 
             problems.append("--node needs a node name (e.g. --node $(NODE_NAME))")
         if settings.backend == "simulated":
             problems.append("--node needs backend docker or kubernetes: the simulator is the "
-                            "whole cluster (a node agent runs FlowCon on one real node)")
+                            "whole cluster (a node agent runs node-scoped policies on one "
+                            "real node)")
     if leader_identity is not None:
         if settings.backend != "kubernetes":
             problems.append(f"--leader-elect needs backend kubernetes (the election is on a "
@@ -81,15 +82,14 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
         node: str | None = None, leader_identity: str | None = None) -> int:
     """Run policyd as `settings` say until `stop` is set (or, with `once`, one tick per
     policy). `parts` replaces the backend's source, actuator and listener (and Lease API).
-    `node`: a node agent, FlowCon for the containers on that node only. `leader_identity`:
+    `node`: a node agent, the node-scoped policies for the containers on that node only.
+    `leader_identity`:
     take part in the leader election as this identity; only the leader applies actions."""
     check_role(settings, node, leader_identity)
     policies = load_policy_set(settings)
-    if node is not None:
-        policies = roles.flowcon_only(policies, node)
-        if not policies:
-            raise StartupError([f"--node {node}: no FlowCon policy in policies (a node agent "
-                                "runs FlowCon only)"], "nothing started")
+    if node is not None and not roles.node_agent_policies(policies):
+        raise StartupError([f"--node {node}: no policy of a node-scoped kind (FlowCon) in "
+                            "policies: a node agent runs those only"], "nothing started")
     registry = registry if registry is not None else CollectorRegistry()
     metrics = DaemonMetrics(registry)
     health = Health(simulated=settings.backend == "simulated")
@@ -124,7 +124,6 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
         if node is not None:
             source = roles.NodeScopedSource(source, node)
             events = roles.NodeScopedEvents(events, node) if events is not None else None
-            watcher = roles.FlowConOnlyWatcher(settings.policies, node)
         election = None
         if leader_identity is not None:
             if parts.lease_api is None:
@@ -134,7 +133,8 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
                 actuator, recover=parts.recover)
             actuator = election.gate
         daemon = Daemon(policies, source=source, actuator=actuator, events=events,
-                        observer=observer, metrics=metrics, health=health, watcher=watcher)
+                        observer=observer, metrics=metrics, health=health, watcher=watcher,
+                        scope=roles.NODE_AGENT_SCOPE if node is not None else None)
         if once:
             if election is not None and not election.try_once():
                 LOG.info("leader: %s does not hold the lease: deciding, applying nothing",

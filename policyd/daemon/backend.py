@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from policyd.daemon.ports import OutcomeObserver, SnapshotSource
+from policyd.daemon.ports import OutcomeObserver
 from policyd.daemon.settings import (
     AlertmanagerSection,
     DaemonSettings,
@@ -30,7 +30,7 @@ from policyd.daemon.settings import (
     PrometheusSettings,
 )
 from policyd.sources.settings import SourceSettings, cadvisor_docker, kubernetes, process
-from policyd.tick import Actuator, EventSource
+from policyd.tick import Actuator, EventSource, Source
 
 LOG = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class BackendError(Exception):
 class Parts:
     """What a real daemon runs against."""
 
-    source: SnapshotSource
+    source: Source
     actuator: Actuator
     events: EventSource | None
     lease_api: Any = None
@@ -67,7 +67,7 @@ def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
                    scrape_interval_seconds=scrape)
 
 
-def prometheus_source(prometheus: PrometheusSettings) -> SnapshotSource:
+def prometheus_source(prometheus: PrometheusSettings) -> Source:
     from policyd.sources.prometheus import PrometheusSource  # noqa: PLC0415
 
     assert prometheus.url is not None
@@ -100,7 +100,7 @@ def docker_parts(settings: DaemonSettings) -> Parts:
     except Exception as exc:  # an engine down at start: the actuator retries before acting
         LOG.error("docker: recovering half-done migrations failed (tried again before the "
                   "next action): %s", exc)
-    source: SnapshotSource
+    source: Source
     if prometheus.profile == "docker-stats":
         from policyd.sources.docker_stats import DockerSnapshotSource  # noqa: PLC0415
 

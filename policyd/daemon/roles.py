@@ -1,12 +1,12 @@
 """What one `policyd run` process is in a deployment: a node agent, or an elected manager.
 
-Node agent (`policyd run --node NAME`, the Kubernetes DaemonSet): FlowCon only, for the
-containers on its own node. The scoping is done on the snapshot, after the source and before
-the engine (`NodeScopedSource`): the snapshot keeps only that node and the containers on it,
-so the engine decides exactly as it would for a one-node cluster and stays unchanged. Events
-(Algorithm 2) are filtered the same way: a pod starting on another node resets nothing here.
-Policies of any other kind are left out, with a warning, at start and on every reload
-(`FlowConOnlyWatcher`).
+Node agent (`policyd run --node NAME`, the Kubernetes DaemonSet): the policies whose kind has
+scope "node" (FlowCon), for the containers on its own node. The scoping is done on the
+snapshot, after the source and before the engine (`NodeScopedSource`): the snapshot keeps only
+that node and the containers on it, so the engine decides exactly as it would for a one-node
+cluster and stays unchanged. Events (Algorithm 2) are filtered the same way: a pod starting on
+another node resets nothing here. Policies of scope "cluster" are left out by the daemon
+(`Daemon(scope="node")`), with a warning, at start and on every reload.
 
 Manager (`policyd run --leader-elect`, the Deployment's replicas): a `LeaderElector` on its
 own thread takes part in the election on the Lease; the actuator is wrapped in `LeaderGate`
@@ -22,22 +22,23 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from policyd.daemon.ports import SnapshotSource, bind_intervals
-from policyd.daemon.reload import PolicyWatcher, Reload
 from policyd.daemon.settings import KubernetesSection
-from policyd.engine.flowcon import FlowConPolicy
+from policyd.engine.kind import Scope
+from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Action, Decision, Snapshot
 from policyd.model.events import ContainerEvent
-from policyd.tick import Actuator, EventSource
+from policyd.tick import Actuator, EventSource, Source
 
 if TYPE_CHECKING:  # leader imports the Kubernetes client: only when elections are wanted
     from policyd.daemon.leader import LeaderElector, LeaseSettings
 
 LOG = logging.getLogger(__name__)
+
+NODE_AGENT_SCOPE: Scope = "node"
+"""The scope of the kinds a node agent runs."""
 
 
 # --- node agent ----------------------------------------------------------------------------
@@ -49,15 +50,14 @@ def scope_to_node(snapshot: Snapshot, node: str) -> Snapshot:
 
 
 class NodeScopedSource:
-    """A `SnapshotSource` whose snapshots hold one node and its containers."""
+    """A `Source` whose snapshots hold one node and its containers."""
 
-    def __init__(self, source: SnapshotSource, node: str) -> None:
+    def __init__(self, source: Source, node: str) -> None:
         self.source, self.node = source, node
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:
-        whole = bind_intervals(self.source, dict(intervals or {})).snapshot(policies)
-        return scope_to_node(whole, self.node)
+        return scope_to_node(self.source.snapshot(policies, intervals=intervals), self.node)
 
 
 class NodeScopedEvents:
@@ -73,29 +73,9 @@ class NodeScopedEvents:
         self.events.watch(mine, stop)
 
 
-def flowcon_only(policies: Sequence[PolicyDocument], node: str) -> list[PolicyDocument]:
-    """The FlowCon policies; the others are logged as left out."""
-    kept: list[PolicyDocument] = [p for p in policies if isinstance(p, FlowConPolicy)]
-    for p in policies:
-        if not isinstance(p, FlowConPolicy):
-            LOG.warning("node agent for %s: policy %s (%s) left out: a node agent runs FlowCon "
-                        "only (SpeCon runs in the manager, --leader-elect)", node, p.name,
-                        p.kind)
-    return kept
-
-
-class FlowConOnlyWatcher(PolicyWatcher):
-    """A `PolicyWatcher` whose valid reloads keep only the FlowCon policies."""
-
-    def __init__(self, paths: Sequence[Path], node: str) -> None:
-        super().__init__(paths)
-        self.node = node
-
-    def load(self) -> Reload:
-        found = super().load()
-        if not found.ok:
-            return found
-        return Reload(policies=tuple(flowcon_only(found.policies, self.node)))
+def node_agent_policies(policies: Sequence[PolicyDocument]) -> list[PolicyDocument]:
+    """The policies a node agent runs: those whose kind has scope node."""
+    return [p for p in policies if KINDS.of(p).scope == NODE_AGENT_SCOPE]
 
 
 # --- manager: leader election ----------------------------------------------------------------

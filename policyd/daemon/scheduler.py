@@ -2,15 +2,23 @@
 
 Theory of operation. Each policy is one APScheduler 3.x interval job (id = the policy's name,
 `max_instances=1`, `coalesce=True`, never dropped for lateness) that runs `policyd.tick.tick`:
-collect -> decide -> apply. The policy's *current* interval goes into the snapshot
+collect -> decide -> apply. Each policy's interval follows `policyd.engine.schedule.Schedule`,
+the rule the simulator follows too: the *current* interval goes into the snapshot
 (`intervals={name: seconds}`), so the engine decides the back-off; after the tick, when
 `decision.next_interval` differs from the interval the job is scheduled at, the job is
 rescheduled (`reschedule_job` sets the next run to now + N, so it is called only on a change).
+Every tick knows every loaded policy (`peers`), so a container several policies select is acted
+on by its owner only (`policyd.engine.ownership`).
 
 Algorithm 2: an `EventSource` runs on its own thread; a container starting or stopping marks
-every FlowCon policy for a reset (its interval goes back to the base one) and wakes its job now
-(`modify_job(next_run_time=now)`). A policy's ticks never overlap: one lock per policy, and a
-wake-up arriving during a tick is replayed when that tick ends.
+every policy whose kind wakes on that event (`Kind.wakes_on`: FlowCon) for a reset (its
+interval goes back to the base one) and wakes its job now (`modify_job(next_run_time=now)`).
+A policy's ticks never overlap: one lock per policy, and a wake-up arriving during a tick is
+replayed when that tick ends.
+
+Scope: a node agent (`scope="node"`) runs only the policies whose kind decides each node on its
+own; the others are left to the manager (logged at start and on every reload), but still count
+as peers for ownership.
 
 Failures: a `SourceError` ends the tick with one log line and a count (nothing is acted on; the
 job's next run retries); a failing action is counted as failed and the others still run; any
@@ -41,23 +49,18 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from policyd.actuators.dry_run import DryRunActuator
 from policyd.daemon.health import Health
 from policyd.daemon.metrics import DaemonMetrics
-from policyd.daemon.ports import (
-    OutcomeObserver,
-    SnapshotSource,
-    bind_intervals,
-    flush_observer,
-)
+from policyd.daemon.ports import OutcomeObserver, flush_observer
 from policyd.daemon.reload import PolicyWatcher, Reload
-from policyd.engine.flowcon import FlowConPolicy
+from policyd.engine.kind import Scope
+from policyd.engine.registry import KINDS
+from policyd.engine.schedule import Schedule, wakes_on
 from policyd.engine.spec import PolicyDocument
 from policyd.model.codec import action_to_dict
 from policyd.model.events import ContainerEvent
-from policyd.sim.source import base_interval_seconds
 from policyd.sources.errors import SourceError
-from policyd.tick import Actuator, EventSource, Outcome, tick
+from policyd.tick import Actuator, DryRunActuator, EventSource, Outcome, Source, tick
 
 LOG = logging.getLogger(__name__)
 
@@ -76,25 +79,33 @@ class TickReport:
 class _Job:
     """A policy's schedule state; flags are guarded by the daemon's lock."""
 
-    policy: PolicyDocument
-    interval: float
-    """The current interval (policy seconds), passed into the next snapshot."""
+    schedule: Schedule
+    """The policy and its current interval (policy seconds), passed into the next snapshot."""
     scheduled: float
     """The interval the APScheduler job runs at (policy seconds)."""
     tick_lock: threading.Lock = field(default_factory=threading.Lock)
     reset: bool = False
     running: bool = False
 
+    @property
+    def policy(self) -> PolicyDocument:
+        return self.schedule.policy
+
+    @property
+    def interval(self) -> float:
+        return self.schedule.interval_seconds
+
 
 class Daemon:
     """Runs `policies` against `source` and `actuator` (see the module docstring)."""
 
-    def __init__(self, policies: Sequence[PolicyDocument], *, source: SnapshotSource,
+    def __init__(self, policies: Sequence[PolicyDocument], *, source: Source,
                  actuator: Actuator, metrics: DaemonMetrics, health: Health | None = None,
                  events: EventSource | None = None, observer: OutcomeObserver | None = None,
                  watcher: PolicyWatcher | None = None, interval_scale: float = 1.0,
                  loop_seconds: float = 0.5, reload_seconds: float = 2.0,
-                 clock: Callable[[], float] = time.time, max_workers: int = 16) -> None:
+                 clock: Callable[[], float] = time.time, max_workers: int = 16,
+                 scope: Scope | None = None) -> None:
         if not interval_scale > 0:
             raise ValueError("interval_scale must be positive")
         self.source = source
@@ -109,15 +120,17 @@ class Daemon:
         self._loop_seconds = loop_seconds
         self._reload_seconds = reload_seconds
         self._clock = clock
+        self.scope = scope
         self._lock = threading.RLock()
         self._jobs: dict[str, _Job] = {}
+        self._peers: tuple[PolicyDocument, ...] = tuple(policies)
         self._stopping = threading.Event()
         self._events_stop = threading.Event()
         self._events_thread: threading.Thread | None = None
         self.scheduler = BackgroundScheduler(
             timezone=UTC, executors={"default": ThreadPoolExecutor(max_workers)},
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None})
-        for policy in policies:
+        for policy in self._in_scope(policies):
             self._jobs[policy.name] = self._new_job(policy)
             metrics.set_interval(policy.name, self._jobs[policy.name].interval)
         self.health.policies_loaded()
@@ -210,17 +223,16 @@ class Daemon:
                 job.running = True
                 if job.reset:
                     job.reset = False
-                    job.interval = base_interval_seconds(job.policy)  # Algorithm 2, line 8
-                policy, interval = job.policy, job.interval
+                    job.schedule = job.schedule.woken(self._clock())  # Algorithm 2, line 8
+                policy, interval, peers = job.policy, job.interval, self._peers
             report: TickReport | None = None
             try:
-                report = self._tick(policy, interval)
+                report = self._tick(policy, interval, peers)
             finally:
                 with self._lock:
                     job.running = False
-                    decided = self._next_interval(report)
-                    if decided is not None:
-                        job.interval = decided
+                    if report is not None and report.outcome is not None:
+                        job.schedule = job.schedule.ran(report.outcome.decision, self._clock())
                     self.metrics.set_interval(name, job.interval)
                     self._reschedule_if_changed(name, job)
                     wake = job.reset
@@ -229,20 +241,14 @@ class Daemon:
             assert report is not None
             return report
 
-    @staticmethod
-    def _next_interval(report: TickReport | None) -> float | None:
-        if report is None or report.outcome is None:
-            return None
-        return report.outcome.decision.next_interval
-
-    def _tick(self, policy: PolicyDocument, interval: float) -> TickReport:
+    def _tick(self, policy: PolicyDocument, interval: float,
+              peers: Sequence[PolicyDocument]) -> TickReport:
         name = policy.name
         dry_run = policy.spec.dry_run
-        actuator = self.dry_run_actuator if dry_run else self.actuator
-        source = bind_intervals(self.source, {name: interval})
         started = time.perf_counter()
         try:
-            outcome = tick(source, policy, actuator)
+            outcome = tick(self.source, policy, self.actuator, interval_seconds=interval,
+                           peers=peers, dry_run=self.dry_run_actuator)
         except SourceError as err:
             took = time.perf_counter() - started
             LOG.error("policy %s: no snapshot, nothing done this tick (%s): %s",
@@ -279,8 +285,20 @@ class Daemon:
     # --- scheduling --------------------------------------------------------------------------
 
     def _new_job(self, policy: PolicyDocument) -> _Job:
-        base = base_interval_seconds(policy)
-        return _Job(policy=policy, interval=base, scheduled=base)
+        schedule = Schedule.first(policy, at=self._clock())
+        return _Job(schedule=schedule, scheduled=schedule.interval_seconds)
+
+    def _in_scope(self, policies: Sequence[PolicyDocument]) -> list[PolicyDocument]:
+        """The policies this daemon runs (all, or a node agent's kinds of scope node)."""
+        if self.scope is None:
+            return list(policies)
+        kept = [p for p in policies if KINDS.of(p).scope == self.scope]
+        for p in policies:
+            if KINDS.of(p).scope != self.scope:
+                LOG.warning("policy %s (%s) left out: this daemon runs policies of scope %s, "
+                            "%s is of scope %s (it runs in the manager, --leader-elect)",
+                            p.name, p.kind, self.scope, p.kind, KINDS.of(p).scope)
+        return kept
 
     def _schedule(self, name: str, *, first_run: bool) -> None:
         job = self._jobs[name]
@@ -320,16 +338,18 @@ class Daemon:
             LOG.exception("the event listener stopped")
 
     def on_event(self, event: ContainerEvent) -> None:
-        """A container started or stopped: reset every FlowCon policy and tick it now."""
-        LOG.info("container %s %s on %s: resetting FlowCon intervals", event.container,
-                 event.kind, event.node)
+        """A container started or stopped: reset every policy whose kind wakes on it (FlowCon,
+        Algorithm 2) and tick it now."""
         wake = []
         with self._lock:
             for name, job in self._jobs.items():
-                if isinstance(job.policy, FlowConPolicy):
+                if wakes_on(job.policy, event.kind):
                     job.reset = True
                     if not job.running:  # else the running tick wakes it when it ends
                         wake.append(name)
+        if wake:
+            LOG.info("container %s %s on %s: resetting the intervals of %s", event.container,
+                     event.kind, event.node, ", ".join(wake))
         for name in wake:
             self._wake(name)
 
@@ -359,8 +379,9 @@ class Daemon:
 
     def replace_policies(self, policies: Sequence[PolicyDocument]) -> None:
         """Make `policies` the running set: add, remove and update jobs by name."""
-        wanted: Mapping[str, PolicyDocument] = {p.name: p for p in policies}
+        wanted: Mapping[str, PolicyDocument] = {p.name: p for p in self._in_scope(policies)}
         with self._lock:
+            self._peers = tuple(policies)
             for name in [n for n in self._jobs if n not in wanted]:
                 del self._jobs[name]
                 self.metrics.forget_policy(name)
@@ -376,10 +397,9 @@ class Daemon:
                         self._schedule(name, first_run=True)
                     LOG.info("policy %s added", name)
                 elif job.policy != policy:
-                    old_base = base_interval_seconds(job.policy)
-                    job.policy = policy
-                    if base_interval_seconds(policy) != old_base:
-                        job.interval = base_interval_seconds(policy)
+                    before = job.interval
+                    job.schedule = job.schedule.replaced(policy)
+                    if job.interval != before:
                         self.metrics.set_interval(name, job.interval)
                         self._reschedule_if_changed(name, job)
                     LOG.info("policy %s updated", name)

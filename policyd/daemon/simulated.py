@@ -1,15 +1,17 @@
 """The simulated backend: the daemon's hooks observing `policyd.sim.world.World` in virtual time.
 
 The world already is a Source, an Actuator and a clock: it calls `policyd.tick.tick` on each
-policy's schedule, with FlowCon's back-off and Algorithm 2's listener (`World._instant`), and
-records every tick in `World.outcomes`. So the simulated daemon does not schedule anything:
-it advances the world with `run_until` in steps of virtual time and hands every new outcome
-to the same hooks the real daemon uses (metrics, alerts, one printed line per tick). `speed`
-is virtual seconds per wall second; None (`max` in the settings file) never sleeps.
+policy's schedule (`policyd.engine.schedule`, the rule the real daemon follows: back-off,
+the listener's resets), and records every tick in `World.outcomes`. So the simulated daemon
+does not schedule anything: it advances the world with `run_until` in steps of virtual time
+and hands every new outcome to the same hooks the real daemon uses (metrics, with each tick's
+duration, alerts, one printed line per tick). `speed` is virtual seconds per wall second; None
+(`max` in the settings file) never sleeps.
 
-A world holds one policy, so each configured policy gets its own world of the same scenario,
-all advanced in lockstep; with no policy configured the scenario's own policy runs. At the end
-every job's results are printed per world.
+Every configured policy runs in one world of the scenario, together, as the real daemon runs
+every policy of its files (a container two policies select is acted on by its owner only);
+with no policy configured the scenario's own policy runs. At the end every job's results are
+printed.
 """
 
 from __future__ import annotations
@@ -18,18 +20,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TextIO, assert_never
 
 from policyd.daemon.health import Health
 from policyd.daemon.metrics import DaemonMetrics
 from policyd.daemon.ports import OutcomeObserver, flush_observer
 from policyd.daemon.settings import SimulationSettings
+from policyd.engine.schedule import base_interval_seconds
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Action, MarkMigrated, Migrate, SetCpu
 from policyd.sim import scenarios
-from policyd.sim.source import EPOCH_SECONDS, base_interval_seconds
-from policyd.sim.types import Scenario
+from policyd.sim.source import EPOCH_SECONDS
 from policyd.sim.world import World
 from policyd.tick import Outcome
 
@@ -43,31 +44,15 @@ MAX_VIRTUAL_SECONDS = 1e7
 
 
 class SimulationError(ValueError):
-    """The simulation cannot run as configured (a policy of another kind than the scenario)."""
+    """The simulation cannot run as configured."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Played:
-    policy: PolicyDocument
-    world: World
-
-
-def worlds_for(settings: SimulationSettings,
-               policies: Sequence[PolicyDocument]) -> list[tuple[PolicyDocument, World]]:
-    """One world of the configured scenario per policy (the scenario's policy if none)."""
+def world_for(settings: SimulationSettings, policies: Sequence[PolicyDocument]) -> World:
+    """One world of the configured scenario running `policies` (the scenario's if none)."""
     scenario = scenarios.build(settings.scenario, settings.seed)
-    chosen = list(policies) or [scenario.policy]
-    wrong = [p for p in chosen if p.kind != scenario.policy.kind]
-    if wrong:
-        raise SimulationError(
-            f"scenario {scenario.name} runs {scenario.policy.kind} policies; "
-            + ", ".join(f"{p.name!r} is {p.kind}" for p in wrong)
-            + " (choose another simulation.scenario, or leave policies out)")
-    return [(p, _world(scenario, p)) for p in chosen]
-
-
-def _world(scenario: Scenario, policy: PolicyDocument) -> World:
-    return World(scenarios.with_policy(scenario, policy), policy=policy)
+    if policies:
+        scenario = scenarios.with_policies(scenario, policies)
+    return World(scenario, policies=scenario.policies)
 
 
 def describe(action: Action) -> str:
@@ -91,26 +76,27 @@ class SimulatedRun:
                  observer: OutcomeObserver | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
-        self.played = [_Played(policy=p, world=w) for p, w in worlds_for(settings, policies)]
+        self.world = world_for(settings, policies)
         self.metrics = metrics
         self.health = health or Health(simulated=True)
         self.observer = observer
         self.out = out
         self._clock = clock
-        self._seen = [0] * len(self.played)
+        self._seen = 0
         self._once = False
+        self._reported_once: set[str] = set()  # with `once`: the policies reported so far
         self.now = 0.0
-        for played in self.played:
-            metrics.set_interval(played.policy.name, base_interval_seconds(played.policy))
+        for policy in self.world.policies:
+            metrics.set_interval(policy.name, base_interval_seconds(policy))
         self.health.policies_loaded()
 
     @property
     def finished(self) -> bool:
-        return all(p.world.finished for p in self.played)
+        return self.world.finished
 
     def run(self, stop: threading.Event, *, once: bool = False) -> int:
         """Play to the end (or, with `once`, to each policy's first tick), unless `stop`."""
-        scenario = self.played[0].world.scenario
+        scenario = self.world.scenario
         speed = "max" if self.settings.speed is None else f"{self.settings.speed:g}x"
         print(f"simulating {scenario.name} (seed {scenario.seed}, speed {speed}): "
               f"{scenario.description}", file=self.out, flush=True)
@@ -143,50 +129,61 @@ class SimulatedRun:
             self.health.running(False)
         return 0
 
+    def _ticked(self) -> set[str]:
+        return {outcome.decision.policy for _, outcome in self.world.outcomes}
+
     def _each_ticked(self) -> bool:
-        return all(p.world.outcomes for p in self.played)
+        return self._ticked() >= {p.name for p in self.world.policies}
 
     def step(self, until: float) -> None:
-        """Advance every world to virtual time `until`; report the ticks in time order."""
-        new: list[tuple[float, int, Outcome]] = []
-        for index, played in enumerate(self.played):
-            if not played.world.finished:
-                played.world.run_until(until)
-            outcomes = played.world.outcomes[:1] if self._once else played.world.outcomes
-            new.extend((at, index, o) for at, o in outcomes[self._seen[index]:])
-            self._seen[index] = len(outcomes)
+        """Advance the world to virtual time `until`; report its new ticks in time order (with
+        `once`, only each policy's first)."""
+        if not self.world.finished:
+            self.world.run_until(until)
         self.now = until
-        for at, index, outcome in sorted(new, key=lambda item: (item[0], item[1])):
-            self.report(self.played[index].policy, at, outcome)
+        world = self.world
+        fresh = range(self._seen, len(world.outcomes))
+        self._seen = len(world.outcomes)
+        for index in fresh:
+            at, outcome = world.outcomes[index]
+            if self._once:
+                if outcome.decision.policy in self._reported_once:
+                    continue
+                self._reported_once.add(outcome.decision.policy)
+            self.report(at, outcome, duration_seconds=world.tick_seconds[index])
 
-    def report(self, policy: PolicyDocument, at: float, outcome: Outcome) -> None:
+    def report(self, at: float, outcome: Outcome, *, duration_seconds: float | None = None
+               ) -> None:
         """The daemon's hooks for one tick: metrics, alerts, and one line."""
         decision = outcome.decision
-        self.metrics.record_outcome(policy.name, outcome, dry_run=decision.dry_run)
-        self.metrics.set_interval(policy.name, decision.next_interval)
+        name = decision.policy
+        self.metrics.record_outcome(name, outcome, dry_run=decision.dry_run,
+                                    duration_seconds=duration_seconds)
+        self.metrics.set_interval(name, decision.next_interval)
         if self.observer is not None:
             try:
                 self.observer.on_outcome(outcome, EPOCH_SECONDS + at)
             except Exception:
-                LOG.exception("policy %s: alerting failed", policy.name)
+                LOG.exception("policy %s: alerting failed", name)
         failed = {id(a) for a, _ in outcome.failed}
         actions = "; ".join(describe(a) + (" FAILED" if id(a) in failed else "")
                             for a in decision.actions) or "no actions"
         dry = " [dry run]" if decision.dry_run else ""
-        print(f"t={at:8.1f}s  {policy.name}: {actions}; next in {decision.next_interval:g} s"
+        print(f"t={at:8.1f}s  {name}: {actions}; next in {decision.next_interval:g} s"
               f"{dry}", file=self.out, flush=True)
 
     def print_results(self) -> None:
-        """Every job's results, per world."""
-        for played in self.played:
-            result = played.world.result("policy")
-            print(f"\nresults under policy {played.policy.name}: makespan "
-                  f"{result.makespan:.1f} s, average JCT {result.avg_jct:.1f} s, "
-                  f"{result.migrations} migrations", file=self.out)
-            print(f"{'job':8} {'model':6} {'submit':>8} {'finish':>8} {'jct':>8} "
-                  f"{'quality at':>10}  nodes", file=self.out)
-            for job in result.jobs:
-                print(f"{job.id:8} {job.model:6} {job.submit:8.1f} {job.finish:8.1f} "
-                      f"{job.jct:8.1f} {job.time_to_quality:10.1f}  {' -> '.join(job.nodes)}",
-                      file=self.out)
+        """Every job's results."""
+        result = self.world.result("policy")
+        names = ", ".join(p.name for p in self.world.policies)
+        noun = "policy" if len(self.world.policies) == 1 else "policies"
+        print(f"\nresults under {noun} {names}: makespan "
+              f"{result.makespan:.1f} s, average JCT {result.avg_jct:.1f} s, "
+              f"{result.migrations} migrations", file=self.out)
+        print(f"{'job':8} {'model':6} {'submit':>8} {'finish':>8} {'jct':>8} "
+              f"{'quality at':>10}  nodes", file=self.out)
+        for job in result.jobs:
+            print(f"{job.id:8} {job.model:6} {job.submit:8.1f} {job.finish:8.1f} "
+                  f"{job.jct:8.1f} {job.time_to_quality:10.1f}  {' -> '.join(job.nodes)}",
+                  file=self.out)
         self.out.flush()

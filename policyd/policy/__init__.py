@@ -13,12 +13,21 @@ network, and it imports nothing from policyd but `engine` and `model`.
 """
 
 from policyd.policy.errors import PolicyError, Problem
-from policyd.policy.loader import load_policies, load_policies_text, summary, validate_files
+from policyd.policy.loader import (
+    Checked,
+    check_files,
+    load_policies,
+    load_policies_text,
+    summary,
+    validate_files,
+)
 from policyd.policy.schema import json_schema, json_schema_text
 
 __all__ = [
+    "Checked",
     "PolicyError",
     "Problem",
+    "check_files",
     "json_schema",
     "json_schema_text",
     "load_policies",

@@ -17,12 +17,16 @@ The line format, one problem per line:
 * The policy is named by its `metadata.name`; a document without a usable name is `document N`
   (its 1-based position in the file).
 * FIELD is the dotted path inside the document (`spec.weights.pc`, `spec.selector.namespaces[0]`).
+
+A warning (`severity="warning"`) has the same form with `warning: ` before the message: the
+policy is valid and runs, but something in it probably does not do what its author meant.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +42,7 @@ class Problem:
     document: int | None = None
     """The document's 1-based position in its file (used when `policy` is unknown)."""
     field: str | None = None
+    severity: Literal["error", "warning"] = "error"
 
     def __post_init__(self) -> None:
         # One problem, one line, whatever a library's message held.
@@ -65,7 +70,8 @@ class Problem:
         return None
 
     def __str__(self) -> str:
-        parts = [self.where, self.subject, self.field, self.message]
+        message = f"warning: {self.message}" if self.severity == "warning" else self.message
+        parts = [self.where, self.subject, self.field, message]
         return ": ".join(part for part in parts if part is not None)
 
 

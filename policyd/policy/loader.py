@@ -5,6 +5,11 @@ errors speak only of the variant the user meant. A document whose kind is missin
 still has its envelope (apiVersion, metadata, top-level keys) checked. Problems from every
 document of every file are collected; policy names must be unique across all files given.
 
+Warnings (`check_files`) point at valid policies that probably do not do what their author
+meant: `evaluation.direction` set while `evaluation.gain` is `magnitude` (the thesis's gain
+reads no direction), and two policies whose selectors can meet on one container for the same
+class of action (`policyd.engine.ownership`: the owner is named).
+
 The loaders raise `PolicyError` (never a traceback) for anything wrong in the user's files.
 """
 
@@ -17,6 +22,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from policyd.engine.ownership import overlaps
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
 from policyd.policy import messages, yamlpos
@@ -42,20 +48,43 @@ def load_policies_text(text: str, source_name: str = "<string>") -> list[PolicyD
     return policies
 
 
+@dataclass(frozen=True, kw_only=True)
+class Checked:
+    """What checking a set of policy files found: the valid policies (usable only when there
+    are no problems), every problem, and warnings about valid policies."""
+
+    policies: tuple[PolicyDocument, ...]
+    problems: tuple[Problem, ...]
+    warnings: tuple[Problem, ...]
+
+
+def check_files(paths: Iterable[str | os.PathLike[str]]) -> Checked:
+    """Check every file; problems and warnings in file order (within a file, line order)."""
+    checked: list[_File] = []
+    for path in paths:
+        source = os.fspath(path)
+        text = _read(source)
+        if isinstance(text, Problem):
+            checked.append(_File(source=source, problems=[text]))
+        else:
+            checked.append(_check_text(text, source))
+    policies, problems = _collect(checked)
+    warnings = [w for c in checked for w in c.warnings]
+    if not problems:
+        warnings.extend(_overlap_warnings(checked))
+    order = {c.source: i for i, c in reversed(list(enumerate(checked)))}
+    warnings.sort(key=lambda p: (order[p.file], p.line or 0))
+    return Checked(policies=tuple(policies), problems=tuple(problems),
+                   warnings=tuple(warnings))
+
+
 def validate_files(
     paths: Iterable[str | os.PathLike[str]],
 ) -> tuple[list[PolicyDocument], list[Problem]]:
     """Check every file; return the valid policies and every problem found, in file order
     (within a file, in line order). Policies are usable only when there are no problems."""
-    checked: list[_Checked] = []
-    for path in paths:
-        source = os.fspath(path)
-        text = _read(source)
-        if isinstance(text, Problem):
-            checked.append(_Checked(source=source, problems=[text]))
-        else:
-            checked.append(_check_text(text, source))
-    return _collect(checked)
+    checked = check_files(paths)
+    return list(checked.policies), list(checked.problems)
 
 
 def summary(policies: Sequence[PolicyDocument], files: Collection[object]) -> str:
@@ -80,12 +109,13 @@ class _Named:
 
 
 @dataclass(kw_only=True)
-class _Checked:
+class _File:
     """What checking one file found."""
 
     source: str
     policies: list[PolicyDocument] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
     names: list[_Named] = field(default_factory=list)
 
 
@@ -98,13 +128,14 @@ class _At:
     name: str | None
 
     def problem(self, message: str, path: yamlpos.Path = (),
-                point: yamlpos.Path | None = None) -> Problem:
+                point: yamlpos.Path | None = None, *, warning: bool = False) -> Problem:
         return Problem(file=self.source, line=self.document.line_of(point or path),
                        policy=self.name, document=self.document.index,
-                       field=messages.field_name(path) or None, message=message)
+                       field=messages.field_name(path) or None, message=message,
+                       severity="warning" if warning else "error")
 
 
-def _collect(checked: Sequence[_Checked]) -> tuple[list[PolicyDocument], list[Problem]]:
+def _collect(checked: Sequence[_File]) -> tuple[list[PolicyDocument], list[Problem]]:
     """All policies, and all problems (names used twice too) in file order, then line order."""
     problems = [p for c in checked for p in c.problems]
     problems.extend(_duplicates(checked))
@@ -129,9 +160,9 @@ def _read(source: str) -> str | Problem:
     return Problem(file=source, message=reason)
 
 
-def _check_text(text: str, source: str) -> _Checked:
+def _check_text(text: str, source: str) -> _File:
     stream = yamlpos.parse(text)
-    checked = _Checked(source=source)
+    checked = _File(source=source)
     for document in stream.documents:
         _check_document(document, checked)
     if stream.syntax_error is not None:
@@ -144,7 +175,7 @@ def _check_text(text: str, source: str) -> _Checked:
     return checked
 
 
-def _check_document(document: yamlpos.Document, checked: _Checked) -> None:
+def _check_document(document: yamlpos.Document, checked: _File) -> None:
     data = document.data
     at = _At(source=checked.source, document=document, name=_name_of(data))
     if at.name is not None:
@@ -179,6 +210,40 @@ def _check_document(document: yamlpos.Document, checked: _Checked) -> None:
         return
     if kind_problem is None:
         checked.policies.append(policy)
+        checked.warnings.extend(_document_warnings(policy, at))
+
+
+def _document_warnings(policy: PolicyDocument, at: _At) -> list[Problem]:
+    """What is valid in one policy but probably not meant."""
+    evaluation = policy.spec.evaluation
+    if "direction" in evaluation.model_fields_set and evaluation.gain == "magnitude":
+        return [at.problem(
+            f"direction ({evaluation.direction}) has no effect with gain: magnitude (the "
+            "thesis's gain |E(t_m) - E(t_m-1)| counts a change either way); set gain: "
+            "improvement to count only changes in that direction",
+            ("spec", "evaluation", "direction"), warning=True)]
+    return []
+
+
+def _overlap_warnings(checked: Sequence[_File]) -> list[Problem]:
+    """Pairs of policies that can meet on one container for the same class of action."""
+    where = {n.name: n for c in checked for n in c.names}
+    policies = [p for c in checked for p in c.policies]
+    found = []
+    for overlap in overlaps(policies):
+        first, second = where[overlap.first.name], where[overlap.second.name]
+        owner = overlap.owner
+        tie = overlap.first.spec.priority == overlap.second.spec.priority
+        found.append(Problem(
+            file=second.source, line=second.line, policy=overlap.second.name,
+            document=second.document, field="spec.selector", severity="warning",
+            message=(f"can select the same containers as policy {overlap.first.name} "
+                     f"({first.source}:{first.line}) for {' and '.join(overlap.actions)}: "
+                     f"policy {owner.name} owns them (priority {owner.spec.priority}"
+                     f"{', then name' if tie else ''}); the other leaves them alone. Give the "
+                     "selectors disjoint namespaces or labels, or set spec.priority to "
+                     "choose")))
+    return found
 
 
 def _kind_problem(data: dict[object, object]) -> str | None:
@@ -204,7 +269,7 @@ def _name_of(data: object) -> str | None:
     return None
 
 
-def _duplicates(checked: Iterable[_Checked]) -> list[Problem]:
+def _duplicates(checked: Iterable[_File]) -> list[Problem]:
     first: dict[str, _Named] = {}
     problems = []
     for named in (n for c in checked for n in c.names):

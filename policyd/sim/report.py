@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from policyd.engine.registry import KINDS
+from policyd.engine.spec import PolicyDocument
 from policyd.sim.types import JobResult, RunResult, Scenario
 
 STRATEGIES: tuple[Literal["policy", "baseline", "oracle"], ...] = ("policy", "baseline", "oracle")
@@ -44,11 +46,18 @@ def _run_json(run: RunResult) -> dict[str, Any]:
             "migrations": run.migrations, "jobs": [_job_json(j) for j in run.jobs]}
 
 
-def _policy_json(scenario: Scenario) -> dict[str, Any]:
-    spec = scenario.policy.spec.model_dump(mode="json")
+def _one_policy_json(policy: PolicyDocument) -> dict[str, Any]:
+    spec = policy.spec.model_dump(mode="json")
     keep = ("alpha", "interval_seconds", "beta", "mode", "weights", "max_interval_seconds")
-    return {"name": scenario.policy.name, "kind": scenario.policy.kind,
-            **{k: spec[k] for k in keep if k in spec}}
+    return {"name": policy.name, "kind": policy.kind, **{k: spec[k] for k in keep if k in spec}}
+
+
+def _policy_json(scenario: Scenario) -> dict[str, Any]:
+    """The scenario's policy; with several running together, `policies` lists them all."""
+    first = _one_policy_json(scenario.policy)
+    if len(scenario.policies) == 1:
+        return first
+    return {**first, "policies": [_one_policy_json(p) for p in scenario.policies]}
 
 
 def to_json(outcomes: Sequence[Outcome]) -> dict[str, Any]:
@@ -81,13 +90,9 @@ def _fmt_change(policy: float, baseline: float) -> str:
 
 
 def _policy_line(scenario: Scenario) -> str:
-    spec = _policy_json(scenario)
-    if scenario.policy.kind == "FlowCon":
-        return (f"FlowCon alpha {100 * spec['alpha']:g}%, interval {spec['interval_seconds']:g} s"
-                f", beta {spec['beta']:g}, {spec['mode']} vs {scenario.baseline}")
-    w = spec["weights"]
-    return (f"SpeCon alpha {spec['alpha']:g}, interval {spec['interval_seconds']:g} s, weights "
-            f"{w['pc']:g}/{w['wc']:g}/{w['cc']:g} vs {scenario.baseline}")
+    """`FlowCon alpha 5%, interval 20 s, beta 2, shares vs NA` (each kind says its line)."""
+    policies = " + ".join(f"{p.kind} {KINDS.of(p).summary(p)}" for p in scenario.policies)
+    return f"{policies} vs {scenario.baseline}"
 
 
 def _thesis_lines(scenario: Scenario, policy: RunResult, baseline: RunResult) -> list[str]:

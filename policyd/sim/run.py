@@ -1,6 +1,6 @@
 """Play one scenario under one strategy: the policy, the baseline, or the oracle.
 
-* `policy`: the scenario's policy (or the one given) drives the world through `policyd.tick`.
+* `policy`: the scenario's policies (or the ones given) drive the world through `policyd.tick`.
 * `baseline`: what the thesis compares against. For FlowCon scenarios that is NA (plain Docker:
   equal competition, no limits), for SpeCon ones DS (the Kubernetes default scheduler's
   placement, never migrated). In the simulator both are the same thing: DS placement and no
@@ -14,6 +14,7 @@ so every strategy sees the same jobs at the same times and a run is deterministi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, assert_never
 
 from policyd.engine.spec import PolicyDocument
@@ -23,12 +24,12 @@ from policyd.sim.world import World
 Strategy = Literal["policy", "baseline", "oracle"]
 
 
-def run(scenario: Scenario, strategy: Strategy, *, policy: PolicyDocument | None = None,
-        record_timeline: bool = False) -> RunResult:
-    """Play `scenario` to the end under `strategy`; `policy` defaults to the scenario's."""
+def run(scenario: Scenario, strategy: Strategy, *,
+        policies: Sequence[PolicyDocument] = (), record_timeline: bool = False) -> RunResult:
+    """Play `scenario` to the end under `strategy`; `policies` default to the scenario's."""
     match strategy:
         case "policy":
-            world = World(scenario, policy=policy or scenario.policy,
+            world = World(scenario, policies=policies or scenario.policies,
                           record_timeline=record_timeline)
         case "baseline":
             world = World(scenario, record_timeline=record_timeline)

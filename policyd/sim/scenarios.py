@@ -21,13 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from policyd.engine.flowcon import FlowConPolicy
-from policyd.engine.spec import PolicyDocument
-from policyd.engine.specon import SpeConPolicy
+from policyd.engine.registry import KINDS
+from policyd.engine.spec import API_VERSION, PolicyDocument
 from policyd.sim.profiles import fitted_profile, load_profiles
 from policyd.sim.thesis import THESIS
 from policyd.sim.types import JobSpec, NodeSpec, Profile, Scenario
@@ -73,23 +72,25 @@ def work_scale(profile: Profile, standalone_seconds: float) -> float:
     return standalone_seconds / (profile.iterations * profile.iteration_seconds_1core)
 
 
+def policy_document(kind: str, name: str, spec: Mapping[str, Any]) -> PolicyDocument:
+    """A policy of the registered `kind`, validated by its model as a policy file would be."""
+    return KINDS[kind].document.model_validate({
+        "apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name}, "spec": spec})
+
+
 def flowcon_policy(name: str, *, alpha: float, interval_seconds: float) -> PolicyDocument:
     """The thesis's FlowCon settings (beta 2, soft work-conserving limits, back-off to 320 s)."""
-    return FlowConPolicy.model_validate({
-        "apiVersion": "policyd.io/v1alpha1", "kind": "FlowCon", "metadata": {"name": name},
-        "spec": {"alpha": alpha, "interval_seconds": interval_seconds, "beta": 2,
-                 "max_interval_seconds": max(320.0, interval_seconds), "mode": "shares"},
-    })
+    return policy_document("FlowCon", name, {
+        "alpha": alpha, "interval_seconds": interval_seconds, "beta": 2,
+        "max_interval_seconds": max(320.0, interval_seconds), "mode": "shares"})
 
 
 def specon_policy(name: str, *, alpha: float, interval_seconds: float) -> PolicyDocument:
     """The thesis's SpeCon settings (weights 2 / 1.5 / 1, rebalancing on, no extra limits)."""
-    return SpeConPolicy.model_validate({
-        "apiVersion": "policyd.io/v1alpha1", "kind": "SpeCon", "metadata": {"name": name},
-        "spec": {"alpha": alpha, "interval_seconds": interval_seconds,
-                 "weights": {"pc": 2.0, "wc": 1.5, "cc": 1.0},
-                 "safety": {"max_migrations_per_cycle": 100, "max_migrations_per_node": 100}},
-    })
+    return policy_document("SpeCon", name, {
+        "alpha": alpha, "interval_seconds": interval_seconds,
+        "weights": {"pc": 2.0, "wc": 1.5, "cc": 1.0},
+        "safety": {"max_migrations_per_cycle": 100, "max_migrations_per_node": 100}})
 
 
 def _nodes(count: int) -> tuple[NodeSpec, ...]:
@@ -113,11 +114,12 @@ def _jobs(name: str, plan: Sequence[tuple[str, float]], *, rng: np.random.Genera
 
 
 def _scenario(name: str, description: str, seed: int, nodes: int, *, policy: PolicyDocument,
-              jobs: tuple[JobSpec, ...]) -> Scenario:
+              jobs: tuple[JobSpec, ...], baseline: Literal["NA", "DS"]) -> Scenario:
+    """`baseline` names what the thesis compares with: NA (plain Docker, no policy) for its
+    FlowCon experiments, DS (the default scheduler's placement) for SpeCon's."""
     return Scenario(
         name=name, description=description, seed=seed, nodes=_nodes(nodes), jobs=jobs,
-        policy=policy, baseline="NA" if policy.kind == "FlowCon" else "DS",
-        thesis=THESIS.get(name, {}),
+        policies=(policy,), baseline=baseline, thesis=THESIS.get(name, {}),
     )
 
 
@@ -127,7 +129,8 @@ def _flowcon_fixed_3(seed: int) -> Scenario:
     jobs = _jobs(name, [("vae", 0.0), ("cnn", 40.0), ("cnn", 80.0)], rng=rng, recorded=True,
                  node="worker-1")
     return _scenario(name, "VAE at 0 s, MNIST (CNN) at 40 s and 80 s on one node", seed, 1,
-                     policy=flowcon_policy(name, alpha=0.05, interval_seconds=20), jobs=jobs)
+                     policy=flowcon_policy(name, alpha=0.05, interval_seconds=20), jobs=jobs,
+                     baseline="NA")
 
 
 def _flowcon_random(count: int, alpha: float, interval: float) -> Callable[[int], Scenario]:
@@ -145,7 +148,7 @@ def _flowcon_random(count: int, alpha: float, interval: float) -> Callable[[int]
         return _scenario(name, f"{count} jobs submitted at random in [0, 200] s on one node",
                          seed, 1,
                          policy=flowcon_policy(name, alpha=alpha, interval_seconds=interval),
-                         jobs=jobs)
+                         jobs=jobs, baseline="NA")
 
     return build
 
@@ -156,7 +159,8 @@ def _specon_fixed_20(seed: int) -> Scenario:
     jobs = _jobs(name, [("vae", 50.0 * i) for i in range(20)], rng=rng, recorded=False,
                  node=None)
     return _scenario(name, "20 VAE jobs, one every 50 s, on 4 workers", seed, 4,
-                     policy=specon_policy(name, alpha=0.01, interval_seconds=30), jobs=jobs)
+                     policy=specon_policy(name, alpha=0.01, interval_seconds=30), jobs=jobs,
+                     baseline="DS")
 
 
 def _specon_random(name: str, count: int, workers: int, horizon: float,
@@ -171,7 +175,8 @@ def _specon_random(name: str, count: int, workers: int, horizon: float,
         what = "VAE jobs" if single_model else "jobs of random models"
         return _scenario(name, f"{count} {what} submitted at random in [0, {horizon:g}] s on "
                          f"{workers} workers", seed, workers,
-                         policy=specon_policy(name, alpha=0.01, interval_seconds=30), jobs=jobs)
+                         policy=specon_policy(name, alpha=0.01, interval_seconds=30), jobs=jobs,
+                         baseline="DS")
 
     return build
 
@@ -240,26 +245,21 @@ def build(name: str, seed: int | None = None) -> Scenario:
     return entry.build(entry.seed if seed is None else seed)
 
 
-def with_policy(scenario: Scenario, policy: PolicyDocument) -> Scenario:
-    """The same world under another policy (it must be of the scenario's kind)."""
-    if policy.kind != scenario.policy.kind:
-        raise ValueError(
-            f"scenario {scenario.name} runs {scenario.policy.kind} policies; "
-            f"{policy.name!r} is {policy.kind}"
-        )
-    return replace(scenario, policy=policy)
+def with_policies(scenario: Scenario, policies: Sequence[PolicyDocument]) -> Scenario:
+    """The same world (jobs, nodes, baseline) under other policies, of any kinds: they run
+    together, as the daemon runs every policy of its files."""
+    return replace(scenario, policies=tuple(policies))
 
 
 def sweep_variants(name: str, seed: int | None = None) -> list[tuple[str, Scenario]]:
     """(label, scenario) for every setting of the sweep, sharing one world."""
     sweep = SWEEPS[name]
     base = build(sweep.base, seed)
-    make = flowcon_policy if base.policy.kind == "FlowCon" else specon_policy
     variants = []
     for value in sweep.values:
         settings: dict[str, Any] = {**sweep.fixed, sweep.field: value}
         label = f"alpha={settings['alpha']:g} interval={settings['interval_seconds']:g}s"
-        policy = make(base.policy.name, alpha=float(settings["alpha"]),
-                      interval_seconds=float(settings["interval_seconds"]))
-        variants.append((label, with_policy(base, policy)))
+        spec = {**base.policy.spec.model_dump(mode="json"), **settings}
+        policy = policy_document(base.policy.kind, base.policy.name, spec)
+        variants.append((label, with_policies(base, [policy])))
     return variants

@@ -17,9 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from policyd.engine.flowcon import FlowConPolicy
+from policyd.engine.schedule import intervals_of
 from policyd.engine.spec import PolicyDocument
-from policyd.engine.specon import SpeConPolicy
 from policyd.model.snapshot import FloatArray
 
 EPOCH_SECONDS = 1_700_000_000.0
@@ -62,20 +61,6 @@ class Ring:
         return min(self._size, self._capacity)
 
 
-def base_interval_seconds(policy: PolicyDocument) -> float:
-    """The policy's configured evaluation interval (itval_0 / t_m - t_m-1)."""
-    if isinstance(policy, FlowConPolicy | SpeConPolicy):
-        return policy.spec.interval_seconds
-    raise TypeError(f"the simulator does not know the schedule of policy kind {policy.kind!r}")
-
-
-def max_interval_seconds(policy: PolicyDocument) -> float:
-    """The longest interval the policy may reach (FlowCon backs off up to its cap)."""
-    if isinstance(policy, FlowConPolicy):
-        return policy.spec.max_interval_seconds
-    return base_interval_seconds(policy)
-
-
 def history_seconds(policy: PolicyDocument, interval_seconds: float, scrape_seconds: float
                     ) -> float:
     """How far back a snapshot must reach for `policy` at `interval_seconds`: its window plus a
@@ -86,6 +71,6 @@ def history_seconds(policy: PolicyDocument, interval_seconds: float, scrape_seco
 
 def ring_capacity(policies: Sequence[PolicyDocument], scrape_seconds: float) -> int:
     """Samples to keep per series for the longest window any of `policies` may read."""
-    seconds = max((history_seconds(p, max_interval_seconds(p), scrape_seconds)
+    seconds = max((history_seconds(p, intervals_of(p).longest_seconds, scrape_seconds)
                    for p in policies), default=600.0)
     return math.ceil(seconds / scrape_seconds) + 4

@@ -114,18 +114,29 @@ class JobSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Scenario:
-    """A named, seeded experiment: the cluster, the jobs, the policy, and the thesis's figures."""
+    """A named, seeded experiment: the cluster, the jobs, the policies that run together in it
+    (the thesis's experiments run one; a policy file may bring several), and the thesis's
+    figures."""
 
     name: str
     description: str
     seed: int
     nodes: tuple[NodeSpec, ...]
     jobs: tuple[JobSpec, ...]
-    policy: PolicyDocument
+    policies: tuple[PolicyDocument, ...]
     baseline: Literal["NA", "DS"]
     scrape_seconds: float = 5.0
     migration_seconds: float = 5.0
     thesis: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if not self.policies:
+            raise ValueError(f"scenario {self.name}: at least one policy")
+
+    @property
+    def policy(self) -> PolicyDocument:
+        """The scenario's (first) policy: the one its report is named after."""
+        return self.policies[0]
 
 
 @dataclass(frozen=True, kw_only=True)

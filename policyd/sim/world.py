@@ -12,10 +12,13 @@ handled:
    then every node's CPU is shared again (`policyd.sim.cpu`, or the oracle's SRPT);
 4. a scrape, every `scenario.scrape_seconds` from 0: each running job's loss and its cores
    averaged over the scrape interval are appended to its series (`policyd.sim.source`);
-5. a policy tick: on the policy's schedule (first at the first submission + its interval, then
-   every `decision.next_interval`), and for FlowCon also at once when a container appeared or
-   disappeared at this instant (Algorithm 2's listener, which also resets the interval to the
-   base one). A tick is `policyd.tick.tick(source=world, policy, actuator=world)`.
+5. policy ticks, in ownership order (highest priority first, then by name): each policy on its
+   `policyd.engine.schedule.Schedule` (first at the first submission + its base interval, then
+   every `decision.next_interval`), and at once when a container appeared or disappeared at
+   this instant and the policy's kind wakes on that (FlowCon's Algorithm 2 listener, which
+   also resets the interval to the base one): the rule the daemon follows. A tick is
+   `policyd.tick.tick(source=world, policy, actuator=world, peers=every policy)`, which also
+   routes a dry-run decision away from the world.
 
 The world contains no policy logic: it shares CPU, runs, pauses and moves jobs, and measures.
 Placement of new jobs imitates the Kubernetes default scheduler (DS): the node with the fewest
@@ -28,24 +31,21 @@ a decision marked dry-run is not applied.
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from policyd.engine.flowcon import FlowConPolicy
+from policyd.engine.kind import EventKind
+from policyd.engine.ownership import precedence
+from policyd.engine.schedule import Schedule, base_interval_seconds, wakes_on
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Action, Decision, Migrate, Node, Snapshot
 from policyd.sim.actuator import carry_out
 from policyd.sim.cpu import share_node
 from policyd.sim.job import SimJob, quality_iteration
 from policyd.sim.oracle import srpt_share
-from policyd.sim.source import (
-    EPOCH_SECONDS,
-    Ring,
-    base_interval_seconds,
-    history_seconds,
-    ring_capacity,
-)
+from policyd.sim.source import EPOCH_SECONDS, Ring, history_seconds, ring_capacity
 from policyd.sim.types import JobResult, RunResult, Sample, Scenario
 from policyd.tick import Outcome, tick
 
@@ -55,19 +55,23 @@ Allocation = Literal["fair", "srpt"]
 class World:
     """One scenario being played: call `run()` (or `run_until`), then `result()`."""
 
-    def __init__(self, scenario: Scenario, *, policy: PolicyDocument | None = None,
+    def __init__(self, scenario: Scenario, *, policies: Sequence[PolicyDocument] = (),
                  allocation: Allocation = "fair", record_timeline: bool = False) -> None:
         _check(scenario)
+        names = [p.name for p in policies]
+        if len(set(names)) != len(names):
+            raise ValueError(f"policy names must be unique in one world: {names}")
         self.scenario = scenario
-        self.policy = policy
+        self.policies: tuple[PolicyDocument, ...] = tuple(sorted(policies, key=precedence))
         self.now = 0.0
         self.migrations = 0
         self.outcomes: list[tuple[float, Outcome]] = []  # (virtual time, what the tick did)
+        self.tick_seconds: list[float] = []  # wall seconds each tick of `outcomes` took
         self.timeline: list[Sample] = []
         self._allocation: Allocation = allocation
         self._record = record_timeline
         self._capacity = {n.name: n.cores for n in scenario.nodes}
-        capacity = ring_capacity([policy] if policy else [], scenario.scrape_seconds)
+        capacity = ring_capacity(self.policies, scenario.scrape_seconds)
         self._jobs = [
             SimJob(spec=j, quality_iteration=quality_iteration(j.profile.reported),
                    evaluation=Ring(capacity), cpu=Ring(capacity))
@@ -76,11 +80,9 @@ class World:
         self._pending = sorted(self._jobs, key=lambda j: j.spec.submit_seconds)  # stable
         self._scrapes = 0  # index of the next scrape
         first = self._pending[0].spec.submit_seconds if self._pending else 0.0
-        self._base_interval = base_interval_seconds(policy) if policy else math.inf
-        self._interval = self._base_interval
-        self._next_tick = first + self._base_interval
-        self._listens = isinstance(policy, FlowConPolicy)  # Algorithm 2's listener
-        self._changed = False  # a container appeared or disappeared at this instant
+        self._schedules = {p.name: Schedule.first(p, at=first + base_interval_seconds(p))
+                           for p in self.policies}
+        self._events: set[EventKind] = set()  # containers started/stopped at this instant
 
     # --- the clock ---------------------------------------------------------------------------
 
@@ -108,7 +110,7 @@ class World:
 
     def _next_event(self) -> float:
         scrape = self._scrapes * self.scenario.scrape_seconds
-        times = [scrape, self._next_tick if self.policy else math.inf]
+        times = [scrape, *(s.next_run_at for s in self._schedules.values())]
         if self._pending:
             times.append(self._pending[0].spec.submit_seconds)
         for j in self._jobs:
@@ -130,23 +132,28 @@ class World:
             if j.phase == "running" and j.complete:
                 j.progress, j.finish_at, j.phase = float(j.iterations), now, "done"
                 j.stop()
-                self._changed = True
+                self._events.add("stopped")
             elif j.phase == "migrating" and j.resume_at <= now:
                 j.start(now, j.node)
-                self._changed = True
+                self._events.add("started")
         while self._pending and self._pending[0].spec.submit_seconds <= now:
             job = self._pending.pop(0)
             job.start(now, job.spec.node or self._place())
-            self._changed = True
+            self._events.add("started")
         self._share()
         if now >= self._scrapes * self.scenario.scrape_seconds:
             self._scrape()
             while now >= self._scrapes * self.scenario.scrape_seconds:
                 self._scrapes += 1
-        listener = self._listens and self._changed
-        if self.policy is not None and (now >= self._next_tick or listener):
-            self._tick(self.policy, reset=listener)
-        self._changed = False
+        events = frozenset(self._events)
+        for policy in self.policies:
+            schedule = self._schedules[policy.name]
+            if any(wakes_on(policy, event) for event in events):
+                schedule = schedule.woken(now)  # Algorithm 2, line 8
+            if schedule.due(now):
+                schedule = self._tick(schedule)
+            self._schedules[policy.name] = schedule
+        self._events.clear()  # a move made by a tick at this instant wakes nobody now
 
     # --- placement, CPU, scrapes and ticks ---------------------------------------------------
 
@@ -196,18 +203,24 @@ class World:
         if self._record:
             self.timeline.append(Sample(time=now, jobs=seen))
 
-    def _tick(self, policy: PolicyDocument, *, reset: bool) -> None:
-        if reset:
-            self._interval = self._base_interval  # Algorithm 2, line 8
-        outcome = tick(source=self, policy=policy, actuator=self)
+    def _tick(self, schedule: Schedule) -> Schedule:
+        started = time.perf_counter()
+        outcome = tick(source=self, policy=schedule.policy, actuator=self,
+                       interval_seconds=schedule.interval_seconds, peers=self.policies)
+        self.tick_seconds.append(time.perf_counter() - started)
         self.outcomes.append((self.now, outcome))
-        self._interval = outcome.decision.next_interval
-        self._next_tick = self.now + self._interval
+        return schedule.ran(outcome.decision, self.now)
+
+    def interval_seconds(self, name: str) -> float:
+        """The current interval of the policy `name` (what its next snapshot carries)."""
+        return self._schedules[name].interval_seconds
 
     # --- Source ------------------------------------------------------------------------------
 
-    def snapshot(self, policies: Sequence[PolicyDocument]) -> Snapshot:
-        """The cluster now, with the history `policies` read (the whole kept history if none)."""
+    def snapshot(self, policies: Sequence[PolicyDocument], *,
+                 intervals: Mapping[str, float] | None = None) -> Snapshot:
+        """The cluster now, with the history `policies` read (the whole kept history if none)
+        at `intervals` (default: each policy's current interval in this world)."""
         stamp = EPOCH_SECONDS + self.now
         running = [j for j in self._jobs if j.phase == "running"]
         used: defaultdict[str, float] = defaultdict(float)
@@ -216,24 +229,26 @@ class World:
         nodes = tuple(Node(name=n, cpu_capacity=c, cpu_usage=used[n])
                       for n, c in self._capacity.items())
         scrape = self.scenario.scrape_seconds
-        reach = max((history_seconds(p, self._interval_of(p), scrape) for p in policies),
+        current = {p.name: self._interval_of(p, intervals or {}) for p in policies}
+        reach = max((history_seconds(p, current[p.name], scrape) for p in policies),
                     default=math.inf)
         containers = tuple(j.container(since=stamp - reach) for j in running)
-        intervals = {p.name: self._interval_of(p) for p in policies}
-        return Snapshot(time=stamp, nodes=nodes, containers=containers, intervals=intervals)
+        return Snapshot(time=stamp, nodes=nodes, containers=containers, intervals=current)
 
-    def _interval_of(self, policy: PolicyDocument) -> float:
-        if self.policy is not None and policy.name == self.policy.name:
-            return self._interval
+    def _interval_of(self, policy: PolicyDocument, given: Mapping[str, float]) -> float:
+        if policy.name in given:
+            return float(given[policy.name])
+        schedule = self._schedules.get(policy.name)
+        if schedule is not None and schedule.policy == policy:
+            return schedule.interval_seconds
         return base_interval_seconds(policy)
 
     # --- Actuator ----------------------------------------------------------------------------
 
     def apply(self, action: Action, decision: Decision) -> None:
         """Carry out one action of `decision` now (see `policyd.sim.actuator`); raises when it
-        names a job that is not running or a node that does not exist."""
-        if decision.dry_run:
-            return
+        names a job that is not running or a node that does not exist. (A dry-run decision
+        never reaches here: the tick routes it to the dry-run actuator.)"""
         job = next((j for j in self._jobs if j.id == action.container), None)
         if job is None or job.phase != "running":
             state = "unknown" if job is None else job.phase
@@ -242,7 +257,7 @@ class World:
                   nodes=self._capacity)
         if isinstance(action, Migrate):
             self.migrations += 1
-            self._changed = True  # its container disappears
+            self._events.add("stopped")  # its container disappears
         self._share()
 
     # --- results -----------------------------------------------------------------------------

@@ -250,7 +250,8 @@ class KubernetesPodSource:
                  intervals: Mapping[str, float] | None = None) -> Snapshot:
         now = float(math.floor(self._clock()))
         q = promql.build_queries(policies, self.settings, now_seconds=now, intervals=intervals)
-        evaluation, cpu = self._range(q.evaluation, q), self._range(q.cpu, q)
+        evaluation = self._range(q.evaluation, q)
+        cpu = self._range(q.cpu, q) if q.cpu is not None else []
         items, _ = list_pods(self.core, self.scope)
         found = [f for f in (pod_facts(p, self.scope.container_name) for p in items)
                  if f is not None and f.running]

@@ -171,7 +171,7 @@ def parse_cycle(*, evaluation: Any, cpu: Any, facts_result: Any, queries: CycleQ
             warnings.append(f"container {cid}: evaluation is stale (last sample "
                             f"{now - eval_m.times[hi - 1]:.0f} s before now)")
         rows = res.cpu_rows if res is not None else []
-        if len(rows) != 1:
+        if len(rows) != 1 and "cpu" in queries.inputs:
             warnings.append(f"container {cid}: " + (
                 "no CPU series" if not rows else f"{len(rows)} CPU series (duplicated); "
                 "CPU left empty"))

@@ -154,7 +154,8 @@ class PrometheusSource:
         queries = build_queries(policies, self.settings, now_seconds=now, intervals=intervals)
         try:
             evaluation = self._range("query_range", queries.evaluation, queries)
-            cpu = self._range("query_range", queries.cpu, queries)
+            cpu = (self._range("query_range", queries.cpu, queries)
+                   if queries.cpu is not None else [])
             facts = self._ask("query", queries.facts, lambda: self._client.custom_query(
                 queries.facts, params={"time": _seconds(now)}))
             try:

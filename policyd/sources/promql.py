@@ -20,6 +20,9 @@ cycle asks Prometheus exactly three questions:
    distinct and tells the parser which fact a sample is.
 
 Node usage is not queried: it is the sum of the node's containers' rates (see `parse`).
+A source asks only for what the policies it serves need (`Kind.inputs` in
+`policyd.engine.registry`): when none of them reads CPU, the `cpu` query is not made (two
+queries a cycle).
 
 Label values come from the cluster and from policy files; every one is written as an escaped
 PromQL string (backslash, double quote, newlines), and namespace lists as escaped RE2
@@ -33,6 +36,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from policyd.engine.kind import Input
+from policyd.engine.registry import KINDS
+from policyd.engine.schedule import base_interval_seconds
 from policyd.engine.spec import PolicyDocument
 from policyd.sources.settings import Matcher, SourceSettings
 
@@ -79,18 +85,19 @@ def duration(seconds: float) -> str:
     return f"{max(round(seconds * 1000), 1)}ms"
 
 
-def base_interval_seconds(policy: PolicyDocument) -> float:
-    """The policy's configured interval: every kind's spec has `interval_seconds`."""
-    value = getattr(policy.spec, "interval_seconds", None)
-    if not isinstance(value, int | float):
-        raise TypeError(f"policy kind {policy.kind!r} has no spec.interval_seconds")
-    return float(value)
-
-
 def allocation_mode(policies: Sequence[PolicyDocument]) -> str:
-    """Which knob holds the current FlowCon limit: `quota` if a policy says so, else `shares`."""
-    modes = {getattr(p.spec, "mode", None) for p in policies}
+    """Which knob holds the current CPU limit: `quota` if a policy's kind sets quota, else
+    `shares`."""
+    modes = {KINDS.of(p).cpu_mode(p) for p in policies}
     return "quota" if "quota" in modes else "shares"
+
+
+def needed_inputs(policies: Sequence[PolicyDocument]) -> frozenset[Input]:
+    """What the policies' kinds read from a source (the evaluation series always)."""
+    inputs: set[Input] = {"evaluation"}
+    for p in policies:
+        inputs |= KINDS.of(p).inputs
+    return frozenset(inputs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,16 +108,19 @@ class CycleQueries:
     start_seconds: float
     step_seconds: float
     evaluation: str
-    cpu: str
+    cpu: str | None
+    """None when no policy served reads CPU (`Kind.inputs`): the query is not made."""
     facts: str
     allocation_mode: str
+    inputs: frozenset[Input] = frozenset({"evaluation", "cpu"})
 
     @property
     def count(self) -> int:
-        return 3
+        return len(self.labelled())
 
     def labelled(self) -> tuple[tuple[str, str], ...]:
-        return (("evaluation", self.evaluation), ("cpu", self.cpu), ("facts", self.facts))
+        found = [("evaluation", self.evaluation), ("cpu", self.cpu), ("facts", self.facts)]
+        return tuple((what, query) for what, query in found if query is not None)
 
 
 def _scope(settings: SourceSettings, namespaces: Sequence[str]) -> tuple[Matcher, ...]:
@@ -187,12 +197,14 @@ def build_queries(
     namespaces: list[str] = []
     if all(p.spec.selector.namespaces for p in policies):
         namespaces = [n for p in policies for n in p.spec.selector.namespaces]
+    inputs = needed_inputs(policies)
     return CycleQueries(
         now_seconds=now_seconds,
         start_seconds=now_seconds - history,
         step_seconds=step,
         evaluation=queries.pop(),
-        cpu=cpu_query(settings, step, namespaces),
+        cpu=cpu_query(settings, step, namespaces) if "cpu" in inputs else None,
         facts=facts_query(settings, namespaces),
         allocation_mode=allocation_mode(policies),
+        inputs=inputs,
     )

@@ -133,6 +133,22 @@ def test_dry_run_policies_use_the_dry_run_actuator(registry: CollectorRegistry) 
                  result="applied", dry_run="true") == 1
 
 
+def test_a_container_two_policies_select_is_acted_on_by_its_owner_only(
+        registry: CollectorRegistry) -> None:
+    # Two live FlowCon policies select the same jobs: "boss" (priority 10) owns their CPU, so
+    # only its SetCpu is applied and "fc" says who owns the container it leaves alone.
+    actuator = FakeActuator()
+    daemon = make(registry, FakeSource(one_to_limit), actuator,
+                  policies=[flowcon(), flowcon(name="boss", priority=10)])
+    reports = {r.policy: r for r in daemon.run_once()}
+    assert [(a.policy, a.container) for a in actuator.applied] == [("boss", "a")]
+    yielded = reports[POLICY].outcome
+    assert yielded is not None and yielded.decision.actions == ()
+    notes = {a.container: a.note for a in yielded.decision.assessments}
+    assert notes["a"].startswith("cpu owned by policy boss (priority 10 vs 0)")
+    daemon.shutdown()
+
+
 def test_hot_reload_adds_a_policy_and_keeps_the_last_good_set(
         tmp_path: Path, registry: CollectorRegistry) -> None:
     path = tmp_path / "policies.yaml"

@@ -24,9 +24,9 @@ from policyd.daemon import (
 from policyd.daemon.backend import Parts, kubernetes_parts, kubernetes_settings
 from policyd.daemon.leader import LeaderElector
 from policyd.daemon.metrics import DaemonMetrics
+from policyd.daemon.reload import PolicyWatcher
 from policyd.daemon.roles import (
     Election,
-    FlowConOnlyWatcher,
     NodeScopedEvents,
     NodeScopedSource,
     lease_settings,
@@ -127,20 +127,26 @@ def test_node_agent_without_flowcon_starts_nothing(tmp_path: Path) -> None:
             once=True, node="w1",
             parts=Parts(source=FakeSource(), actuator=FakeActuator(), events=None))
     assert caught.value.lines == [
-        "--node w1: no FlowCon policy in policies (a node agent runs FlowCon only)"]
+        "--node w1: no policy of a node-scoped kind (FlowCon) in policies: a node agent runs "
+        "those only"]
 
 
-def test_node_agent_reload_keeps_flowcon_only(tmp_path: Path) -> None:
+def test_node_agent_reload_keeps_node_scoped_kinds_only(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     write(path, policy_yaml())
-    watcher = FlowConOnlyWatcher([path], "w1")
+    daemon = Daemon([flowcon()], source=FakeSource(one_to_limit), actuator=FakeActuator(),
+                    metrics=DaemonMetrics(CollectorRegistry()), scope="node",
+                    watcher=PolicyWatcher([path]))
     write(path, policy_yaml() + "---\n" + SPECON.read_text())
-    found = watcher.poll()
+    found = daemon.reload_if_changed()
     assert found is not None and found.ok
-    assert [p.name for p in found.policies] == ["fc"]
+    assert {p.kind for p in found.policies} == {"FlowCon", "SpeCon"}
+    assert [p.name for p in daemon.policies] == ["fc"]  # SpeCon is the manager's
     write(path, "kind: FlowCon\n")
-    broken = watcher.poll()
+    broken = daemon.reload_if_changed()
     assert broken is not None and not broken.ok  # an invalid set is still reported as such
+    assert [p.name for p in daemon.policies] == ["fc"]  # and the last good set kept
+    daemon.shutdown()
 
 
 # --- the flags' checks --------------------------------------------------------------------------
@@ -157,7 +163,7 @@ ROLE_ERRORS = {
     "node-with-simulator": (
         "simulated", "w1", None,
         ["--node needs backend docker or kubernetes: the simulator is the whole cluster (a "
-         "node agent runs FlowCon on one real node)"]),
+         "node agent runs node-scoped policies on one real node)"]),
     "both": (
         "kubernetes", "w1", "me",
         ["--node and --leader-elect do not go together: a node agent owns its node (no "

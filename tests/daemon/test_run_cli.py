@@ -9,6 +9,8 @@ import sys
 import threading
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry
+
 from policyd.cli import main
 from policyd.daemon import DaemonSettings, DockerHost, DockerSection, PrometheusSettings, run
 from policyd.daemon.backend import Parts
@@ -57,15 +59,15 @@ def test_simulated_once_runs_each_policys_first_tick(tmp_path: Path) -> None:
     assert "results" not in out
 
 
-def test_policy_of_another_kind_than_the_scenario(tmp_path: Path) -> None:
+def test_policies_of_any_kind_run_together_in_the_simulated_world(tmp_path: Path) -> None:
     path = settings_file(tmp_path, "http: {enabled: false}\n"
                                    "simulation: {scenario: flowcon-fixed-3, speed: max}\n"
-                                   f"policies: [{ROOT / 'policies' / 'specon.yaml'}]\n")
-    code, _, err = cli("run", "--config", str(path), "--once")
-    assert code == 1
-    assert err.splitlines() == [
-        "scenario flowcon-fixed-3 runs FlowCon policies; 'specon-default' is SpeCon "
-        "(choose another simulation.scenario, or leave policies out)"]
+                                   f"policies: [{ROOT / 'policies' / 'thesis-flowcon.yaml'}, "
+                                   f"{ROOT / 'policies' / 'thesis-specon.yaml'}]\n")
+    code, out, err = cli("run", "--config", str(path), "--once")
+    assert (code, err) == (0, "")
+    ticked = [line.split()[2] for line in out.splitlines() if line.startswith("t=")]
+    assert sorted(ticked) == ["thesis-flowcon:", "thesis-specon:"]  # one world, both policies
 
 
 def test_broken_settings_exit_1_with_every_problem(tmp_path: Path) -> None:
@@ -114,3 +116,15 @@ def test_docker_backend_once_with_fakes(tmp_path: Path) -> None:
     code = run(settings, out=io.StringIO(), stop=threading.Event(), once=True,
                parts=Parts(source=failing, actuator=FakeActuator(), events=None))
     assert code == 1
+
+
+def test_the_simulated_daemon_times_its_ticks() -> None:
+    registry = CollectorRegistry()
+    code = run(DaemonSettings(http=HttpSettings(enabled=False)), out=io.StringIO(),
+               stop=threading.Event(), once=True, registry=registry)
+    assert code == 0
+    count = registry.get_sample_value("policyd_tick_duration_seconds_count",
+                                      {"policy": "flowcon-fixed-3"})
+    total = registry.get_sample_value("policyd_tick_duration_seconds_sum",
+                                      {"policy": "flowcon-fixed-3"})
+    assert count == 1 and total is not None and total > 0

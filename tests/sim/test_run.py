@@ -82,5 +82,5 @@ def test_specon_moves_the_converged_job_to_the_least_loaded_worker() -> None:
 def test_an_explicit_policy_overrides_the_scenarios() -> None:
     scen = thesis_fixed_three()
     default = run(scen, "policy")
-    slower = run(scen, "policy", policy=flowcon(interval_seconds=60.0))
+    slower = run(scen, "policy", policies=[flowcon(interval_seconds=60.0)])
     assert default != slower

@@ -74,8 +74,12 @@ def test_sweeps_share_one_world_and_vary_one_field(name: str) -> None:
     assert got == [float(v) for v in sweep.values]
 
 
-def test_with_policy_refuses_another_kind() -> None:
+def test_with_policies_takes_any_kinds_and_keeps_the_world() -> None:
     flowcon = scenarios.build("flowcon-fixed-3")
     other = scenarios.specon_policy("x", alpha=0.01, interval_seconds=30)
-    with pytest.raises(ValueError, match="runs FlowCon policies"):
-        scenarios.with_policy(flowcon, other)
+    both = scenarios.with_policies(flowcon, [flowcon.policy, other])
+    assert [p.kind for p in both.policies] == ["FlowCon", "SpeCon"]
+    assert both.policy is flowcon.policy  # the report is named after the first
+    assert (both.jobs, both.nodes, both.baseline) == (flowcon.jobs, flowcon.nodes, "NA")
+    with pytest.raises(ValueError, match="at least one policy"):
+        scenarios.with_policies(flowcon, [])

@@ -59,7 +59,7 @@ def scenario(*jobs: JobSpec, nodes: Mapping[str, float] | None = None,
     return Scenario(
         name="test", description="hand-made", seed=0,
         nodes=tuple(NodeSpec(name=n, cores=c) for n, c in (nodes or {"w1": 1.0}).items()),
-        jobs=jobs, policy=policy or flowcon(), baseline="NA", scrape_seconds=scrape,
+        jobs=jobs, policies=(policy or flowcon(),), baseline="NA", scrape_seconds=scrape,
         migration_seconds=migration)
 
 
@@ -126,11 +126,19 @@ def test_shares_only_weight_a_job() -> None:
     assert (both.job("a").cores, both.job("b").cores) == pytest.approx((0.8, 3.2))
 
 
-def test_a_dry_run_decision_is_not_applied() -> None:
-    world = World(scenario(job("a", profile(max_parallelism=4.0)), nodes={"w1": 4.0}))
-    world.run_until(1.0)
-    world.apply(set_cpu("a", 0.25, "quota"), decision(dry_run=True))
-    assert world.job("a").cores == 4.0
+def test_a_dry_run_policy_decides_but_changes_nothing() -> None:
+    # vae converges next to a new job: FlowCon limits it to the floor, but only on paper.
+    vae = profile("vae", iterations=2000, max_parallelism=4.0, rate=0.001)
+    mnist = profile("mnist", iterations=2000, max_parallelism=4.0, rate=0.02, scale=5.0)
+    policy = flowcon(dry_run=True)
+    world = World(scenario(job("vae", vae), job("mnist", mnist, submit=40.0),
+                           nodes={"w1": 4.0}, policy=policy), policies=[policy])
+    world.run_until(40.0)
+    _, outcome = world.outcomes[-1]
+    assert [(a.container, a.fraction) for a in outcome.decision.actions] == [("vae", 0.25)]
+    assert outcome.decision.dry_run and outcome.failed == ()
+    assert world.job("vae").fraction == 1.0  # the tick routed it to the dry-run actuator
+    assert (world.job("vae").cores, world.job("mnist").cores) == pytest.approx((2.0, 2.0))
 
 
 def test_default_placement_takes_the_least_allocated_node() -> None:
@@ -250,7 +258,7 @@ def test_the_snapshot_describes_jobs_nodes_and_the_interval() -> None:
 
 def test_the_snapshot_carries_the_policys_current_interval() -> None:
     policy = flowcon()
-    world = World(scenario(job("a", profile(iterations=1000)), policy=policy), policy=policy)
+    world = World(scenario(job("a", profile(iterations=1000)), policy=policy), policies=[policy])
     world.run_until(200.0)
     # One job that has stopped improving is all CL: FlowCon backs off (20 -> 40 -> 80 s).
     decided = world.outcomes[-1][1].decision.next_interval
@@ -278,7 +286,7 @@ def test_flowcon_ticks_at_once_when_a_job_starts() -> None:
     policy = flowcon()
     world = World(scenario(job("a", profile(iterations=1000)),
                            job("b", profile(iterations=1000), submit=7.0), policy=policy),
-                  policy=policy)
+                  policies=[policy])
     world.run_until(50.0)
     # Algorithm 2: a tick when each job starts (0 and 7 s), then every next_interval (20 s).
     assert tick_times(world) == [0.0, 7.0, 27.0, 47.0]
@@ -286,7 +294,7 @@ def test_flowcon_ticks_at_once_when_a_job_starts() -> None:
 
 def test_flowcon_ticks_when_a_job_finishes() -> None:
     policy = flowcon()
-    world = World(scenario(job("a", profile(iterations=10)), policy=policy), policy=policy)
+    world = World(scenario(job("a", profile(iterations=10)), policy=policy), policies=[policy])
     world.run()
     assert tick_times(world) == [0.0, 10.0]
 
@@ -295,7 +303,7 @@ def test_specon_ticks_only_on_its_interval() -> None:
     policy = specon()
     world = World(scenario(job("a", profile(iterations=1000), submit=4.0),
                            job("b", profile(iterations=1000), submit=7.0), policy=policy),
-                  policy=policy)
+                  policies=[policy])
     world.run_until(100.0)
     assert tick_times(world) == [34.0, 64.0, 94.0]
 
@@ -307,7 +315,7 @@ def test_flowcon_limits_the_converging_job_when_a_new_one_arrives() -> None:
     vae = profile("vae", iterations=2000, max_parallelism=4.0, rate=0.001)
     mnist = profile("mnist", iterations=2000, max_parallelism=4.0, rate=0.02, scale=5.0)
     world = World(scenario(job("vae", vae), job("mnist", mnist, submit=40.0),
-                           nodes={"w1": 4.0}, policy=policy), policy=policy)
+                           nodes={"w1": 4.0}, policy=policy), policies=[policy])
     world.run_until(40.0)
     at, outcome = world.outcomes[-1]
     assert at == 40.0
@@ -316,3 +324,26 @@ def test_flowcon_limits_the_converging_job_when_a_new_one_arrives() -> None:
             if isinstance(a, SetCpu)] == [("vae", 0.25)]
     assert len(outcome.decision.actions) == 1
     assert (world.job("vae").cores, world.job("mnist").cores) == pytest.approx((0.8, 3.2))
+
+
+def test_two_policies_on_one_container_the_owner_acts_the_other_yields() -> None:
+    # Two live FlowCon policies select the same jobs; "boss" (priority 5) owns their CPU.
+    vae = profile("vae", iterations=2000, max_parallelism=4.0, rate=0.001)
+    mnist = profile("mnist", iterations=2000, max_parallelism=4.0, rate=0.02, scale=5.0)
+    mine, boss = flowcon(), flowcon(priority=5)
+    boss = boss.model_copy(update={"metadata": boss.metadata.model_copy(update={"name": "boss"})})
+    world = World(scenario(job("vae", vae), job("mnist", mnist, submit=40.0),
+                           nodes={"w1": 4.0}), policies=[mine, boss])
+    world.run_until(40.0)
+    by_policy: dict[str, list[Decision]] = {}
+    for _, outcome in world.outcomes:
+        by_policy.setdefault(outcome.decision.policy, []).append(outcome.decision)
+    assert [p.name for p in world.policies] == ["boss", "fc"]  # the owner ticks first
+    assert [(a.container, a.fraction) for d in by_policy["boss"] for a in d.actions] == [
+        ("vae", 0.25)]
+    assert all(d.actions == () for d in by_policy["fc"])
+    last = by_policy["fc"][-1]
+    assert {a.container: a.note.split(":")[0] for a in last.assessments} == {
+        "vae": "cpu owned by policy boss (priority 5 vs 0)",
+        "mnist": "cpu owned by policy boss (priority 5 vs 0)"}
+    assert world.job("vae").fraction == 0.25  # applied once, by its owner
