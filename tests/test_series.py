@@ -98,6 +98,20 @@ def test_gains_relative_and_absolute() -> None:
     assert gains(w, "absolute").tolist() == [[2.0, 1.0]]
 
 
+@pytest.mark.parametrize(("direction", "expected"), [
+    pytest.param("minimize", [[0.5, 0.0, 0.0]], id="loss-a-rise-is-no-gain"),
+    pytest.param("maximize", [[0.0, 1.0, 0.0]], id="accuracy-a-fall-is-no-gain"),
+])
+def test_gain_improvement_counts_only_the_better_direction(
+        direction: str, expected: list[list[float]]) -> None:
+    c = job([0, 10, 20, 30], [4.0, 2.0, 4.0, NAN])
+    w = sample_window([c], now=30, interval_seconds=10, intervals=3, max_sample_age_seconds=20)
+    got = gains(w, "relative", gain="improvement", direction=direction)  # type: ignore[arg-type]
+    assert got[:, :2].tolist() == [row[:2] for row in expected]
+    assert math.isnan(got[0, 2])  # no reading stays no reading, never a zero gain
+    assert gains(w, "relative")[:, :2].tolist() == [[0.5, 1.0]]  # magnitude: either way
+
+
 def test_relative_gain_of_a_zero_reading_does_not_divide_by_zero() -> None:
     c = job([0, 10], [0.0, 1.0])
     w = sample_window([c], now=10, interval_seconds=10, intervals=1, max_sample_age_seconds=20)

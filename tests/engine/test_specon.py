@@ -129,6 +129,24 @@ def test_alg3_l15_request_needs_more_than_one_open_job(
         assert "no request (Algorithm 3, line 15)" in found.note
 
 
+@pytest.mark.parametrize(("scope", "requests"), [
+    pytest.param("node", False, id="node-scope-one-open-job-here-no-request"),
+    pytest.param("cluster", True, id="cluster-scope-counts-every-worker"),
+])
+def test_alg3_l15_request_scope(scope: str, requests: bool) -> None:
+    # x converges on w1 next to one progressing job; two more progress on w2: |PC|+|WC| is 1
+    # on w1 but 3 over the cluster.
+    snap = cluster(job("x", "w1", REQUEST_GAINS), job("p1", "w1"), job("p2", "w2"),
+                   job("p3", "w2"), nodes=("w1", "w2", "w3"))
+    decision = plan(policy(request_scope=scope), snap)
+    assert bool(decision.actions) is requests
+    if not requests:
+        assert assessment(decision, "x").note.startswith("converged; w1 has |PC|+|WC| = 1")
+    else:
+        (action,) = decision.actions
+        assert isinstance(action, Migrate) and action.to_node == "w3"
+
+
 def test_alg3_l15_jobs_with_a_problem_do_not_count_as_progressing() -> None:
     broken = Series.of([NOW - 60, NOW - 30, NOW], [1.0, float("nan"), 0.9])
     decision = plan(policy(), cluster(job("x", "w1", REQUEST_GAINS), job("p1", "w1"),
