@@ -28,7 +28,7 @@ from policyd.daemon.scheduler import Daemon, TickReport
 from policyd.daemon.settings import DaemonSettings
 from policyd.daemon.simulated import SimulatedRun, SimulationError
 from policyd.engine.spec import PolicyDocument
-from policyd.policy import validate_files
+from policyd.policy import check_files
 
 LOG = logging.getLogger(__name__)
 
@@ -46,12 +46,15 @@ def load_policy_set(settings: DaemonSettings) -> list[PolicyDocument]:
     """Every configured policy; `StartupError` with every problem if any file is invalid."""
     if not settings.policies:
         return []
-    policies, problems = validate_files(settings.policies)
+    checked = check_files(settings.policies)
+    problems = checked.problems
     if problems:
         noun = "problem" if len(problems) == 1 else "problems"
         raise StartupError([str(p) for p in problems],
                            f"{len(problems)} {noun} in the policy files; nothing started")
-    return policies
+    for warning in checked.warnings:
+        LOG.warning("%s", warning)
+    return list(checked.policies)
 
 
 def check_role(settings: DaemonSettings, node: str | None, leader_identity: str | None) -> None:
