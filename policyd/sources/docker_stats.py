@@ -48,7 +48,7 @@ from policyd.clients.docker_engine import EngineAddress, connect
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Container, Markers, Node, Series, Snapshot
 from policyd.sources import facts
-from policyd.sources.cadvisor import parse_timestamp
+from policyd.sources.cadvisor_info import parse_timestamp
 from policyd.sources.docker_labels import label_markers
 from policyd.sources.errors import SourceError
 from policyd.sources.matrix import Matrix, ResponseShapeError, read_matrix
