@@ -4,7 +4,8 @@ payloads in payloads/cadvisor/ (see its README).
 `POST /api/v1.3/docker/` reads the JSON `ContainerInfoRequest` body and filters each container's
 stats as cAdvisor's `TimedStore.InTimeRange` does with a start and no end: samples at or after
 `start`, the last `num_stats` of them (-1: all). `GET /api/v1.3/machine` answers the MachineInfo.
-`GET /api/v1/query_range` answers the Prometheus matrix given. Every request is recorded; a
+`GET /api/v1/query_range` answers the Prometheus matrix given (or made from the query's
+parameters). Every request is recorded; a
 `fault` makes the server answer badly (status, garbage body, or a delay longer than the
 client's timeout).
 """
@@ -16,7 +17,8 @@ import copy
 import json
 import threading
 import time
-from collections.abc import Iterator
+import urllib.parse
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -47,7 +49,7 @@ class Stub:
 
     docker: list[dict[str, Any]] = field(default_factory=list)
     machine: Any = None
-    prometheus: dict[str, Any] | None = None
+    prometheus: dict[str, Any] | Callable[[dict[str, str]], dict[str, Any]] | None = None
     fault: Fault | None = None
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
 
@@ -86,7 +88,11 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             elif method == "GET" and path == "/api/v1.3/machine" and stub.machine is not None:
                 self._send(200, json.dumps(stub.machine))
             elif method == "GET" and path == "/api/v1/query_range" and stub.prometheus:
-                self._send(200, json.dumps(stub.prometheus))
+                answer = stub.prometheus
+                if callable(answer):
+                    query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                    answer = answer({k: v[0] for k, v in query.items()})
+                self._send(200, json.dumps(answer))
             else:
                 self._send(404, "404 page not found")
 
@@ -113,7 +119,7 @@ def serving(stub: Stub) -> Iterator[str]:
     """Serve `stub` on 127.0.0.1 (a free port); yields the base URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stub))
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
