@@ -3,11 +3,11 @@ payloads in payloads/cadvisor/ (see its README).
 
 `POST /api/v1.3/docker/` reads the JSON `ContainerInfoRequest` body and filters each container's
 stats as cAdvisor's `TimedStore.InTimeRange` does with a start and no end: samples at or after
-`start`, the last `num_stats` of them (-1: all). `GET /api/v1.3/machine` answers the MachineInfo.
+`start`, the last `num_stats` of them (-1: all); `docker_body`, when set, is answered as it is
+(a benchmark's pre-encoded answer). `GET /api/v1.3/machine` answers the MachineInfo.
 `GET /api/v1/query_range` answers the Prometheus matrix given (or made from the query's
-parameters). Every request is recorded; a
-`fault` makes the server answer badly (status, garbage body, or a delay longer than the
-client's timeout).
+parameters). Every request is recorded; a `fault` makes the server answer badly (status,
+garbage body, or a delay longer than the client's timeout).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class Stub:
     machine: Any = None
     prometheus: dict[str, Any] | Callable[[dict[str, str]], dict[str, Any]] | None = None
     fault: Fault | None = None
+    docker_body: str | None = None
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
 
     def served_docker(self, body: Any) -> dict[str, Any]:
@@ -84,7 +85,8 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
                 self._send(fault.status, fault.body if fault.body is not None else "{}")
                 return
             if method == "POST" and path == "/api/v1.3/docker/":
-                self._send(200, json.dumps(stub.served_docker(body)))
+                text = stub.docker_body or json.dumps(stub.served_docker(body))
+                self._send(200, text)
             elif method == "GET" and path == "/api/v1.3/machine" and stub.machine is not None:
                 self._send(200, json.dumps(stub.machine))
             elif method == "GET" and path == "/api/v1/query_range" and stub.prometheus:
