@@ -82,6 +82,14 @@ def test_broken_samples_are_skipped_and_counted() -> None:
                         "readable timestamp and cpu.usage.total; skipped"]
 
 
+def test_entries_that_are_not_container_infos_are_named_and_skipped() -> None:
+    payload = {"/junk\n" + "x" * 500: "not an object", **load("otel_PreInfoContainer.json")}
+    containers, warnings = read_docker_containers(payload, "node w1")
+    assert [c.container_id for c in containers] == [OTEL_ID]
+    (warning,) = warnings
+    assert warning.startswith("node w1: entry '/junk\\n") and len(warning) < 300
+
+
 @pytest.mark.parametrize("payload", [[], "{}", None, 3])
 def test_an_answer_that_is_not_a_map_of_containers_raises(payload: Any) -> None:
     with pytest.raises(ValueError, match="container name -> ContainerInfo"):
