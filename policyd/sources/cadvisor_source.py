@@ -33,13 +33,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
 
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Markers, Series, Snapshot
+from policyd.model.snapshot import FloatArray
 from policyd.sources.cadvisor import DOCKER_PATH, MACHINE_PATH, CadvisorClient
 from policyd.sources.cadvisor_info import machine_cores, read_docker_containers
 from policyd.sources.cadvisor_snapshot import SETTINGS, HostReading, assemble
@@ -72,7 +72,7 @@ def url_problems(cadvisor_urls: Mapping[str, str]) -> list[str]:
     return problems
 
 
-def boundaries(q: CycleQueries) -> np.ndarray[Any, np.dtype[np.float64]]:
+def boundaries(q: CycleQueries) -> FloatArray:
     """The interval ends the CPU series is read at: the range's steps, and one step before the
     first (the Prometheus profiles' rate at a step covers the step before it)."""
     steps = round((q.now_seconds - q.start_seconds) / q.step_seconds)
