@@ -3,7 +3,9 @@ will build it, and optionally saved so the same decision can be replayed offline
 
 The source profile says where things are in Prometheus (`policyd.sources.settings`):
 kubernetes (kubelet cAdvisor + kube-state-metrics), cadvisor-docker (standalone cAdvisor per
-Docker host) or process (the exporter process's own CPU, when no cAdvisor runs).
+Docker host) or process (the exporter process's own CPU, when no cAdvisor runs); or, with
+cadvisor-rest, that CPU and facts come from each Docker host's cAdvisor REST API (`--cadvisor
+NODE=URL`, `policyd.sources.cadvisor_source`) and only the loss from Prometheus.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from policyd.cli.errors import InputError
 from policyd.engine.spec import PolicyDocument
@@ -21,7 +23,7 @@ from policyd.model import Snapshot
 from policyd.model.codec import snapshot_to_dict
 from policyd.sources import SourceError, SourceSettings, cadvisor_docker, kubernetes, process
 
-PROFILES = ("kubernetes", "cadvisor-docker", "process")
+PROFILES = ("kubernetes", "cadvisor-docker", "process", "cadvisor-rest")
 
 
 def add_arguments(parser: argparse.ArgumentParser,
@@ -34,26 +36,36 @@ def add_arguments(parser: argparse.ArgumentParser,
                       help="where jobs' CPU and facts are found (default: kubernetes)")
     live.add_argument("--node-name", action="append", default=[], metavar="INSTANCE=NODE",
                       help="cadvisor-docker/process: a scrape target's node name (repeatable)")
+    live.add_argument("--cadvisor", action="append", default=[], metavar="NODE=URL",
+                      help="cadvisor-rest: a Docker node's cAdvisor (repeatable, one per node)")
     live.add_argument("--capacity-cores", type=float,
                       help="process profile: cores of every node (default: this machine's)")
     live.add_argument("--process-job", metavar="JOB",
                       help="process profile: only this scrape job's processes")
     live.add_argument("--scrape-interval-seconds", type=float, default=15.0,
                       help="Prometheus's scrape interval (rate windows span two scrapes)")
-    live.add_argument("--prometheus-timeout-seconds", type=float, default=10.0)
+    live.add_argument("--prometheus-timeout-seconds", type=float, default=10.0,
+                      help="per request to Prometheus (and, with cadvisor-rest, to cAdvisor)")
     live.add_argument("--save-snapshot", metavar="FILE",
                       help="write the snapshot the decision was made from (replay it with "
                            "--snapshot)")
 
 
-def _node_names(pairs: list[str]) -> dict[str, str]:
+def _pairs(option: str, pairs: list[str], shape: str) -> dict[str, str]:
     names = {}
+    problems = []
     for pair in pairs:
-        instance, sep, node = pair.partition("=")
-        if not sep or not instance or not node:
-            raise InputError([f"--node-name {pair!r}: expected INSTANCE=NODE"])
-        names[instance] = node
+        left, sep, right = pair.partition("=")
+        if not sep or not left or not right:
+            problems.append(f"{option} {pair!r}: expected {shape}")
+        names[left] = right
+    if problems:
+        raise InputError(problems)
     return names
+
+
+def _node_names(pairs: list[str]) -> dict[str, str]:
+    return _pairs("--node-name", pairs, "INSTANCE=NODE")
 
 
 def settings_from(args: argparse.Namespace) -> SourceSettings:
@@ -68,22 +80,63 @@ def settings_from(args: argparse.Namespace) -> SourceSettings:
                    scrape_interval_seconds=scrape)
 
 
+class LiveSource(Protocol):
+    """What `plan` asks of a source: the snapshot, and the data problems met building it."""
+
+    @property
+    def last_warnings(self) -> tuple[str, ...]: ...
+
+    def snapshot(self, policies: Sequence[PolicyDocument], *,
+                 intervals: Mapping[str, float] | None = None) -> Snapshot: ...
+
+
+def _nothing() -> None:
+    pass
+
+
+def _source(args: argparse.Namespace) -> tuple[LiveSource, Callable[[], None]]:
+    """The source the profile names and how to close it (HTTP client libraries load only for
+    live plans, so offline plans start fast)."""
+    cadvisors = _pairs("--cadvisor", args.cadvisor, "NODE=URL")
+    if args.source_profile != "cadvisor-rest":
+        if cadvisors:
+            raise InputError(["--cadvisor goes with --source-profile cadvisor-rest"])
+        from policyd.sources.prometheus import PrometheusSource  # noqa: PLC0415
+
+        try:
+            return PrometheusSource(args.prometheus, settings_from(args),
+                                    timeout_seconds=args.prometheus_timeout_seconds), _nothing
+        except ValueError as exc:
+            raise InputError([str(exc)]) from None
+    from policyd.sources.cadvisor_source import CadvisorRestSource, url_problems  # noqa: PLC0415
+
+    problems = url_problems(cadvisors)
+    if problems:
+        raise InputError([f"--cadvisor: {p}" for p in problems])
+    try:
+        rest = CadvisorRestSource(args.prometheus, cadvisors,
+                                  timeout_seconds=args.prometheus_timeout_seconds)
+    except ValueError as exc:
+        raise InputError([str(exc)]) from None
+    return rest, rest.close
+
+
 def live_snapshot(args: argparse.Namespace, policies: Sequence[PolicyDocument],
                   err: TextIO) -> Snapshot:
-    """The snapshot Prometheus gives now for `policies`; warnings go to `err`; failures are
-    InputErrors."""
-    # HTTP client libraries load only for live plans, so offline plans start fast.
-    from policyd.sources.prometheus import PrometheusSource  # noqa: PLC0415
-
-    source = PrometheusSource(args.prometheus, settings_from(args),
-                              timeout_seconds=args.prometheus_timeout_seconds)
+    """The snapshot Prometheus (and cAdvisor) give now for `policies`; warnings go to `err`;
+    failures are InputErrors."""
+    source, close = _source(args)
     try:
         snapshot = source.snapshot(policies)
     except SourceError:  # the source has logged what failed, with the URL and the query
-        raise InputError([], "no decision: the snapshot could not be read from Prometheus") \
+        rest = args.source_profile == "cadvisor-rest"
+        where = "Prometheus and cAdvisor" if rest else "Prometheus"
+        raise InputError([], f"no decision: the snapshot could not be read from {where}") \
             from None
     except ValueError as exc:  # policies that cannot share one snapshot (their queries)
         raise InputError([str(exc)], "no decision") from None
+    finally:
+        close()
     for warning in source.last_warnings:
         print(f"warning: {warning}", file=err)
     if args.save_snapshot:

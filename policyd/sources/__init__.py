@@ -1,10 +1,14 @@
-"""Sources: the outside world as a `Snapshot` (policyd.tick.Source).
+"""Sources: the outside world as a `Snapshot` (policyd.tick.Source); docs/sources.md says what
+each profile reads.
 
 Layout: `settings` (where things are in Prometheus: profiles), `promql` (the three queries of a
 cycle, pure), `matrix` + `facts` + `parse` (responses -> Snapshot, pure), `prometheus` (the
-HTTP, the clock, the error counters), `cadvisor` (cAdvisor's REST API, for Docker hosts that
-Prometheus does not scrape). Sources may import the engine, the model and the tick, never
-actuators, the simulator, the daemon or the CLI.
+HTTP, the clock, the error counters). The cadvisor-rest profile, for Docker hosts whose cAdvisor
+Prometheus does not scrape: `cadvisor` (the REST calls), `cadvisor_info` (its payloads, pure),
+`cpu_counter` (cumulative counters -> cores per interval, pure), `cadvisor_snapshot` (the join,
+pure) and `cadvisor_source` (the source). `docker_labels` reads policyd's markers from Docker
+labels. Sources may import the engine, the model and the tick, never actuators, the simulator,
+the daemon or the CLI.
 """
 
 from policyd.sources.errors import SourceError

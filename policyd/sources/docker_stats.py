@@ -48,7 +48,8 @@ from policyd.clients.docker_engine import EngineAddress, connect
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Container, Markers, Node, Series, Snapshot
 from policyd.sources import facts
-from policyd.sources.cadvisor import parse_timestamp
+from policyd.sources.cadvisor_info import parse_timestamp
+from policyd.sources.docker_labels import label_markers
 from policyd.sources.errors import SourceError
 from policyd.sources.matrix import Matrix, ResponseShapeError, read_matrix
 from policyd.sources.prometheus import PrometheusClient, connect_prometheus, query_range
@@ -56,12 +57,6 @@ from policyd.sources.promql import build_queries
 from policyd.sources.settings import cadvisor_docker
 
 LOG = logging.getLogger(__name__)
-
-MIGRATED = "policyd.io/migrated"
-REBALANCED = "policyd.io/rebalanced"
-CONVERGED_AT = "policyd.io/converged_at"
-LAST_ACTION_AT = "policyd.io/last_action_at"
-"""The Docker labels holding the markers (the names cAdvisor exposes as DOCKER_MARKERS)."""
 
 EVALUATION_LABEL = "container"
 """The exporter's label naming the container (env POLICYD_CONTAINER, exporters/README.md)."""
@@ -236,35 +231,6 @@ def cores_of(ring: Sequence[tuple[float, float, float]]) -> Series:
             times.append(at_b)
             values.append(du / 1e9 / dt)
     return Series.of(times, values)
-
-
-def label_markers(labels: Mapping[str, str], extra: Markers | None,
-                  warnings: list[str], where: str) -> Markers:
-    """Markers from Docker labels, merged with the actuator's recorded ones (`extra`):
-    flags are or-ed, converged_at from the labels first, last_action_at the later of both."""
-    def flag(name: str) -> bool:
-        return labels.get(name, "").strip().lower() in facts.TRUE_WORDS
-
-    def when(name: str) -> float | None:
-        text = labels.get(name)
-        if not text:
-            return None
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value):
-            warnings.append(f"{where}: label {name}={text!r} is not an epoch time; ignored")
-            return None
-        return value
-
-    extra = extra or Markers()
-    last = [t for t in (when(LAST_ACTION_AT), extra.last_action_at) if t is not None]
-    converged = when(CONVERGED_AT)
-    return Markers(migrated=flag(MIGRATED) or extra.migrated,
-                   rebalanced=flag(REBALANCED) or extra.rebalanced,
-                   converged_at=converged if converged is not None else extra.converged_at,
-                   last_action_at=max(last) if last else None)
 
 
 def merged_evaluation(matrix: Matrix) -> dict[str, Series]:

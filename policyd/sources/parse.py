@@ -100,9 +100,14 @@ def _short_ids(resources: Mapping[Key, Resource], settings: SourceSettings) -> d
     return out
 
 
-def _evaluation_keys(evaluation: Matrix, resources: Mapping[Key, Resource],
+def evaluation_keys(evaluation: Matrix, resources: Mapping[Key, Resource],
                      settings: SourceSettings, warnings: list[str]) -> dict[Key, int]:
-    """The evaluation series index of each container; unmappable and duplicated ones dropped."""
+    """The evaluation series index of each container; unmappable and duplicated ones dropped.
+
+    A series names its container by `settings.evaluation_identity_labels`, or (when the
+    settings have a `short_id_label`) by the 12-character short id of a resource's cgroup path.
+    The cadvisor-rest source joins its containers through this function too.
+    """
     short = _short_ids(resources, settings)
     keys: list[Key | None] = []
     for i, metric in enumerate(evaluation.labels):
@@ -145,7 +150,7 @@ def parse_cycle(*, evaluation: Any, cpu: Any, facts_result: Any, queries: CycleQ
     eval_m, cpu_m = read_matrix(evaluation), read_matrix(cpu)
     tables = _resources(cpu_m, facts_result, settings, warnings)
     resources, annotations = tables.resources, tables.annotations
-    chosen = _evaluation_keys(eval_m, resources, settings, warnings)
+    chosen = evaluation_keys(eval_m, resources, settings, warnings)
     capacity = {**settings.static_capacity_cores, **tables.capacity}
     with np.errstate(invalid="ignore"):
         bad = ~np.isfinite(eval_m.values)

@@ -13,12 +13,12 @@ import pytest
 
 from policyd.actuators.docker import DockerHost, DockerSettings
 from policyd.model import Markers
+from policyd.sources.docker_labels import label_markers
 from policyd.sources.docker_stats import (
     DockerSnapshotSource,
     DockerStats,
     cores_of,
     facts_of,
-    label_markers,
     merged_evaluation,
 )
 from policyd.sources.errors import SourceError

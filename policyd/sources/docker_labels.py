@@ -1,0 +1,50 @@
+"""The Docker labels that hold policyd's markers, read into `Markers`. Pure: no I/O.
+
+The Docker actuator writes `policyd.io/migrated`, `policyd.io/rebalanced`,
+`policyd.io/converged_at` and `policyd.io/last_action_at` on the containers it recreates; the
+sources that read Docker labels as written (docker-stats from the engines, cadvisor-rest from
+cAdvisor's `spec.labels`) read them back here. (Through Prometheus, cAdvisor exposes the same
+labels as `container_label_policyd_io_*`: `settings.DOCKER_MARKERS`.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from policyd.model import Markers
+from policyd.sources import facts
+
+MIGRATED = "policyd.io/migrated"
+REBALANCED = "policyd.io/rebalanced"
+CONVERGED_AT = "policyd.io/converged_at"
+LAST_ACTION_AT = "policyd.io/last_action_at"
+
+
+def label_markers(labels: Mapping[str, str], extra: Markers | None,
+                  warnings: list[str], where: str) -> Markers:
+    """Markers from Docker labels, merged with the actuator's recorded ones (`extra`):
+    flags are or-ed, converged_at from the labels first, last_action_at the later of both."""
+    def flag(name: str) -> bool:
+        return labels.get(name, "").strip().lower() in facts.TRUE_WORDS
+
+    def when(name: str) -> float | None:
+        text = labels.get(name)
+        if not text:
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            warnings.append(f"{where}: label {name}={text[:200]!r} is not an epoch time; ignored")
+            return None
+        return value
+
+    extra = extra or Markers()
+    last = [t for t in (when(LAST_ACTION_AT), extra.last_action_at) if t is not None]
+    converged = when(CONVERGED_AT)
+    return Markers(migrated=flag(MIGRATED) or extra.migrated,
+                   rebalanced=flag(REBALANCED) or extra.rebalanced,
+                   converged_at=converged if converged is not None else extra.converged_at,
+                   last_action_at=max(last) if last else None)
