@@ -2,7 +2,8 @@
 
 With no arguments it runs the default set of scenarios and prints, per scenario, every job's
 completion time under the policy and the baseline, averages, makespan, time-to-quality,
-migrations and the thesis's figure beside ours. `--plot DIR` writes the pictures.
+migrations and the thesis's figure beside ours; then a key to the terms it used and a bottom
+line in words (`policyd.sim.summary`). `--plot DIR` writes the pictures.
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from policyd.sim import scenarios  # noqa: PLC0415
     from policyd.sim.experiment import run_outcome  # noqa: PLC0415
     from policyd.sim.report import render_text, to_json  # noqa: PLC0415
+    from policyd.sim.summary import bottom_line, outcome_line  # noqa: PLC0415
+    from policyd.sim.terms import explain  # noqa: PLC0415
 
     if args.list:
         for name, entry in scenarios.SCENARIOS.items():
@@ -105,17 +108,21 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # Before building the scenarios, which takes seconds for the large ones.
     plot_dir = _plot_directory(args.plot) if args.plot else None
     work = _work(names, args)
-    progress = Progress(len(work), err)
+    progress = Progress(len(work), err, prefix="policyd simulate: ")
     outcomes: list[Outcome] = []
     for label, scenario in work:
-        progress.step(f"{scenario.name} {label}".strip())
+        name = f"{scenario.name}{f' [{label}]' if label else ''}"
+        progress.start(name)
         outcomes.append(run_outcome(scenario, label=label, timeline=plot_dir is not None))
+        progress.finish(f"{name}: {outcome_line(outcomes[-1])}")
     progress.close()
     if args.output == "json":
         out.write(json.dumps(to_json(outcomes), indent=2, sort_keys=True, allow_nan=False))
         out.write("\n")
     else:
-        out.write(render_text(outcomes))
+        # The tables, the key to their terms, and last the bottom line an operator acts on.
+        tables, summary = render_text(outcomes), bottom_line(outcomes)
+        out.write("\n".join(b for b in (tables, explain(tables + summary), summary) if b))
     if plot_dir is not None:
         from policyd.sim.plots import plot_all  # noqa: PLC0415 - matplotlib only for pictures
 
