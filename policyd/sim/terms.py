@@ -35,8 +35,8 @@ TERMS: Mapping[str, str] = MappingProxyType({
             "worker",
     "shares": "FlowCon's limits are CPU shares: relative, idle cores go to any job",
     "quota": "FlowCon's limits are CPU quotas: hard caps",
-    "weights": "SpeCon's worker score |PC|*pc + |WC|*wc + |CC|*cc, as pc/wc/cc; a job moves "
-               "to the lowest",
+    "weights": "SpeCon's pc/wc/cc: a job that moves goes to the worker with the lowest score "
+               "|PC|*pc + |WC|*wc + |CC|*cc",
     "NL": "FlowCon's category new: a job whose growth efficiency is at least alpha",
     "WL": "FlowCon's category watching: one interval below alpha",
     "CL": "FlowCon's category completing: below alpha for two intervals or more",
