@@ -23,8 +23,8 @@ from policyd.sim.report import Outcome, change_pct
 
 NEGLIGIBLE_PCT = 1.0
 """A change of the average JCT smaller than this (percent) counts as no real change in the
-per-kind verdict: the simulated cluster is not the operator's, and under 1% is within what a
-different draw of jobs moves."""
+per-kind verdict: too small to act on, since the simulated cluster models the thesis's testbed,
+not the operator's. The per-experiment lines still give every change to 0.1%."""
 
 WIDTH = 100
 """Lines are wrapped to this many columns, like the tables' longest lines."""
@@ -71,9 +71,15 @@ def outcome_line(outcome: Outcome) -> str:
     return line
 
 
+def _format(value: float, fmt: str) -> str:
+    """`format`, without a sign on what prints as zero (`-0.0`, `+0.0`)."""
+    text = format(value, fmt)
+    return text.lstrip("+-") if float(text.rstrip("%")) == 0 else text
+
+
 def _span(values: Sequence[float], fmt: str) -> str:
-    """`4.9 to 8.1` (or one value when they print alike); no `-0.0`."""
-    low, high = (format(v + 0.0, fmt).replace("-0.0", "0.0") for v in (min(values), max(values)))
+    """`4.9 to 8.1`, or one value when both ends print alike."""
+    low, high = _format(min(values), fmt), _format(max(values), fmt)
     return low if low == high else f"{low} to {high}"
 
 
