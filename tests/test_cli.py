@@ -218,3 +218,21 @@ def test_console_entry_point_runs() -> None:
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0
     assert done.stdout.startswith("policyd ")
+
+
+@pytest.mark.parametrize(("policy", "snapshot", "why"), [
+    pytest.param("specon.yaml", SPECON_EXAMPLE, "13 containers (namespace ml)", id="namespace"),
+    pytest.param("specon.yaml", FLOWCON_EXAMPLE, "2 containers (no namespace)", id="docker"),
+])
+def test_plan_says_why_a_policy_manages_nothing(policy: str, snapshot: Path, why: str) -> None:
+    code, out, _ = run("plan", "--policy", str(ROOT / "policies" / policy), "--snapshot",
+                       str(snapshot), "--no-color")
+    assert code == 0
+    assert (f"note: policy 'specon-default' selects none of the snapshot's {why}: its "
+            "spec.selector (namespaces, labels) decides which it manages") in out.splitlines()
+
+
+def test_plan_of_a_policy_that_selects_containers_has_no_such_note() -> None:
+    code, out, _ = run("plan", "--policy", str(THESIS_SPECON), "--snapshot",
+                       str(SPECON_EXAMPLE), "--no-color")
+    assert code == 0 and "selects none" not in out

@@ -73,6 +73,21 @@ def _rows(assessments: list[Assessment], names: dict[str, str], kind: str) -> li
     return lines
 
 
+def _none_selected(decision: Decision, snapshot: Snapshot) -> str:
+    """Why every node says "no managed containers", when the selector is the reason: the
+    engine assesses every container its policy selects, even one it then leaves alone."""
+    if decision.assessments or not snapshot.containers:
+        return ""
+    count = len(snapshot.containers)
+    named = sorted({c.namespace for c in snapshot.containers if c.namespace})
+    where = [f"namespace{'s' if len(named) != 1 else ''} {', '.join(named)}"] if named else []
+    if any(not c.namespace for c in snapshot.containers):
+        where.append("no namespace")
+    return (f"policy {decision.policy!r} selects none of the snapshot's {count} container"
+            f"{'s' if count != 1 else ''} ({'; '.join(where)}): its spec.selector (namespaces, "
+            f"labels) decides which it manages")
+
+
 def render_decision(decision: Decision, snapshot: Snapshot, *, color: bool = False) -> str:
     """The decision as a table per node followed by its actions, ready to print."""
     bold, dim, reset = (_BOLD, _DIM, _RESET) if color else ("", "", "")
@@ -99,5 +114,7 @@ def render_decision(decision: Decision, snapshot: Snapshot, *, color: bool = Fal
     for action in decision.actions:
         lines.append(f"  {_target(action, names)}")
         lines.append(f"      {dim}{action.reason}{reset}")
-    lines.extend(f"{dim}note: {note}{reset}" for note in decision.notes)
+    unselected = _none_selected(decision, snapshot)
+    notes = [unselected, *decision.notes] if unselected else decision.notes
+    lines.extend(f"{dim}note: {note}{reset}" for note in notes)
     return "\n".join(lines) + "\n"

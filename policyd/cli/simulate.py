@@ -2,13 +2,15 @@
 
 With no arguments it runs the default set of scenarios and prints, per scenario, every job's
 completion time under the policy and the baseline, averages, makespan, time-to-quality,
-migrations and the thesis's figure beside ours. `--plot DIR` writes the pictures.
+migrations and the thesis's figure beside ours; then a key to the terms it used and a bottom
+line in words (`policyd.sim.summary`). `--plot DIR` writes the pictures.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -21,14 +23,22 @@ if TYPE_CHECKING:
     from policyd.sim.types import Scenario
 
 
-def _work(args: argparse.Namespace) -> list[tuple[str, Scenario]]:
+def _scenario_names(args: argparse.Namespace) -> list[str]:
+    """The scenarios and sweeps asked for (default: the default set), every name checked."""
     from policyd.sim import scenarios  # noqa: PLC0415 - the simulator loads only when asked
 
-    names = args.scenario or [n for n, e in scenarios.SCENARIOS.items() if e.default]
+    names: list[str] = args.scenario or [n for n, e in scenarios.SCENARIOS.items() if e.default]
     unknown = [n for n in names if n not in scenarios.SCENARIOS and n not in scenarios.SWEEPS]
     if unknown:
         known = ", ".join([*scenarios.SCENARIOS, *scenarios.SWEEPS])
         raise InputError([f"unknown scenario {n!r}; known: {known}" for n in unknown])
+    return names
+
+
+def _work(names: list[str], args: argparse.Namespace) -> list[tuple[str, Scenario]]:
+    """Build every scenario (and every setting of a sweep), under --policy if given."""
+    from policyd.sim import scenarios  # noqa: PLC0415
+
     work: list[tuple[str, Scenario]] = []
     for name in names:
         if name in scenarios.SWEEPS:
@@ -52,12 +62,32 @@ def _override_policy(work: list[tuple[str, Scenario]], path: Path) -> list[tuple
     return [(label, scenarios.with_policies(scenario, policies)) for label, scenario in work]
 
 
+def _plot_directory(value: str) -> Path:
+    """The --plot directory, made and proven writable before the long simulation starts."""
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise InputError([f"{path}: not a directory (--plot DIR writes PNG files into DIR)"])
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError([f"{path}: cannot create the --plot directory: {exc.strerror}"]) from None
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise InputError([f"{path}: cannot write into the --plot directory: {exc.strerror}"]
+                         ) from None
+    return path
+
+
 def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # The simulator (numpy-heavy scenarios, matplotlib) loads only for this command, so that
     # `policyd plan` and `validate` start fast.
     from policyd.sim import scenarios  # noqa: PLC0415
     from policyd.sim.experiment import run_outcome  # noqa: PLC0415
     from policyd.sim.report import render_text, to_json  # noqa: PLC0415
+    from policyd.sim.summary import bottom_line, outcome_line  # noqa: PLC0415
+    from policyd.sim.terms import explain  # noqa: PLC0415
 
     if args.list:
         for name, entry in scenarios.SCENARIOS.items():
@@ -67,22 +97,34 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             values = ", ".join(f"{v:g}" for v in sweep.values)
             print(f"{name:22} {sweep.figure}: {sweep.base}, {sweep.field} in {values}", file=out)
         return 0
-    work = _work(args)
-    progress = Progress(len(work), err)
+    names = _scenario_names(args)
+    # Before building the scenarios, which takes seconds for the large ones.
+    plot_dir = _plot_directory(args.plot) if args.plot else None
+    work = _work(names, args)
+    progress = Progress(len(work), err, prefix="policyd simulate: ")
     outcomes: list[Outcome] = []
     for label, scenario in work:
-        progress.step(f"{scenario.name} {label}".strip())
-        outcomes.append(run_outcome(scenario, label=label, timeline=bool(args.plot)))
+        name = f"{scenario.name}{f' [{label}]' if label else ''}"
+        progress.start(name)
+        outcomes.append(run_outcome(scenario, label=label, timeline=plot_dir is not None))
+        progress.finish(f"{name}: {outcome_line(outcomes[-1])}")
     progress.close()
     if args.output == "json":
         out.write(json.dumps(to_json(outcomes), indent=2, sort_keys=True, allow_nan=False))
         out.write("\n")
     else:
-        out.write(render_text(outcomes))
-    if args.plot:
+        # The tables, the key to their terms, and last the bottom line an operator acts on.
+        tables, summary = render_text(outcomes), bottom_line(outcomes)
+        out.write("\n".join(b for b in (tables, explain(tables + summary), summary) if b))
+    if plot_dir is not None:
         from policyd.sim.plots import plot_all  # noqa: PLC0415 - matplotlib only for pictures
 
-        for path in plot_all(outcomes, Path(args.plot)):
+        try:
+            written = plot_all(outcomes, plot_dir)
+        except OSError as exc:
+            raise InputError([f"{exc.filename or plot_dir}: cannot write the pictures: "
+                              f"{exc.strerror}"]) from None
+        for path in written:
             print(f"wrote {path}", file=err)
     return 0
 

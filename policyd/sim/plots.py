@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from policyd.sim.report import Outcome
 from policyd.sim.types import RunResult
@@ -53,21 +54,21 @@ def _save(fig: Figure, outcome: Outcome, directory: Path, suffix: str) -> Path:
     return path
 
 
-def _side_by_side(outcome: Outcome, directory: Path, *, panel: Panel, what: str,
-                  suffix: str) -> Path:
+def _side_by_side(outcome: Outcome, *, panel: Panel, what: str) -> Figure:
     """The policy's run beside the baseline's, one panel each, a shared legend on the right."""
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
     panel(axes[0], outcome.runs["policy"], outcome.scenario.policy.kind)
     panel(axes[1], outcome.runs["baseline"], f"{outcome.scenario.baseline} (baseline)")
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     fig.suptitle(f"{outcome.scenario.name}: {what}")
-    return _save(fig, outcome, directory, suffix)
+    return fig
 
 
 def plot_cpu(outcome: Outcome, directory: Path) -> Path:
     jobs = [j.id for j in outcome.scenario.jobs]
-    return _side_by_side(outcome, directory, what="CPU per job over time", suffix="cpu",
-                         panel=lambda ax, run, title: _cpu_panel(ax, run, jobs, title))
+    fig = _side_by_side(outcome, what="CPU per job over time",
+                        panel=lambda ax, run, title: _cpu_panel(ax, run, jobs, title))
+    return _save(fig, outcome, directory, "cpu")
 
 
 def plot_jct(outcome: Outcome, directory: Path) -> Path:
@@ -103,12 +104,18 @@ def _workers_panel(ax: Axes, run: RunResult, workers: Sequence[str], title: str)
     ax.set_title(f"{title} ({run.migrations} migrations)")
     ax.set_xlabel("time (s)")
     ax.set_ylabel("running jobs")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # whole jobs: no 0.5 ticks
+
+
+def workers_figure(outcome: Outcome) -> Figure:
+    """Running jobs per worker over time, policy beside baseline (not saved, not closed)."""
+    workers = [n.name for n in outcome.scenario.nodes]
+    return _side_by_side(outcome, what="jobs per worker over time",
+                         panel=lambda ax, run, title: _workers_panel(ax, run, workers, title))
 
 
 def plot_workers(outcome: Outcome, directory: Path) -> Path:
-    workers = [n.name for n in outcome.scenario.nodes]
-    return _side_by_side(outcome, directory, what="jobs per worker over time", suffix="workers",
-                         panel=lambda ax, run, title: _workers_panel(ax, run, workers, title))
+    return _save(workers_figure(outcome), outcome, directory, "workers")
 
 
 def plot_all(outcomes: Sequence[Outcome], directory: Path) -> list[Path]:

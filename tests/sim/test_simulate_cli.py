@@ -6,6 +6,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from policyd.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,3 +91,20 @@ def test_plot_writes_pictures(tmp_path: Path) -> None:
     for name in written:
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert err.count("wrote ") == 4
+
+
+@pytest.mark.parametrize(("where", "problem"), [
+    pytest.param("file", "{}: not a directory (--plot DIR writes PNG files into DIR)",
+                 id="a-file"),
+    pytest.param("file/pictures", "{}: cannot create the --plot directory: Not a directory",
+                 id="under-a-file"),
+    pytest.param("/proc", "{}: cannot write into the --plot directory: No such file or directory",
+                 id="not-writable"),
+])
+def test_a_plot_directory_that_cannot_be_written_is_refused_before_simulating(
+        tmp_path: Path, where: str, problem: str) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    target = tmp_path / where
+    code, out, err = run("simulate", "--scenario", "specon-random-50-8w", "--plot", str(target))
+    assert (code, out) == (1, "")  # no report: nothing was simulated
+    assert err == problem.format(target) + "\n"
