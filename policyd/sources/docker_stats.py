@@ -47,6 +47,7 @@ import docker.errors
 from policyd.clients.docker_engine import EngineAddress, connect
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Container, Markers, Node, Series, Snapshot
+from policyd.model import labels as keys
 from policyd.sources import facts
 from policyd.sources.cadvisor import parse_timestamp
 from policyd.sources.errors import SourceError
@@ -56,12 +57,6 @@ from policyd.sources.promql import build_queries
 from policyd.sources.settings import cadvisor_docker
 
 LOG = logging.getLogger(__name__)
-
-MIGRATED = "policyd.io/migrated"
-REBALANCED = "policyd.io/rebalanced"
-CONVERGED_AT = "policyd.io/converged_at"
-LAST_ACTION_AT = "policyd.io/last_action_at"
-"""The Docker labels holding the markers (the names cAdvisor exposes as DOCKER_MARKERS)."""
 
 EVALUATION_LABEL = "container"
 """The exporter's label naming the container (env POLICYD_CONTAINER, exporters/README.md)."""
@@ -259,10 +254,10 @@ def label_markers(labels: Mapping[str, str], extra: Markers | None,
         return value
 
     extra = extra or Markers()
-    last = [t for t in (when(LAST_ACTION_AT), extra.last_action_at) if t is not None]
-    converged = when(CONVERGED_AT)
-    return Markers(migrated=flag(MIGRATED) or extra.migrated,
-                   rebalanced=flag(REBALANCED) or extra.rebalanced,
+    last = [t for t in (when(keys.LAST_ACTION_AT), extra.last_action_at) if t is not None]
+    converged = when(keys.CONVERGED_AT)
+    return Markers(migrated=flag(keys.MIGRATED) or extra.migrated,
+                   rebalanced=flag(keys.REBALANCED) or extra.rebalanced,
                    converged_at=converged if converged is not None else extra.converged_at,
                    last_action_at=max(last) if last else None)
 

@@ -36,6 +36,7 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
+from policyd.model import labels as keys
 from policyd.model.events import ContainerEvent
 from policyd.sources import promql
 from policyd.sources.errors import SourceError
@@ -45,8 +46,6 @@ from policyd.sources.prometheus import PrometheusClient, connect_prometheus, que
 from policyd.sources.settings import SourceSettings, kubernetes
 
 LOG = logging.getLogger(__name__)
-MARKERS = ("policyd.io/migrated", "policyd.io/rebalanced", "policyd.io/converged_at",
-           "policyd.io/last_action_at")
 GONE = 410
 
 
@@ -190,8 +189,8 @@ def facts_vector(found: Iterable[PodFacts], allocatable: Mapping[str, float], no
         if f.cpu_limit is not None:
             out.append(sample(promql.FACT_QUOTA, ident, f.cpu_limit * 100_000))
             out.append(sample(promql.FACT_PERIOD, ident, 100_000.0))
-        marks = {"annotation_" + k.replace(".", "_").replace("/", "_"): v
-                 for k, v in f.annotations.items() if k in MARKERS}
+        marks = {keys.prometheus_label(k, "annotation_"): v
+                 for k, v in f.annotations.items() if k in keys.MARKERS}
         out.append(sample(promql.FACT_ANNOTATIONS,
                           {"namespace": f.namespace, "pod": f.pod, **marks}, 1.0))
     return out

@@ -1,6 +1,6 @@
 """The Docker actuator: FlowCon's CPU limits and SpeCon's migrations on Docker engines.
 
-Layout: `settings` (hosts, timings, label names, `ActuationError`), `calls` (SDK clients and
+Layout: `settings` (hosts, timings), `calls` (SDK clients and
 the retry policy), `engines` (per-node clients and lookups), `cpu` (SetCpu as update
 arguments, pure), `state` (what Docker cannot hold on a running container), `migration` (the
 checkpoint protocol), `recovery` (half-done migrations), `actuator` (`DockerActuator`).
@@ -13,7 +13,8 @@ never needs it); everything that talks to an engine is loaded on first use (PEP 
 
 from typing import TYPE_CHECKING, Any
 
-from policyd.actuators.docker.settings import ActuationError, DockerHost, DockerSettings
+from policyd.actuators.docker.settings import DockerHost, DockerSettings
+from policyd.actuators.errors import ActuationError
 
 if TYPE_CHECKING:
     from policyd.actuators.docker.actuator import DockerActuator

@@ -24,8 +24,9 @@ from policyd.actuators.docker.cpu import cpu_update
 from policyd.actuators.docker.engines import Engines
 from policyd.actuators.docker.migration import Migration
 from policyd.actuators.docker.recovery import Recovered, Recovery
-from policyd.actuators.docker.settings import ActuationError, DockerSettings
+from policyd.actuators.docker.settings import DockerSettings
 from policyd.actuators.docker.state import ActuatorState
+from policyd.actuators.errors import ActuationError
 from policyd.model import Action, Decision, Markers, MarkMigrated, Migrate, SetCpu
 
 LOG = logging.getLogger(__name__)

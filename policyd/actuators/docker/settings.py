@@ -1,8 +1,7 @@
 """What the Docker actuator needs to know: the hosts, the timings, and which containers are its.
 
-Frozen values checked on construction; nothing here touches the network. The label names are
-the ones `policyd.sources.settings.DOCKER_MARKERS` reads (through cAdvisor) and
-`policyd.sources.docker_stats` reads (through the engine's API): `policyd.io/migrated` etc.
+Frozen values checked on construction; nothing here touches the network. The label names the
+actuator writes are `policyd.model.labels`.
 """
 
 from __future__ import annotations
@@ -12,19 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-MIGRATED = "policyd.io/migrated"
-REBALANCED = "policyd.io/rebalanced"
-CONVERGED_AT = "policyd.io/converged_at"
-LAST_ACTION_AT = "policyd.io/last_action_at"
-MIGRATED_FROM = "policyd.io/migrated-from"
-"""Labels policyd writes on the containers it creates (a replacement after a migration)."""
-
-
-class ActuationError(Exception):
-    """An action could not be carried out; the message is one line with the reason."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(" ".join(reason.split()))
+from policyd.model import labels
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +48,7 @@ class DockerSettings:
     confirm_seconds: float = 1.0
     retries: int = 3
     backoff_seconds: float = 0.5
-    managed_label: str = "policyd.io/managed=true"
+    managed_label: str = labels.MANAGED_SELECTOR
     state_path: Path | None = None
     api_version: str = "auto"
     timeout_seconds: float = 60.0

@@ -1,6 +1,6 @@
 """The Kubernetes actuator: FlowCon's CPU (in-place pod resize) and SpeCon's migrations.
 
-Layout: `settings` (scope, timings, write rate, annotation names, `ActuationError`), `rbac`
+Layout: `settings` (scope, timings, write rate), `rbac`
 (every API call as an RBAC rule: the Role is rendered from it), `calls` (the client, the
 token bucket, the retry policy), `cpu` (resize bodies and progress, pure), `pods` (pod JSON:
 names, markers, the replacement, pure), `events` (an Event per action), `migration` (bare
@@ -14,10 +14,11 @@ already ran needs 1.36 (MutableSchedulingDirectivesForSuspendedJobs); `podReplac
 is 1.29+ (beta, on by default). events.k8s.io/v1 and policy/v1 Eviction: 1.19 / 1.22+.
 """
 
+from policyd.actuators.errors import ActuationError
 from policyd.actuators.kubernetes.actuator import KubernetesActuator
 from policyd.actuators.kubernetes.rbac import REQUIRED_RULES, Rule, role_rules
 from policyd.actuators.kubernetes.recovery import RULES, Recovered
-from policyd.actuators.kubernetes.settings import ActuationError, KubernetesSettings
+from policyd.actuators.kubernetes.settings import KubernetesSettings
 
 __all__ = ["REQUIRED_RULES", "RULES", "ActuationError", "KubernetesActuator",
            "KubernetesSettings", "Recovered", "Rule", "role_rules"]

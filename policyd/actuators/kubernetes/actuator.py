@@ -21,13 +21,14 @@ from typing import Any, assert_never
 from kubernetes import client as k8s  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
+from policyd.actuators.errors import ActuationError
 from policyd.actuators.kubernetes import cpu, pods
 from policyd.actuators.kubernetes.calls import Caller, TokenBucket, api_client, status_of
 from policyd.actuators.kubernetes.events import EventRecorder, regarding_of
 from policyd.actuators.kubernetes.migration import Migration
 from policyd.actuators.kubernetes.pods import PodRef
 from policyd.actuators.kubernetes.recovery import Recovered, recover
-from policyd.actuators.kubernetes.settings import ActuationError, KubernetesSettings
+from policyd.actuators.kubernetes.settings import KubernetesSettings
 from policyd.model import Action, Decision, MarkMigrated, Migrate, SetCpu
 
 LOG = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from policyd.actuators.kubernetes.settings import ActuationError
+from policyd.actuators.errors import ActuationError
 
 Desired = dict[str, int]
 """{"requests": millicores, "limits": millicores}, only the ones the resize changes."""

@@ -1,8 +1,7 @@
-"""What the Kubernetes actuator needs to know: scope, timings, write rate, annotation names.
+"""What the Kubernetes actuator needs to know: scope, timings, write rate.
 
 Frozen values checked on construction (every problem reported at once); nothing here touches
-the network. The annotation names are the ones `policyd.sources.kubernetes_pods` reads from the
-API's pod list (not through kube-state-metrics, which would need an allowlist for them).
+the network. The annotation and label names the actuator writes are `policyd.model.labels`.
 """
 
 from __future__ import annotations
@@ -10,25 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-MIGRATED = "policyd.io/migrated"
-REBALANCED = "policyd.io/rebalanced"
-CONVERGED_AT = "policyd.io/converged_at"
-LAST_ACTION_AT = "policyd.io/last_action_at"
-MIGRATED_FROM = "policyd.io/migrated-from"
-MIGRATING_TO = "policyd.io/migrating-to"
-"""On a Job while policyd moves its pod (suspended -> re-pinned -> resumed); `recovery`
-finishes what a crash interrupted."""
-OPT_OUT = "policyd.io/opt-out"
-"""A pod labelled or annotated `policyd.io/opt-out: "true"` is never touched: the policies'
-default `selector.opt_out_key`, which the engine enforces when deciding; checked again on the
-pod as read just before acting (an opt-out set after the snapshot still wins)."""
-
-
-class ActuationError(Exception):
-    """An action could not be carried out; the message is one line with the reason."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(" ".join(reason.split()))
+from policyd.model import labels
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +32,7 @@ class KubernetesSettings:
     """
 
     namespaces: tuple[str, ...] = ()
-    label_selector: str = "policyd.io/managed=true"
+    label_selector: str = labels.MANAGED_SELECTOR
     container_name: str | None = None
     node_name: str | None = None
     host: str | None = None
