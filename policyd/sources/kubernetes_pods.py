@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol, cast
 from kubernetes import watch as k8s_watch  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
+from policyd.clients import kubernetes_quantity
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.model import labels as keys
@@ -69,12 +70,11 @@ def parse_time(text: str | None) -> float | None:
 
 
 def cores(quantity: Any) -> float | None:
-    """A CPU quantity ("250m", "2", "1.5") in cores; None when absent or unreadable."""
+    """A CPU quantity ("250m", "2", "1.5", "1e3") in cores; None when absent or unreadable."""
     if quantity in (None, ""):
         return None
-    text = str(quantity)
     try:
-        return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+        return kubernetes_quantity.cores(quantity)
     except ValueError:
         return None
 
