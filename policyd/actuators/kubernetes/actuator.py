@@ -22,6 +22,7 @@ from kubernetes import client as k8s  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from policyd.actuators.errors import ActuationError
+from policyd.actuators.grace import grace_seconds
 from policyd.actuators.kubernetes import cpu, pods
 from policyd.actuators.kubernetes.calls import Caller, TokenBucket, api_client, status_of
 from policyd.actuators.kubernetes.events import EventRecorder, regarding_of
@@ -41,7 +42,7 @@ class KubernetesActuator:
     """Acts through `core` (CoreV1Api), `batch` (BatchV1Api) and `events_api` (EventsV1Api);
     None builds them from `settings` (the seams tests fill with autospec'd APIs).
     A migration's grace period is the action's `grace_seconds` (its policy's
-    `migration_grace_seconds`), else `settings.grace_seconds`."""
+    `migration_grace_seconds`), else `settings.grace_seconds` (`policyd.actuators.grace`)."""
 
     def __init__(self, settings: KubernetesSettings, *, core: Any = None, batch: Any = None,
                  events_api: Any = None, clock: Callable[[], float] = time.time,
@@ -78,9 +79,7 @@ class KubernetesActuator:
                 case SetCpu():
                     self._reported(action, lambda: self.set_cpu(action))
                 case Migrate():
-                    grace = (action.grace_seconds if action.grace_seconds is not None
-                             else self.settings.grace_seconds)
-                    self._reported(action, lambda: self.migrate(action, grace_seconds=grace))
+                    self._reported(action, lambda: self.migrate(action))
                 case MarkMigrated():
                     self._reported(action, lambda: self.mark_migrated(action))
                 case _:
@@ -191,7 +190,6 @@ class KubernetesActuator:
                                                    converged_at=action.converged_at))
         return pod
 
-    def migrate(self, action: Migrate, *, grace_seconds: float | None = None
-                ) -> dict[str, Any]:
-        return self.migration.run(action, grace_seconds=grace_seconds
-                                  or self.settings.grace_seconds)
+    def migrate(self, action: Migrate) -> dict[str, Any]:
+        return self.migration.run(
+            action, grace_seconds=grace_seconds(action, self.settings.grace_seconds))
