@@ -19,8 +19,11 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
+from policyd.actuators.docker.settings import DockerSettings
+from policyd.actuators.kubernetes.settings import KubernetesSettings
+from policyd.alerts.settings import AlertSettings
 from policyd.daemon.ports import OutcomeObserver, SnapshotSource
 from policyd.daemon.settings import (
     AlertmanagerSection,
@@ -53,18 +56,24 @@ class Parts:
 
 
 def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
-    """The `policyd.sources.settings` profile the settings name."""
+    """The `policyd.sources.settings` profile the settings name (a profile that reads the CPU
+    from Prometheus: not `docker-stats`, see `docker_parts`)."""
     scrape = prometheus.scrape_interval_seconds
     nodes = dict(prometheus.node_names)
-    if prometheus.profile == "kubernetes":
-        return kubernetes(scrape_interval_seconds=scrape)
-    if prometheus.profile == "cadvisor-docker":
-        return cadvisor_docker(node_names=nodes, scrape_interval_seconds=scrape)
-    if prometheus.profile == "docker-stats":
-        raise ValueError("docker-stats is not a Prometheus profile (see docker_parts)")
-    cores = prometheus.capacity_cores or float(os.cpu_count() or 1)
-    return process(capacity_cores=cores, job=prometheus.process_job, node_names=nodes,
-                   scrape_interval_seconds=scrape)
+    match prometheus.profile:
+        case "kubernetes":
+            return kubernetes(scrape_interval_seconds=scrape)
+        case "cadvisor-docker":
+            return cadvisor_docker(node_names=nodes, scrape_interval_seconds=scrape)
+        case "process":
+            cores = prometheus.capacity_cores or float(os.cpu_count() or 1)
+            return process(capacity_cores=cores, job=prometheus.process_job, node_names=nodes,
+                           scrape_interval_seconds=scrape)
+        case "docker-stats":
+            raise ValueError(f"{prometheus.profile} is not a Prometheus profile (see "
+                             "docker_parts)")
+        case _:
+            assert_never(prometheus.profile)
 
 
 def prometheus_source(prometheus: PrometheusSettings) -> SnapshotSource:
@@ -75,14 +84,9 @@ def prometheus_source(prometheus: PrometheusSettings) -> SnapshotSource:
                             timeout_seconds=prometheus.timeout_seconds)
 
 
-def docker_settings(section: DockerSection) -> Any:
+def docker_settings(section: DockerSection) -> DockerSettings:
     """`policyd.actuators.docker.DockerSettings` for the configured engines and knobs."""
-    from policyd.actuators.docker import DockerSettings  # noqa: PLC0415
-
-    return DockerSettings(hosts=section.hosts, managed_label=section.managed_label,
-                          grace_seconds=section.grace_seconds,
-                          start_timeout_seconds=section.start_timeout_seconds,
-                          state_path=section.state_path)
+    return DockerSettings.from_section(section)
 
 
 def docker_parts(settings: DaemonSettings) -> Parts:
@@ -112,15 +116,12 @@ def docker_parts(settings: DaemonSettings) -> Parts:
     return Parts(source=source, actuator=actuator, events=DockerEvents(docker))
 
 
-def kubernetes_settings(section: KubernetesSection, node: str | None = None) -> Any:
+def kubernetes_settings(section: KubernetesSection, node: str | None = None
+                        ) -> KubernetesSettings:
     """`policyd.actuators.kubernetes.KubernetesSettings` from the `kubernetes` section (the
     pod source and the watch read its namespaces, label_selector and container_name too);
     `node` (a node agent) narrows every list and watch to that node's pods."""
-    from policyd.actuators.kubernetes import KubernetesSettings  # noqa: PLC0415
-
-    return KubernetesSettings(namespaces=section.namespaces,
-                              label_selector=section.label_selector, node_name=node,
-                              write_qps=section.qps, write_burst=section.burst)
+    return KubernetesSettings.from_scope(section, node_name=node)
 
 
 def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
@@ -170,9 +171,7 @@ def alerter(section: AlertmanagerSection | None) -> OutcomeObserver | None:
     """`policyd.alerts.Alerter` posting to Alertmanager, or None when none is configured."""
     if section is None:
         return None
-    from policyd.alerts import Alerter, AlertSettings  # noqa: PLC0415
+    from policyd.alerts.alerter import Alerter  # noqa: PLC0415
 
-    observer: OutcomeObserver = Alerter(AlertSettings(
-        section.url, resend_interval_seconds=section.resend_interval_seconds,
-        timeout_seconds=section.timeout_seconds))
+    observer: OutcomeObserver = Alerter(AlertSettings.from_section(section))
     return observer

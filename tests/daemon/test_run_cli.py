@@ -77,7 +77,7 @@ def test_broken_settings_exit_1_with_every_problem(tmp_path: Path) -> None:
         "policies",
         f"{path}:1: backend: the kubernetes backend needs prometheus.url (where the training "
         "jobs' loss and CPU are scraped)",
-        f"{path}:2: http.port: -3 must be a whole number in 0 .. 65535 (0: any free port)",
+        f"{path}:2: http.port: -3 is not allowed: must be at least 0",
         "policyd run: the settings file is invalid; nothing started",
     ]
 

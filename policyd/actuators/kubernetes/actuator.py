@@ -55,7 +55,7 @@ class KubernetesActuator:
             events_api = events_api if events_api is not None else k8s.EventsV1Api(shared)
         self.core, self.batch = core, batch
         self.clock, self.sleep = clock, sleep
-        self.bucket = TokenBucket(settings.write_qps, settings.write_burst, clock=clock,
+        self.bucket = TokenBucket(settings.qps, settings.burst, clock=clock,
                                   sleep=sleep)
         self.caller = Caller(settings.retries, settings.backoff_seconds, self.bucket,
                              timeout_seconds=settings.timeout_seconds, sleep=sleep)
