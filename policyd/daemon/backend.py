@@ -57,7 +57,7 @@ class Parts:
 
 def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
     """The `policyd.sources.settings` profile the settings name (a profile that reads the CPU
-    from Prometheus: not `docker-stats`, see `docker_parts`)."""
+    from Prometheus: not `docker-stats` nor `cadvisor-rest`, see `docker_parts`)."""
     scrape = prometheus.scrape_interval_seconds
     nodes = dict(prometheus.node_names)
     match prometheus.profile:
@@ -69,7 +69,7 @@ def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
             cores = prometheus.capacity_cores or float(os.cpu_count() or 1)
             return process(capacity_cores=cores, job=prometheus.process_job, node_names=nodes,
                            scrape_interval_seconds=scrape)
-        case "docker-stats":
+        case "docker-stats" | "cadvisor-rest":
             raise ValueError(f"{prometheus.profile} is not a Prometheus profile (see "
                              "docker_parts)")
         case _:
@@ -97,6 +97,9 @@ def docker_parts(settings: DaemonSettings) -> Parts:
 
     prometheus = settings.prometheus
     assert prometheus.url is not None
+    if prometheus.profile == "cadvisor-rest":  # settings accepted; its source is not wired yet
+        raise BackendError("prometheus.profile cadvisor-rest: this build has no cAdvisor REST "
+                           "source; use cadvisor-docker or docker-stats")
     docker = docker_settings(settings.docker)
     actuator = DockerActuator(docker)
     try:

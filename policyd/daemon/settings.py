@@ -45,7 +45,7 @@ from policyd.policy.messages import did_you_mean
 
 Backend = Literal["simulated", "docker", "kubernetes"]
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
-Profile = Literal["cadvisor-docker", "docker-stats", "process", "kubernetes"]
+Profile = Literal["cadvisor-docker", "cadvisor-rest", "docker-stats", "process", "kubernetes"]
 PROFILES: tuple[Profile, ...] = get_args(Profile)
 LogLevel = Literal["debug", "info", "warning", "error"]
 LOG_LEVELS: tuple[LogLevel, ...] = get_args(LogLevel)
@@ -79,8 +79,8 @@ class PrometheusSettings(SettingsModel):
     """Where the snapshot comes from (docker and kubernetes backends).
 
     `profile` names a `policyd.sources.settings` profile, or one that reads the CPU elsewhere
-    (`docker-stats`: the Docker engines' stats API); the loss always comes from Prometheus at
-    `url`.
+    (`docker-stats`: the Docker engines' stats API; `cadvisor-rest`: each Docker host's
+    cAdvisor REST API, at `cadvisor[node]`); the loss always comes from Prometheus at `url`.
     `node_names` maps a scrape target (`instance`) to a node name; `capacity_cores` and
     `process_job` apply to `process` only.
     """
@@ -92,6 +92,14 @@ class PrometheusSettings(SettingsModel):
     node_names: Annotated[Mapping[str, str], ReadOnly] = {}
     capacity_cores: PositiveFloat | None = None
     process_job: NonEmptyStr | None = None
+    cadvisor: Annotated[Mapping[str, HttpUrl], ReadOnly] = {}
+
+    @model_validator(mode="after")
+    def _cadvisor_only_for_its_profile(self) -> Self:
+        if self.cadvisor and self.profile != "cadvisor-rest":
+            raise field_problems([(("cadvisor",), f"only the cadvisor-rest profile reads it "
+                                                  f"(profile is {self.profile})")])
+        return self
 
 
 class LeaseSection(SettingsModel):
@@ -224,6 +232,26 @@ def backend_problems(settings: DaemonSettings,
         problems.append((("prometheus", "profile"), f"{show(prometheus.profile)}: the "
                          "kubernetes backend reads the kubernetes profile (kubelet cAdvisor, "
                          "pods from the API); set profile: kubernetes or leave it out"))
+    elif prometheus.profile == "cadvisor-rest" and backend != "docker":
+        problems.append((("prometheus", "profile"), "'cadvisor-rest': reads the cAdvisor of "
+                         f"each Docker host: it needs backend docker, not {backend}"))
+    elif prometheus.profile == "cadvisor-rest":
+        problems.extend(_cadvisor_problems(prometheus, settings.docker))
+    return problems
+
+
+def _cadvisor_problems(prometheus: PrometheusSettings, docker: DockerSection) -> Problems:
+    """The cadvisor-rest profile: one cAdvisor URL per Docker host, and no other."""
+    hosts = list(docker.hosts)
+    unnamed = [node for node in hosts if node not in prometheus.cadvisor]
+    problems: Problems = [
+        (("prometheus", "cadvisor", node), f"{node!r} is not one of the docker.hosts nodes: "
+                                           f"{', '.join(hosts) or '(none)'}")
+        for node in prometheus.cadvisor if node not in docker.hosts]
+    if unnamed:
+        at = ("prometheus", "cadvisor") if prometheus.cadvisor else ("prometheus", "profile")
+        problems.append((at, "the cadvisor-rest profile needs a cAdvisor URL for every "
+                             f"docker.hosts node; missing: {', '.join(unnamed)}"))
     return problems
 
 

@@ -168,6 +168,17 @@ def test_docker_backend() -> None:
     assert settings.docker.hosts["w1"].tls_ca == Path("/etc/policyd/ca.pem")
 
 
+def test_cadvisor_rest_profile() -> None:
+    settings = load_settings_text(
+        "policies: [p.yaml]\nbackend: docker\nprometheus:\n  url: http://prom:9090\n"
+        "  profile: cadvisor-rest\n  cadvisor: {w1: 'http://10.0.0.1:8080', "
+        "w2: 'https://10.0.0.2:8443'}\n"
+        "docker: {hosts: {w1: 'tcp://10.0.0.1:2376', w2: 'tcp://10.0.0.2:2376'}}\n", "s.yaml")
+    assert settings.prometheus.profile == "cadvisor-rest"
+    assert settings.prometheus.cadvisor == {"w1": "http://10.0.0.1:8080",
+                                            "w2": "https://10.0.0.2:8443"}
+
+
 def test_kubernetes_backend() -> None:
     settings = load_settings_text(
         "policies: [p.yaml]\nbackend: kubernetes\n"
@@ -341,6 +352,29 @@ ERRORS = {
          "stop acting before another replica may take over)",
          "s.yaml:7: alertmanager.retries: unknown field; allowed: url, "
          "resend_interval_seconds, timeout_seconds"]),
+    "cadvisor-rest-names-every-docker-host": (
+        "policies: [p.yaml]\nbackend: docker\nprometheus:\n  url: http://prom:9090\n"
+        "  profile: cadvisor-rest\n  cadvisor:\n    w1: http://10.0.0.1:8080\n"
+        "    w3: http://10.0.0.3:8080\n    w4: 10.0.0.4:8080\n"
+        "docker:\n  hosts: {w1: 'tcp://10.0.0.1:2376', w2: 'tcp://10.0.0.2:2376'}\n",
+        ["s.yaml:6: prometheus.cadvisor: the cadvisor-rest profile needs a cAdvisor URL for "
+         "every docker.hosts node; missing: w2",
+         "s.yaml:8: prometheus.cadvisor.w3: 'w3' is not one of the docker.hosts nodes: w1, w2",
+         "s.yaml:9: prometheus.cadvisor.w4: '10.0.0.4:8080' must start with http:// or "
+         "https://"]),
+    "cadvisor-rest-without-cadvisor": (
+        "policies: [p.yaml]\nbackend: docker\nprometheus:\n  url: http://prom:9090\n"
+        "  profile: cadvisor-rest\ndocker:\n  hosts: {w1: 'tcp://10.0.0.1:2376'}\n",
+        ["s.yaml:5: prometheus.profile: the cadvisor-rest profile needs a cAdvisor URL for "
+         "every docker.hosts node; missing: w1"]),
+    "cadvisor-rest-needs-docker": (
+        "prometheus:\n  profile: cadvisor-rest\n  cadvisor: {w1: 'http://h:8080'}\n",
+        ["s.yaml:2: prometheus.profile: 'cadvisor-rest': reads the cAdvisor of each Docker "
+         "host: it needs backend docker, not simulated"]),
+    "cadvisor-read-only-by-cadvisor-rest": (
+        "prometheus:\n  profile: docker-stats\n  cadvisor: {w1: 'http://h:8080'}\n",
+        ["s.yaml:3: prometheus.cadvisor: only the cadvisor-rest profile reads it (profile is "
+         "docker-stats)"]),
     "sections-of-the-wrong-shape": (
         "prometheus: [http://p:9090]\ndocker: {hosts: [w1]}\nsimulation: 3\n"
         "alertmanager: http://am:9093\nlog_level: 2\n",
@@ -399,7 +433,7 @@ def test_values_are_frozen() -> None:
 # --- any YAML at all: settings or problems, never a traceback ----------------------------------
 
 def field_names() -> list[str]:
-    names = {"w1", "url", "tls", "ca", "cert", "key", "max"}
+    names = {"cadvisor", "w1", "url", "tls", "ca", "cert", "key", "max"}
     for _, field, default in documented_fields():
         names.add(field)
         if isinstance(default, type):
@@ -409,7 +443,7 @@ def field_names() -> list[str]:
 
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-70_000, 70_000),
                     st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(
-                        ["", "max", "docker", "kubernetes", "http://h:1",
+                        ["", "max", "docker", "kubernetes", "cadvisor-rest", "http://h:1",
                          "unix:///s", "=x", "a=b", "p.yaml", "~/p.yaml"]),
                     st.text(max_size=8))
 KEYS = st.one_of(st.sampled_from(field_names()), st.text(max_size=6), st.integers(0, 3))
