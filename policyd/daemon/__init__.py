@@ -2,7 +2,9 @@
 
 Layout, one concept a module:
 
-* `settings` (frozen values) and `settings_file` (the YAML file, every problem with its line);
+* `settings` (the settings file's pydantic models, one per section: the Docker, Kubernetes,
+  Alertmanager and Lease settings are built on them) and `settings_file` (the YAML file,
+  every problem with its line, worded as policy problems are);
 * `scheduler.Daemon`: APScheduler jobs per policy, the schedule's back-off, the listener,
   hot reload, orderly shutdown (its docstring is the theory of operation);
 * `ports`: the outcome observer (sources and actuators meet the daemon through `policyd.tick`),

@@ -1,11 +1,13 @@
 """The real backends, built from settings: source, actuator, listener and alerter.
 
 Docker: the actuator and the listener come from `policyd.actuators.docker` and
-`policyd.sources.docker_events`; the snapshot comes from Prometheus when `prometheus.url` is
-set (the `cadvisor-docker` profile by default), else from the Docker engines' own stats
-(`policyd.sources.docker_stats`). Alerts go to Alertmanager when `alertmanager` is set. Every
-one of these is imported here, when the backend is chosen, so that the simulator and the tests
-never load the Docker SDK or HTTP clients.
+`policyd.sources.docker_events`; the loss always comes from Prometheus (`prometheus.url`), CPU
+and the facts from cAdvisor through Prometheus (the `cadvisor-docker` profile, the default),
+from the Docker engines' own stats (`docker-stats`, `policyd.sources.docker_stats`) or from
+each host's cAdvisor REST API (`cadvisor-rest`, `policyd.sources.cadvisor_source`). Alerts
+go to Alertmanager when `alertmanager` is set. Every one of these is imported here, when the
+backend is chosen, so that the simulator and the tests never load the Docker SDK or HTTP
+clients.
 
 Kubernetes: one API client (in-cluster config, else the kubeconfig; made only for this
 backend) shared by the pod source (`policyd.sources.kubernetes_pods.KubernetesPodSource`: pods
@@ -19,8 +21,11 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
+from policyd.actuators.docker.settings import DockerSettings
+from policyd.actuators.kubernetes.settings import KubernetesSettings
+from policyd.alerts.settings import AlertSettings
 from policyd.daemon.ports import OutcomeObserver
 from policyd.daemon.settings import (
     AlertmanagerSection,
@@ -53,18 +58,24 @@ class Parts:
 
 
 def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
-    """The `policyd.sources.settings` profile the settings name."""
+    """The `policyd.sources.settings` profile the settings name (a profile that reads the CPU
+    from Prometheus: not `docker-stats` nor `cadvisor-rest`, see `docker_parts`)."""
     scrape = prometheus.scrape_interval_seconds
     nodes = dict(prometheus.node_names)
-    if prometheus.profile == "kubernetes":
-        return kubernetes(scrape_interval_seconds=scrape)
-    if prometheus.profile == "cadvisor-docker":
-        return cadvisor_docker(node_names=nodes, scrape_interval_seconds=scrape)
-    if prometheus.profile == "docker-stats":
-        raise ValueError("docker-stats is not a Prometheus profile (see docker_parts)")
-    cores = prometheus.capacity_cores or float(os.cpu_count() or 1)
-    return process(capacity_cores=cores, job=prometheus.process_job, node_names=nodes,
-                   scrape_interval_seconds=scrape)
+    match prometheus.profile:
+        case "kubernetes":
+            return kubernetes(scrape_interval_seconds=scrape)
+        case "cadvisor-docker":
+            return cadvisor_docker(node_names=nodes, scrape_interval_seconds=scrape)
+        case "process":
+            cores = prometheus.capacity_cores or float(os.cpu_count() or 1)
+            return process(capacity_cores=cores, job=prometheus.process_job, node_names=nodes,
+                           scrape_interval_seconds=scrape)
+        case "docker-stats" | "cadvisor-rest":
+            raise ValueError(f"{prometheus.profile} is not a Prometheus profile (see "
+                             "docker_parts)")
+        case _:
+            assert_never(prometheus.profile)
 
 
 def prometheus_source(prometheus: PrometheusSettings) -> Source:
@@ -75,14 +86,9 @@ def prometheus_source(prometheus: PrometheusSettings) -> Source:
                             timeout_seconds=prometheus.timeout_seconds)
 
 
-def docker_settings(section: DockerSection) -> Any:
+def docker_settings(section: DockerSection) -> DockerSettings:
     """`policyd.actuators.docker.DockerSettings` for the configured engines and knobs."""
-    from policyd.actuators.docker import DockerSettings  # noqa: PLC0415
-
-    return DockerSettings(hosts=section.hosts, managed_label=section.managed_label,
-                          grace_seconds=section.grace_seconds,
-                          start_timeout_seconds=section.start_timeout_seconds,
-                          state_path=section.state_path)
+    return DockerSettings.from_section(section)
 
 
 def docker_parts(settings: DaemonSettings) -> Parts:
@@ -107,20 +113,27 @@ def docker_parts(settings: DaemonSettings) -> Parts:
         source = DockerSnapshotSource(prometheus.url, docker,
                                       extra_markers=actuator.recorded_markers,
                                       timeout_seconds=prometheus.timeout_seconds)
+    elif prometheus.profile == "cadvisor-rest":
+        from policyd.sources.cadvisor_source import cadvisor_rest_source  # noqa: PLC0415
+
+        try:
+            source = cadvisor_rest_source(
+                prometheus.url, {node: str(url) for node, url in prometheus.cadvisor.items()},
+                timeout_seconds=prometheus.timeout_seconds,
+                extra_markers=actuator.recorded_markers)
+        except ValueError as exc:
+            raise BackendError(f"prometheus.cadvisor: {exc}") from None
     else:
         source = prometheus_source(prometheus)
     return Parts(source=source, actuator=actuator, events=DockerEvents(docker))
 
 
-def kubernetes_settings(section: KubernetesSection, node: str | None = None) -> Any:
+def kubernetes_settings(section: KubernetesSection, node: str | None = None
+                        ) -> KubernetesSettings:
     """`policyd.actuators.kubernetes.KubernetesSettings` from the `kubernetes` section (the
     pod source and the watch read its namespaces, label_selector and container_name too);
     `node` (a node agent) narrows every list and watch to that node's pods."""
-    from policyd.actuators.kubernetes import KubernetesSettings  # noqa: PLC0415
-
-    return KubernetesSettings(namespaces=section.namespaces,
-                              label_selector=section.label_selector, node_name=node,
-                              write_qps=section.qps, write_burst=section.burst)
+    return KubernetesSettings.from_scope(section, node_name=node)
 
 
 def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
@@ -170,9 +183,7 @@ def alerter(section: AlertmanagerSection | None) -> OutcomeObserver | None:
     """`policyd.alerts.Alerter` posting to Alertmanager, or None when none is configured."""
     if section is None:
         return None
-    from policyd.alerts import Alerter, AlertSettings  # noqa: PLC0415
+    from policyd.alerts.alerter import Alerter  # noqa: PLC0415
 
-    observer: OutcomeObserver = Alerter(AlertSettings(
-        section.url, resend_interval_seconds=section.resend_interval_seconds,
-        timeout_seconds=section.timeout_seconds))
+    observer: OutcomeObserver = Alerter(AlertSettings.from_section(section))
     return observer

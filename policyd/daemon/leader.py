@@ -19,7 +19,7 @@ so two candidates racing get one 409):
 
 `LeaderOnly` wraps an actuator: actions are applied only while `leading()`; a standby logs
 and skips them (not a failure). Requires lease > renew deadline > 1.2 x retry period
-(checked on construction with ValueError, never `sys.exit`).
+(`LeaseSection`: checked on construction with a ValueError, never `sys.exit`).
 """
 
 from __future__ import annotations
@@ -29,39 +29,31 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import urllib3
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
+from policyd.clients.settings import NonEmptyStr
+from policyd.daemon.settings import LeaseSection
 from policyd.model import Action, Decision
 from policyd.tick import Actuator
 
 LOG = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, kw_only=True)
-class LeaseSettings:
-    name: str = "policyd-specon"
-    namespace: str = "policyd"
-    identity: str
-    lease_duration_seconds: float = 15.0
-    renew_deadline_seconds: float = 10.0
-    retry_period_seconds: float = 2.0
+class LeaseSettings(LeaseSection):
+    """The Lease one candidate competes for, as `identity`: the settings file's Lease (name,
+    namespace, timings and their rule: `LeaseSection`) plus who this replica is (built by
+    `roles.lease_settings`)."""
 
-    def __post_init__(self) -> None:
-        problems = []
-        if not (self.name and self.namespace and self.identity):
-            problems.append("name, namespace and identity must be set")
-        if not self.lease_duration_seconds > self.renew_deadline_seconds:
-            problems.append("lease_duration_seconds must be greater than renew_deadline_seconds")
-        if not self.renew_deadline_seconds > 1.2 * self.retry_period_seconds > 0:
-            problems.append("renew_deadline_seconds must be greater than 1.2 x "
-                            "retry_period_seconds (> 0)")
-        if problems:
-            raise ValueError("leader election: " + "; ".join(problems))
+    identity: NonEmptyStr
+
+    @property
+    def name(self) -> str:
+        """The Lease's name (`lease_name`)."""
+        return self.lease_name
 
 
 def micro_time(seconds: float) -> str:
@@ -103,7 +95,8 @@ class LeaderElector:
         try:
             ok = self._try()
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            LOG.warning("leader: lease %s/%s: %s", self.settings.namespace, self.settings.name,
+            LOG.warning("leader: lease %s/%s: %s", self.settings.namespace,
+                        self.settings.lease_name,
                         getattr(exc, "status", None) or exc)
             ok = False
         if ok:
@@ -116,7 +109,7 @@ class LeaderElector:
     def _try(self) -> bool:
         s, now = self.settings, self.clock()
         try:
-            lease = _body(self.api.read_namespaced_lease(s.name, s.namespace,
+            lease = _body(self.api.read_namespaced_lease(s.lease_name, s.namespace,
                                                          _preload_content=False))
         except ApiException as exc:
             if exc.status != 404:
@@ -136,7 +129,7 @@ class LeaderElector:
         transitions = int(spec.get("leaseTransitions") or 0) + (holder != s.identity)
         body = self._lease(lease, transitions, keep_acquire=holder == s.identity)
         try:
-            self.api.replace_namespaced_lease(s.name, s.namespace, body,
+            self.api.replace_namespaced_lease(s.lease_name, s.namespace, body,
                                               _preload_content=False)
         except ApiException as exc:
             if exc.status == 409:  # another candidate wrote first
@@ -147,7 +140,7 @@ class LeaderElector:
     def _lease(self, current: dict[str, Any] | None, transitions: int, *,
                keep_acquire: bool = False) -> dict[str, Any]:
         s, now = self.settings, micro_time(self.wall())
-        meta: dict[str, Any] = {"name": s.name, "namespace": s.namespace}
+        meta: dict[str, Any] = {"name": s.lease_name, "namespace": s.namespace}
         if current is not None:
             meta["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
         old = (current or {}).get("spec") or {}
@@ -186,15 +179,15 @@ class LeaderElector:
             return False
         s = self.settings
         try:
-            lease = _body(self.api.read_namespaced_lease(s.name, s.namespace,
+            lease = _body(self.api.read_namespaced_lease(s.lease_name, s.namespace,
                                                          _preload_content=False))
             spec = lease.get("spec") or {}
             if spec.get("holderIdentity") != s.identity:
                 return False
             now = micro_time(self.wall())
-            self.api.replace_namespaced_lease(s.name, s.namespace, {
+            self.api.replace_namespaced_lease(s.lease_name, s.namespace, {
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": s.name, "namespace": s.namespace,
+                "metadata": {"name": s.lease_name, "namespace": s.namespace,
                              "resourceVersion": (lease.get("metadata") or {}).get(
                                  "resourceVersion")},
                 "spec": {"holderIdentity": "", "leaseDurationSeconds": 1,
@@ -203,9 +196,9 @@ class LeaderElector:
             }, _preload_content=False)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             LOG.warning("leader: could not release lease %s/%s (it will expire): %s",
-                        s.namespace, s.name, getattr(exc, "status", None) or exc)
+                        s.namespace, s.lease_name, getattr(exc, "status", None) or exc)
             return False
-        LOG.info("leader: %s released lease %s/%s", s.identity, s.namespace, s.name)
+        LOG.info("leader: %s released lease %s/%s", s.identity, s.namespace, s.lease_name)
         return True
 
 

@@ -84,11 +84,9 @@ def lease_settings(section: KubernetesSection, identity: str) -> LeaseSettings:
     """The settings file's `kubernetes` section -> the elector's settings."""
     from policyd.daemon.leader import LeaseSettings  # noqa: PLC0415
 
-    return LeaseSettings(name=section.lease_name, namespace=section.namespace,
-                         identity=identity,
-                         lease_duration_seconds=section.lease_duration_seconds,
-                         renew_deadline_seconds=section.renew_deadline_seconds,
-                         retry_period_seconds=section.retry_period_seconds)
+    lease = {name: getattr(section, name) for name in LeaseSettings.model_fields
+             if name != "identity"}  # the section's Lease fields: LeaseSettings extends them
+    return LeaseSettings(identity=identity, **lease)
 
 
 class LeaderGate:

@@ -1,124 +1,134 @@
-"""The daemon's settings: frozen values, built from the settings file (`settings_file`) or in code.
+"""The daemon's settings: the model of the settings file (docs/settings.md), section by section.
 
-Every section is a keyword-only frozen dataclass that checks itself on construction, so a
-`DaemonSettings` handed to the daemon is always usable. Defaults are those documented in
-`docs/settings.md` and `deploy/settings.example.yaml`: with no settings at all, policyd drives
-the simulated cluster. Paths are absolute by the time they are stored here (the file reader
-resolves them against the settings file's directory). Nothing here reads the environment.
+`DaemonSettings` is the file: frozen pydantic models that reject unknown keys and check
+themselves, so a `DaemonSettings` handed to the daemon is always usable, whether it was read
+by `settings_file` or built in code. Each field, its default and its check are written once:
+
+* `prometheus`, `http`, `simulation` and the top-level fields here;
+* `docker` is `policyd.actuators.docker.DockerSection` (the actuator's `DockerSettings` is
+  built on it), `alertmanager` is `policyd.alerts.AlertmanagerSection` (`AlertSettings`
+  likewise), and `kubernetes` is the actuator's `KubernetesScope` plus the Lease of
+  `--leader-elect` (`LeaseSection`, which `leader.LeaseSettings` extends);
+* the rules that span sections (what each backend needs) are `backend_problems`.
+
+With no settings at all, policyd drives the simulated cluster. Paths are absolute when read
+from a file (resolved against its directory). Nothing here reads the environment.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import MappingProxyType
-from typing import Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, Literal, Self, get_args
 
-# The one value class of an engine, shared with the actuator (its module loads no Docker SDK).
-from policyd.actuators.docker.settings import DockerHost
+from pydantic import (
+    BeforeValidator,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    ValidationInfo,
+    model_validator,
+)
+
+from policyd.actuators.docker.settings import DockerHost, DockerSection
+from policyd.actuators.kubernetes.settings import KubernetesScope
+from policyd.alerts.settings import AlertmanagerSection
+from policyd.clients.settings import (
+    HttpUrl,
+    NonEmptyStr,
+    ReadOnly,
+    SettingsModel,
+    SettingsPath,
+    field_problems,
+    show,
+)
+from policyd.policy.messages import did_you_mean
 
 Backend = Literal["simulated", "docker", "kubernetes"]
-BACKENDS: tuple[Backend, ...] = ("simulated", "docker", "kubernetes")
-PROFILES = ("cadvisor-docker", "docker-stats", "process", "kubernetes")
-LOG_LEVELS = ("debug", "info", "warning", "error")
+BACKENDS: tuple[Backend, ...] = get_args(Backend)
+Profile = Literal["cadvisor-docker", "cadvisor-rest", "docker-stats", "process", "kubernetes"]
+PROFILES: tuple[Profile, ...] = get_args(Profile)
+LogLevel = Literal["debug", "info", "warning", "error"]
+LOG_LEVELS: tuple[LogLevel, ...] = get_args(LogLevel)
 DEFAULT_SCENARIO = "flowcon-fixed-3"
+REPAIRED = "repaired"
+"""Validation context key: the paths the settings file gave but that were invalid (already
+reported, and left out while the rest was checked: `policyd.policy.validate`)."""
+
+Problems = list[tuple[tuple[str, ...], str]]
 
 
-def _positive(value: float, what: str) -> None:
-    if not value > 0:
-        raise ValueError(f"{what} must be positive, got {value}")
+def _one_of(values: Callable[[], Sequence[str]]) -> BeforeValidator:
+    """A check that the value is one of `values()`, saying which one was meant."""
+    def check(value: Any) -> Any:
+        allowed = values()
+        if isinstance(value, str) and value in allowed:
+            return value
+        message = f"{show(value)} is not one of: {', '.join(allowed)}"
+        close = did_you_mean(value, allowed) if isinstance(value, str) else None
+        raise ValueError(f"{message}; did you mean '{close}'?" if close else message)
+    return BeforeValidator(check)
 
 
-@dataclass(frozen=True, kw_only=True)
-class PrometheusSettings:
-    """Where the snapshot comes from when Prometheus is configured (`url` set).
+def _scenario_names() -> Sequence[str]:
+    from policyd.sim.scenarios import SCENARIOS  # noqa: PLC0415 - numpy only when named
 
-    `profile` names a `policyd.sources.settings` profile, or `docker-stats` (the loss from
-    Prometheus, CPU and facts from the Docker engines' stats API: no cAdvisor needed);
+    return tuple(SCENARIOS)
+
+
+class PrometheusSettings(SettingsModel):
+    """Where the snapshot comes from (docker and kubernetes backends).
+
+    `profile` names a `policyd.sources.settings` profile, or one that reads the CPU elsewhere
+    (`docker-stats`: the Docker engines' stats API; `cadvisor-rest`: each Docker host's
+    cAdvisor REST API, at `cadvisor[node]`); the loss always comes from Prometheus at `url`.
     `node_names` maps a scrape target (`instance`) to a node name; `capacity_cores` and
     `process_job` apply to `process` only.
     """
 
-    url: str | None = None
-    profile: str = "cadvisor-docker"
-    timeout_seconds: float = 10.0
-    scrape_interval_seconds: float = 15.0
-    node_names: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    capacity_cores: float | None = None
-    process_job: str | None = None
+    url: HttpUrl | None = None
+    profile: Annotated[Profile, _one_of(lambda: PROFILES)] = "cadvisor-docker"
+    timeout_seconds: PositiveFloat = 10.0
+    scrape_interval_seconds: PositiveFloat = 15.0
+    node_names: Annotated[Mapping[str, str], ReadOnly] = {}
+    capacity_cores: PositiveFloat | None = None
+    process_job: NonEmptyStr | None = None
+    cadvisor: Annotated[Mapping[str, HttpUrl], ReadOnly] = {}
 
-    def __post_init__(self) -> None:
-        if self.profile not in PROFILES:
-            raise ValueError(f"profile {self.profile!r} is not one of: {', '.join(PROFILES)}")
-        _positive(self.timeout_seconds, "timeout_seconds")
-        _positive(self.scrape_interval_seconds, "scrape_interval_seconds")
-        if self.capacity_cores is not None:
-            _positive(self.capacity_cores, "capacity_cores")
-        object.__setattr__(self, "node_names", MappingProxyType(dict(self.node_names)))
-
-
-@dataclass(frozen=True, kw_only=True)
-class DockerSection:
-    """The Docker engines policyd acts on, by node name (the snapshot's node names), and the
-    actuator's knobs (`policyd.actuators.docker.DockerSettings` has the details)."""
-
-    hosts: Mapping[str, DockerHost] = field(default_factory=lambda: MappingProxyType({}))
-    managed_label: str = "policyd.io/managed=true"
-    grace_seconds: float = 60.0
-    start_timeout_seconds: float = 30.0
-    state_path: Path | None = None
-
-    def __post_init__(self) -> None:
-        _positive(self.grace_seconds, "grace_seconds")
-        _positive(self.start_timeout_seconds, "start_timeout_seconds")
-        if not self.managed_label or self.managed_label.startswith("="):
-            raise ValueError(f"managed_label {self.managed_label!r} must be key or key=value")
-        object.__setattr__(self, "hosts", MappingProxyType(dict(self.hosts)))
+    @model_validator(mode="after")
+    def _cadvisor_only_for_its_profile(self) -> Self:
+        if self.cadvisor and self.profile != "cadvisor-rest":
+            raise field_problems([(("cadvisor",), f"only the cadvisor-rest profile reads it "
+                                                  f"(profile is {self.profile})")])
+        return self
 
 
-@dataclass(frozen=True, kw_only=True)
-class KubernetesSection:
-    """The kubernetes backend: the API client's rate limit, the pods policyd manages, and the
-    Lease of `policyd run --leader-elect`.
+class LeaseSection(SettingsModel):
+    """The Lease of leader election (`policyd run --leader-elect`): its name, policyd's own
+    namespace (where it lives), and the timings.
 
-    `namespace` is policyd's own namespace (where the Lease lives), not the training jobs':
-    those are `namespaces` (empty: every namespace) matching `label_selector`. `qps` and
-    `burst` are the client-side rate limit of the actuator's writes. Leader election needs
-    lease_duration > renew_deadline > 1.2 x retry_period (client-go's rule). Mapped to
-    `policyd.actuators.kubernetes.KubernetesSettings` and `policyd.daemon.leader.LeaseSettings`
-    by `policyd.daemon.kubernetes`.
+    A standby takes over once the Lease has not been renewed for `lease_duration_seconds`; a
+    leader that could not renew for `renew_deadline_seconds` stops acting; every replica tries
+    every `retry_period_seconds`. Needs lease > renew deadline > 1.2 x retry (client-go's rule):
+    a leader stops acting before another replica may take over, and gets a retry in before its
+    deadline. A broken rule is reported at the first field of the broken inequality that was
+    given.
     """
 
-    namespace: str = "policyd"
-    qps: float = 5.0
-    burst: int = 10
-    namespaces: tuple[str, ...] = ()
-    label_selector: str = "policyd.io/managed=true"
-    lease_name: str = "policyd-specon"
-    lease_duration_seconds: float = 15.0
-    renew_deadline_seconds: float = 10.0
-    retry_period_seconds: float = 2.0
+    namespace: NonEmptyStr = "policyd"
+    lease_name: NonEmptyStr = "policyd-specon"
+    lease_duration_seconds: PositiveFloat = 15.0
+    renew_deadline_seconds: PositiveFloat = 10.0
+    retry_period_seconds: PositiveFloat = 2.0
 
-    def __post_init__(self) -> None:
-        if not self.namespace:
-            raise ValueError("namespace must be policyd's own namespace (e.g. policyd)")
-        if not self.lease_name:
-            raise ValueError("lease_name must be set")
-        if not self.label_selector:
-            raise ValueError("label_selector must select the managed pods")
-        _positive(self.qps, "qps")
-        if self.burst < 1:
-            raise ValueError(f"burst must be at least 1, got {self.burst}")
-        for what, value in (("lease_duration_seconds", self.lease_duration_seconds),
-                            ("renew_deadline_seconds", self.renew_deadline_seconds),
-                            ("retry_period_seconds", self.retry_period_seconds)):
-            _positive(value, what)
-        problem = lease_timing_problem(self.lease_duration_seconds,
-                                       self.renew_deadline_seconds, self.retry_period_seconds)
-        if problem is not None:
-            raise ValueError(problem[1])
-        object.__setattr__(self, "namespaces", tuple(self.namespaces))
+    @model_validator(mode="after")
+    def _lease_rule(self) -> Self:
+        found = lease_timing_problem(self.lease_duration_seconds, self.renew_deadline_seconds,
+                                     self.retry_period_seconds)
+        if found is not None:
+            keys, why = found
+            given = [key for key in keys if key in self.model_fields_set]
+            raise field_problems([((given[0],) if given else (), why)])
+        return self
 
 
 def lease_timing_problem(lease: float, renew: float, retry: float
@@ -137,81 +147,128 @@ def lease_timing_problem(lease: float, renew: float, retry: float
     return None
 
 
-@dataclass(frozen=True, kw_only=True)
-class AlertmanagerSection:
-    """Alertmanager's base URL; alerts are re-sent every `resend_interval_seconds`."""
+class KubernetesSection(KubernetesScope, LeaseSection):
+    """The settings file's `kubernetes` section: the pods policyd manages and its write rate
+    (the actuator's `KubernetesScope`), and the Lease of `policyd run --leader-elect`
+    (`LeaseSection`).
 
-    url: str
-    resend_interval_seconds: float = 60.0
-    timeout_seconds: float = 5.0
-
-    def __post_init__(self) -> None:
-        if not self.url:
-            raise ValueError("alertmanager needs a url")
-        _positive(self.resend_interval_seconds, "resend_interval_seconds")
-        _positive(self.timeout_seconds, "timeout_seconds")
+    `namespace` is policyd's own namespace (where the Lease lives), not the training jobs':
+    those are `namespaces` (empty: every namespace) matching `label_selector`. Turned into
+    the actuator's settings by `backend.kubernetes_settings` and the elector's by
+    `roles.lease_settings`.
+    """
 
 
-@dataclass(frozen=True, kw_only=True)
-class HttpSettings:
+class HttpSettings(SettingsModel):
     """The `/metrics`, `/healthz`, `/readyz` listener; port 0 picks a free port."""
 
     enabled: bool = True
-    addr: str = "127.0.0.1"
-    port: int = 9097
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be in 0 .. 65535, got {self.port}")
+    addr: NonEmptyStr = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 9097
 
 
-@dataclass(frozen=True, kw_only=True)
-class SimulationSettings:
+def _speed(value: Any) -> Any:
+    if value == "max":
+        return None
+    if isinstance(value, str | bool):
+        raise ValueError(f"{show(value)} must be a positive number of virtual seconds per "
+                         "wall second, or max")
+    return value
+
+
+class SimulationSettings(SettingsModel):
     """The simulated cluster: a named scenario, its seed (None: the scenario's own), and
     `speed` in virtual seconds per wall second (None: as fast as possible, `max` in the file)."""
 
-    scenario: str = DEFAULT_SCENARIO
-    seed: int | None = None
-    speed: float | None = 20.0
-
-    def __post_init__(self) -> None:
-        if self.speed is not None:
-            _positive(self.speed, "speed")
-        if self.seed is not None and self.seed < 0:
-            raise ValueError("seed must be zero or more")
+    scenario: Annotated[str, _one_of(_scenario_names)] = DEFAULT_SCENARIO
+    seed: NonNegativeInt | None = None
+    speed: Annotated[PositiveFloat | None, BeforeValidator(_speed)] = 20.0
 
 
-@dataclass(frozen=True, kw_only=True)
-class DaemonSettings:
+class DaemonSettings(SettingsModel):
     """Everything `policyd run` needs (see docs/settings.md, field by field)."""
 
-    policies: tuple[Path, ...] = ()
-    backend: Backend = "simulated"
-    prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
-    docker: DockerSection = field(default_factory=DockerSection)
-    kubernetes: KubernetesSection = field(default_factory=KubernetesSection)
+    policies: tuple[SettingsPath, ...] = ()
+    backend: Annotated[Backend, _one_of(lambda: BACKENDS)] = "simulated"
+    prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
+    docker: DockerSection = Field(default_factory=DockerSection)
+    kubernetes: KubernetesSection = Field(default_factory=KubernetesSection)
     alertmanager: AlertmanagerSection | None = None
-    http: HttpSettings = field(default_factory=HttpSettings)
-    simulation: SimulationSettings = field(default_factory=SimulationSettings)
-    log_level: str = "info"
-    source_file: Path | None = None
-    """The settings file these came from (None: built in code, or defaults)."""
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    simulation: SimulationSettings = Field(default_factory=SimulationSettings)
+    log_level: Annotated[LogLevel, _one_of(lambda: LOG_LEVELS)] = "info"
 
-    def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend {self.backend!r} is not one of: {', '.join(BACKENDS)}")
-        if self.log_level not in LOG_LEVELS:
-            raise ValueError(f"log_level {self.log_level!r} is not one of: "
-                             f"{', '.join(LOG_LEVELS)}")
-        if self.backend == "docker":
-            if not self.policies:
-                raise ValueError("the docker backend needs at least one policy file")
-            if not self.docker.hosts:
-                raise ValueError("the docker backend needs docker.hosts")
-            if self.prometheus.url is None:
-                raise ValueError("the docker backend needs prometheus.url (the loss)")
-        if self.backend == "kubernetes":
-            if not self.policies:
-                raise ValueError("the kubernetes backend needs at least one policy file")
-            if self.prometheus.url is None:
-                raise ValueError("the kubernetes backend needs prometheus.url (the loss)")
+    @model_validator(mode="after")
+    def _backend_needs(self, info: ValidationInfo) -> Self:
+        repaired = frozenset((info.context or {}).get(REPAIRED, ()))
+        problems = backend_problems(self, repaired)
+        if problems:
+            raise field_problems(problems)
+        return self
+
+
+def backend_problems(settings: DaemonSettings,
+                     repaired: frozenset[tuple[str, ...]] = frozenset()) -> Problems:
+    """What the chosen backend needs from the other sections and does not get. `repaired`:
+    paths the file gave but were invalid (reported already; not reported again as missing)."""
+    def missing(*path: str) -> bool:  # and not given-but-invalid, in part or as a whole
+        return not any(path[:len(r)] == r or r[:len(path)] == path for r in repaired)
+
+    problems: Problems = []
+    backend, prometheus = settings.backend, settings.prometheus
+    if backend in ("docker", "kubernetes"):
+        if not settings.policies and missing("policies"):
+            problems.append((("backend",), f"the {backend} backend needs at least one policy "
+                                           "file in policies"))
+        if backend == "docker" and not settings.docker.hosts and missing("docker", "hosts"):
+            problems.append((("backend",), "the docker backend needs docker.hosts (node -> "
+                                           "Docker engine URL)"))
+        if prometheus.url is None and missing("prometheus", "url"):
+            scraped = "loss is" if backend == "docker" else "loss and CPU are"
+            problems.append((("backend",), f"the {backend} backend needs prometheus.url "
+                                           f"(where the training jobs' {scraped} scraped)"))
+    given = "profile" in prometheus.model_fields_set
+    if backend == "kubernetes" and given and prometheus.profile != "kubernetes":
+        problems.append((("prometheus", "profile"), f"{show(prometheus.profile)}: the "
+                         "kubernetes backend reads the kubernetes profile (kubelet cAdvisor, "
+                         "pods from the API); set profile: kubernetes or leave it out"))
+    elif prometheus.profile == "cadvisor-rest" and backend != "docker":
+        problems.append((("prometheus", "profile"), "'cadvisor-rest': reads the cAdvisor of "
+                         f"each Docker host: it needs backend docker, not {backend}"))
+    elif prometheus.profile == "cadvisor-rest":
+        problems.extend(_cadvisor_problems(prometheus, settings.docker))
+    return problems
+
+
+def _cadvisor_problems(prometheus: PrometheusSettings, docker: DockerSection) -> Problems:
+    """The cadvisor-rest profile: one cAdvisor URL per Docker host, and no other."""
+    hosts = list(docker.hosts)
+    unnamed = [node for node in hosts if node not in prometheus.cadvisor]
+    problems: Problems = [
+        (("prometheus", "cadvisor", node), f"{node!r} is not one of the docker.hosts nodes: "
+                                           f"{', '.join(hosts) or '(none)'}")
+        for node in prometheus.cadvisor if node not in docker.hosts]
+    if unnamed:
+        at = ("prometheus", "cadvisor") if prometheus.cadvisor else ("prometheus", "profile")
+        problems.append((at, "the cadvisor-rest profile needs a cAdvisor URL for every "
+                             f"docker.hosts node; missing: {', '.join(unnamed)}"))
+    return problems
+
+
+__all__ = [
+    "BACKENDS",
+    "LOG_LEVELS",
+    "PROFILES",
+    "AlertmanagerSection",
+    "Backend",
+    "DaemonSettings",
+    "DockerHost",
+    "DockerSection",
+    "HttpSettings",
+    "KubernetesSection",
+    "LeaseSection",
+    "PrometheusSettings",
+    "SimulationSettings",
+    "backend_problems",
+    "lease_timing_problem",
+]

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from policyd.model import Container
+from policyd.model.labels import OPT_OUT
 
 API_VERSION = "policyd.io/v1alpha1"
 
@@ -67,7 +68,7 @@ class Selector(Strict):
         default_factory=dict, description="Labels a workload must carry (all of them)."
     )
     opt_out_key: str = Field(
-        default="policyd.io/opt-out",
+        default=OPT_OUT,
         min_length=1,
         description=(
             'A workload whose label or annotation of this key is "true" is watched and '

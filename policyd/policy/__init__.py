@@ -8,8 +8,11 @@ pydantic's errors plainly (value given, what is allowed, did-you-mean); `errors`
 `Problem` value and its one-line format. `schema` derives the JSON Schema editors use from the
 same models, so the schema cannot disagree with the validator.
 
+The same parts check the daemon's settings file (`policyd.daemon.settings_file`): `validate`
+collects every error of a document, cross-field ones too, and the problems read the same.
+
 This package reads files and parses YAML; it never reads the environment, the clock or the
-network, and it imports nothing from policyd but `engine` and `model`.
+network, and it imports nothing from policyd but `engine`, `model` and `clients.settings`.
 """
 
 from policyd.policy.errors import PolicyError, Problem

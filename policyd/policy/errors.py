@@ -1,7 +1,8 @@
 """What a policy problem is and how it reads on one line.
 
 A `Problem` locates one thing wrong with the user's policies (file, line, the policy, the field)
-and says what was given and what is allowed. Loaders collect every problem before giving up and
+and says what was given and what is allowed; the daemon's settings file reports its problems
+with the same value (without a policy). Loaders collect every problem before giving up and
 raise them together in a `PolicyError`; nothing in this package lets a traceback reach the user
 for a mistake in their YAML.
 

@@ -7,6 +7,10 @@ by a model's own validator (`ValueError` in a `model_validator`) already speak p
 reported at the model's path (`spec`, `spec.weights`), pointing at the line of the field the
 message starts with when there is one (`alpha (1.5) must be below 1 ...` -> the `alpha:` line).
 
+A model's check that finds several problems at once, each at its own field
+(`policyd.clients.settings.field_problems`, used by the settings models), becomes one problem
+per field.
+
 This module does no I/O and knows no YAML: it maps (model, errors) to `FieldProblem`s.
 """
 
@@ -23,9 +27,13 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
+from policyd.clients.settings import FIELD_PROBLEMS, show
 from policyd.engine.spec import API_VERSION
 
 Loc = tuple[Hashable, ...]
+
+__all__ = ["FieldProblem", "did_you_mean", "explain", "field_name", "number", "show",
+           "unknown_key"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,23 +54,6 @@ def field_name(path: Iterable[Hashable]) -> str:
         else:
             text += f".{part}" if text else str(part)
     return text
-
-
-def show(value: object) -> str:
-    """A value as the user wrote it, short: 'soft', 1.5, true, null, a list."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return repr(value if len(value) <= 40 else value[:37] + "...")
-    if isinstance(value, list | tuple):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return str(value)
 
 
 def number(value: object) -> str:
@@ -93,8 +84,13 @@ def explain(model: type[BaseModel], errors: Sequence[ErrorDetails]) -> list[Fiel
     unions_done: set[Loc] = set()
     for error in errors:
         loc: Loc = tuple(error["loc"])
+        if error["type"] == FIELD_PROBLEMS:  # a model's own check, naming its fields
+            problems.extend(FieldProblem(path=(*loc, *path), message=message)
+                            for path, message in (error.get("ctx") or {}).get("problems", ()))
+            continue
         depth, info = _locate(model, loc)
-        if info is not None and depth < len(loc) and _is_union(info.annotation):
+        if (info is not None and depth < len(loc) and _is_union(info.annotation)
+                and _as_model(info.annotation) is None):
             # One error per union member ("literal['auto']", "int"): say it once, plainly.
             field_loc = loc[:depth]
             if field_loc not in unions_done:
@@ -155,6 +151,7 @@ _TYPES = {
     "dict_type": "must be a mapping",
     "list_type": "must be a list",
     "tuple_type": "must be a list",
+    "path_type": "must be a file path",
 }
 
 _BOUNDS = {
@@ -217,6 +214,10 @@ def _keys(model: type[BaseModel]) -> list[str]:
 
 
 def _as_model(annotation: object) -> type[BaseModel] | None:
+    """The model `annotation` names, also when it is optional (`Model | None`)."""
+    if _is_union(annotation):
+        members = [m for m in get_args(annotation) if m is not type(None)]
+        annotation = members[0] if len(members) == 1 else None
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     return None

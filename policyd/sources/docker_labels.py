@@ -13,12 +13,8 @@ import math
 from collections.abc import Mapping
 
 from policyd.model import Markers
+from policyd.model import labels as keys
 from policyd.sources import facts
-
-MIGRATED = "policyd.io/migrated"
-REBALANCED = "policyd.io/rebalanced"
-CONVERGED_AT = "policyd.io/converged_at"
-LAST_ACTION_AT = "policyd.io/last_action_at"
 
 
 def label_markers(labels: Mapping[str, str], extra: Markers | None,
@@ -42,9 +38,9 @@ def label_markers(labels: Mapping[str, str], extra: Markers | None,
         return value
 
     extra = extra or Markers()
-    last = [t for t in (when(LAST_ACTION_AT), extra.last_action_at) if t is not None]
-    converged = when(CONVERGED_AT)
-    return Markers(migrated=flag(MIGRATED) or extra.migrated,
-                   rebalanced=flag(REBALANCED) or extra.rebalanced,
+    last = [t for t in (when(keys.LAST_ACTION_AT), extra.last_action_at) if t is not None]
+    converged = when(keys.CONVERGED_AT)
+    return Markers(migrated=flag(keys.MIGRATED) or extra.migrated,
+                   rebalanced=flag(keys.REBALANCED) or extra.rebalanced,
                    converged_at=converged if converged is not None else extra.converged_at,
                    last_action_at=max(last) if last else None)

@@ -34,8 +34,10 @@ from typing import Any, Literal, Protocol, cast
 from kubernetes import watch as k8s_watch  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
+from policyd.clients import kubernetes_quantity
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
+from policyd.model import labels as keys
 from policyd.model.events import ContainerEvent
 from policyd.sources import promql
 from policyd.sources.errors import SourceError
@@ -45,8 +47,6 @@ from policyd.sources.prometheus import PrometheusClient, connect_prometheus, que
 from policyd.sources.settings import SourceSettings, kubernetes
 
 LOG = logging.getLogger(__name__)
-MARKERS = ("policyd.io/migrated", "policyd.io/rebalanced", "policyd.io/converged_at",
-           "policyd.io/last_action_at")
 GONE = 410
 
 
@@ -70,12 +70,11 @@ def parse_time(text: str | None) -> float | None:
 
 
 def cores(quantity: Any) -> float | None:
-    """A CPU quantity ("250m", "2", "1.5") in cores; None when absent or unreadable."""
+    """A CPU quantity ("250m", "2", "1.5", "1e3") in cores; None when absent or unreadable."""
     if quantity in (None, ""):
         return None
-    text = str(quantity)
     try:
-        return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+        return kubernetes_quantity.cores(quantity)
     except ValueError:
         return None
 
@@ -190,8 +189,8 @@ def facts_vector(found: Iterable[PodFacts], allocatable: Mapping[str, float], no
         if f.cpu_limit is not None:
             out.append(sample(promql.FACT_QUOTA, ident, f.cpu_limit * 100_000))
             out.append(sample(promql.FACT_PERIOD, ident, 100_000.0))
-        marks = {"annotation_" + k.replace(".", "_").replace("/", "_"): v
-                 for k, v in f.annotations.items() if k in MARKERS}
+        marks = {keys.prometheus_label(k, "annotation_"): v
+                 for k, v in f.annotations.items() if k in keys.MARKERS}
         out.append(sample(promql.FACT_ANNOTATIONS,
                           {"namespace": f.namespace, "pod": f.pod, **marks}, 1.0))
     return out

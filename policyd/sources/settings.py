@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from policyd.model import labels
+
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 MatchOp = Literal["=", "!=", "=~", "!~"]
@@ -156,21 +158,20 @@ class SourceSettings:
         object.__setattr__(self, "node_names", _frozen_map(self.node_names))
 
 
-DOCKER_MARKERS = MarkerLabels(
-    migrated="container_label_policyd_io_migrated",
-    rebalanced="container_label_policyd_io_rebalanced",
-    converged_at="container_label_policyd_io_converged_at",
-    last_action_at="container_label_policyd_io_last_action_at",
-)
-"""Docker labels `policyd.io/migrated` etc. as cAdvisor exposes them."""
+def _exposed_markers(prefix: str) -> MarkerLabels:
+    """The marker keys (`policyd.model.labels.MARKERS`) as an exporter exposes them."""
+    return MarkerLabels(**{field: labels.prometheus_label(key, prefix) for field, key in (
+        ("migrated", labels.MIGRATED), ("rebalanced", labels.REBALANCED),
+        ("converged_at", labels.CONVERGED_AT), ("last_action_at", labels.LAST_ACTION_AT))})
 
-KUBERNETES_MARKERS = MarkerLabels(
-    migrated="annotation_policyd_io_migrated",
-    rebalanced="annotation_policyd_io_rebalanced",
-    converged_at="annotation_policyd_io_converged_at",
-    last_action_at="annotation_policyd_io_last_action_at",
-)
-"""Pod annotations `policyd.io/migrated` etc. as kube-state-metrics exposes them."""
+
+DOCKER_MARKERS = _exposed_markers("container_label_")
+"""Docker labels `policyd.io/migrated` etc. as cAdvisor exposes them
+(`container_label_policyd_io_migrated`)."""
+
+KUBERNETES_MARKERS = _exposed_markers("annotation_")
+"""Pod annotations `policyd.io/migrated` etc. as kube-state-metrics exposes them
+(`annotation_policyd_io_migrated`)."""
 
 
 def kubernetes(*, scrape_interval_seconds: float = 15.0,

@@ -31,7 +31,7 @@ def mock() -> Any:
 
 
 def make(clock: Clock | None = None, **settings: Any) -> Alerter:
-    return Alerter(AlertSettings(URL, **settings), session=requests.Session(),
+    return Alerter(AlertSettings(url=URL, **settings), session=requests.Session(),
                    clock=clock or Clock(T0))
 
 
@@ -149,7 +149,7 @@ def test_the_latest_version_of_a_queued_alert_wins(mock: Any) -> None:
 
 def test_queue_is_bounded(mock: Any) -> None:
     mock.post(ENDPOINT, body=requests.exceptions.ConnectionError("refused"))
-    alerter = Alerter(AlertSettings(URL, retries=0), max_pending=2)
+    alerter = Alerter(AlertSettings(url=URL, retries=0), max_pending=2)
     alerter.on_outcome(outcome(*(migrate(container=f"c{i}") for i in range(3))), now=T0)
     assert [a.labels["job"] for a in alerter.pending] == ["c1", "c2"]
     assert alerter.dropped_total == 1

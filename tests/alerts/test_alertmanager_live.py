@@ -31,7 +31,7 @@ def wait_for(read: Any, check: Any, timeout_seconds: float = 10.0) -> Any:
 
 def test_migration_and_failure_alerts_round_trip(tmp_path: Path) -> None:
     with alertmanager(tmp_path) as am:
-        alerter = Alerter(AlertSettings(am.url, generator_url="http://127.0.0.1:8000/metrics"))
+        alerter = Alerter(AlertSettings(url=am.url, generator_url="http://127.0.0.1:8000/metrics"))
         now = time.time()
         m, failing = migrate(), set_cpu()
         alerter.on_outcome(outcome(m, failing, failed=((failing, "APIError: 500 daemon"),)),
@@ -68,7 +68,7 @@ def test_migration_and_failure_alerts_round_trip(tmp_path: Path) -> None:
 def test_unreachable_alertmanager_is_counted_not_raised(tmp_path: Path) -> None:
     with alertmanager(tmp_path) as am:
         url = am.url
-    alerter = Alerter(AlertSettings(url, retries=1, timeout_seconds=1))  # stopped: refused
+    alerter = Alerter(AlertSettings(url=url, retries=1, timeout_seconds=1))  # stopped: refused
     alerter.on_outcome(outcome(migrate()), now=time.time())
     assert alerter.errors_total == 1
     assert len(alerter.pending) == 1

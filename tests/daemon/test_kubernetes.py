@@ -299,7 +299,7 @@ def test_kubernetes_settings_map_the_section() -> None:
                                 lease_duration_seconds=30, renew_deadline_seconds=20,
                                 retry_period_seconds=4, namespace="ops")
     scope = kubernetes_settings(section)
-    assert (scope.write_qps, scope.write_burst, scope.namespaces, scope.label_selector) == (
+    assert (scope.qps, scope.burst, scope.namespaces, scope.label_selector) == (
         20, 40, ("training",), "team=ml")
     lease = lease_settings(section, "pod-1")
     assert (lease.name, lease.namespace, lease.identity, lease.lease_duration_seconds,

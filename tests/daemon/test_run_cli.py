@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from policyd.cli import main
@@ -79,7 +80,7 @@ def test_broken_settings_exit_1_with_every_problem(tmp_path: Path) -> None:
         "policies",
         f"{path}:1: backend: the kubernetes backend needs prometheus.url (where the training "
         "jobs' loss and CPU are scraped)",
-        f"{path}:2: http.port: -3 must be a whole number in 0 .. 65535 (0: any free port)",
+        f"{path}:2: http.port: -3 is not allowed: must be at least 0",
         "policyd run: the settings file is invalid; nothing started",
     ]
 
@@ -128,3 +129,20 @@ def test_the_simulated_daemon_times_its_ticks() -> None:
     total = registry.get_sample_value("policyd_tick_duration_seconds_sum",
                                       {"policy": "flowcon-fixed-3"})
     assert count == 1 and total is not None and total > 0
+
+
+# docker-py leaves the socket of a failed connect open (a known leak of the SDK, not ours)
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_the_docker_backend_reads_cadvisor_rest_when_the_settings_say_so(tmp_path: Path) -> None:
+    from policyd.daemon.backend import docker_parts  # noqa: PLC0415
+    from policyd.sources.cadvisor_source import CadvisorRestSource  # noqa: PLC0415
+
+    (tmp_path / "p.yaml").write_text(policy_yaml())
+    settings = DaemonSettings(
+        policies=(tmp_path / "p.yaml",), backend="docker",
+        prometheus=PrometheusSettings(url="http://127.0.0.1:9", profile="cadvisor-rest",
+                                      cadvisor={"w1": "http://127.0.0.1:9"}),
+        docker=DockerSection(hosts={"w1": DockerHost(url="unix:///nonexistent.sock")}),
+        http=HttpSettings(enabled=False))
+    parts = docker_parts(settings)  # the engine is absent: recovery is retried later
+    assert isinstance(parts.source, CadvisorRestSource)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 import requests
+from pydantic import ValidationError
 
-from policyd.actuators.docker import ActuationError, DockerHost, DockerSettings
+from policyd.actuators.docker import ActuationError, DockerHost, DockerSettings, DockerTls
 from tests.docker.builders import Clock, actuator, decision, mark, set_cpu
 from tests.docker.fakes import FakeEngine, api_error
 
@@ -130,19 +131,25 @@ def test_a_new_container_of_the_same_name_does_not_inherit_markers(tmp_path: Pat
     assert act.recorded_markers()[again.id].migrated is False
 
 
-@pytest.mark.parametrize(("kw", "message"), [
-    ({"hosts": {}}, "hosts: name at least one node"),
-    ({"grace_seconds": 0}, "grace_seconds must be positive"),
-    ({"managed_label": "=x"}, "managed_label"),
-    ({"retries": -1}, "retries must be >= 0"),
+@pytest.mark.parametrize(("kw", "error"), [
+    ({"hosts": {}}, ((), "hosts: name at least one node")),
+    ({"grace_seconds": 0}, (("grace_seconds",), "Input should be greater than 0")),
+    ({"managed_label": "=x"}, (("managed_label",), "Value error, '=x' must be key or "
+                                                   "key=value")),
+    ({"retries": -1}, (("retries",), "Input should be greater than or equal to 0")),
 ])
-def test_settings_are_checked(kw: dict[str, object], message: str) -> None:
+def test_settings_are_checked(kw: dict[str, object], error: tuple[tuple[str, ...], str]
+                              ) -> None:
     args: dict[str, object] = {"hosts": {"a": DockerHost(url="unix:///a.sock")}, **kw}
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValidationError) as caught:
         DockerSettings(**args)  # type: ignore[arg-type]
+    assert [(e["loc"], e["msg"]) for e in caught.value.errors()] == [error]
 
 
 def test_tls_files_go_together() -> None:
-    with pytest.raises(ValueError, match="tls_cert and tls_key go together"):
-        DockerHost(url="tcp://10.0.0.5:2376", tls_cert=Path("c.pem"))
+    with pytest.raises(ValueError, match="cert and key go together"):
+        DockerHost(url="tcp://10.0.0.5:2376", tls=DockerTls(cert=Path("c.pem")))
+    host = DockerHost(url="tcp://10.0.0.5:2376", tls=DockerTls(cert=Path("c.pem"),
+                                                                key=Path("k.pem")))
+    assert (host.tls_ca, host.tls_cert, host.tls_key) == (None, Path("c.pem"), Path("k.pem"))
 

@@ -136,7 +136,7 @@ class FakeClock:
 def actuator(core: Any, batch: Any, events: Any, clock: FakeClock, **settings: Any
              ) -> KubernetesActuator:
     base: dict[str, Any] = {"poll_seconds": 1.0, "confirm_seconds": 2.0, "retries": 2,
-                            "backoff_seconds": 0.5, "write_qps": 1000.0, "write_burst": 1000}
+                            "backoff_seconds": 0.5, "qps": 1000.0, "burst": 1000}
     base.update(settings)
     act = KubernetesActuator(KubernetesSettings(**base), core=core, batch=batch,
                              events_api=events, clock=clock, sleep=clock.sleep)

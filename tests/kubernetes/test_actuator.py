@@ -224,6 +224,19 @@ def test_bare_pod_is_evicted_then_recreated_on_the_target() -> None:
     assert events.create_namespaced_event.call_args.args[1]["reason"] == "PolicydMigrate"
 
 
+@pytest.mark.parametrize(("grace", "sent"), [(45.0, 45), (0.0, 0), (None, 60)],
+                         ids=["policy-45", "policy-0-is-kept", "none-is-the-default"])
+def test_grace_period_is_the_actions_else_the_configured_default(grace: float | None,
+                                                                  sent: int) -> None:
+    """The one grace rule (`policyd.actuators.grace`; Docker: tests/docker/test_migration.py):
+    a policy's 0 asks for an immediate stop and is sent as 0, not replaced by the default."""
+    core, batch, events = apis()
+    state = bare_world(core)
+    act = actuator(core, batch, events, FakeClock(), grace_seconds=60.0)
+    act.apply(dataclasses.replace(MOVE, grace_seconds=grace), decision(policy="specon"))
+    assert state["eviction"]["deleteOptions"]["gracePeriodSeconds"] == sent
+
+
 def test_eviction_refused_by_a_pdb() -> None:
     core, batch, events = apis()
     state = bare_world(core, eviction=api_error(429, "Cannot evict pod as it would violate "

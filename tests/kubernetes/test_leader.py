@@ -92,7 +92,7 @@ def test_racing_candidates_get_one_conflict() -> None:
 
 
 def test_bad_timings_are_a_value_error_not_an_exit() -> None:
-    with pytest.raises(ValueError, match="greater than renew_deadline_seconds"):
+    with pytest.raises(ValueError, match="lease_duration_seconds > renew_deadline_seconds"):
         LeaseSettings(identity="a", lease_duration_seconds=5, renew_deadline_seconds=10)
     with pytest.raises(ValueError, match=r"1.2 x retry_period_seconds"):
         LeaseSettings(identity="a", renew_deadline_seconds=2, retry_period_seconds=2)

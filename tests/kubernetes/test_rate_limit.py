@@ -39,7 +39,7 @@ def test_hundred_resizes_are_spread_and_none_lost() -> None:
     answer(core.patch_namespaced_pod_resize, resize)
     answer(core.patch_namespaced_pod, other_write)
     answer(events.create_namespaced_event, other_write)
-    act = actuator(core, batch, events, clock, write_qps=10.0, write_burst=5)
+    act = actuator(core, batch, events, clock, qps=10.0, burst=5)
     for i in range(100):
         act.apply(set_cpu_action(0.25, container=f"ml/train-{i}/trainer"), decision())
     assert sorted(resized) == sorted(f"train-{i}" for i in range(100))

@@ -1,7 +1,7 @@
 """The Docker actuator: FlowCon's CPU limits and SpeCon's migrations on Docker engines.
 
-Layout: `settings` (hosts, timings, label names, `ActuationError`), `calls` (SDK clients and
-the retry policy), `engines` (per-node clients and lookups), `cpu` (SetCpu as update
+Layout: `settings` (the settings file's `docker` section, hosts, timings), `calls` (SDK
+clients and the retry policy), `engines` (per-node clients and lookups), `cpu` (SetCpu as update
 arguments, pure), `state` (what Docker cannot hold on a running container), `migration` (the
 checkpoint protocol), `recovery` (half-done migrations), `actuator` (`DockerActuator`).
 Imports no source, simulator, daemon or CLI.
@@ -13,14 +13,15 @@ never needs it); everything that talks to an engine is loaded on first use (PEP 
 
 from typing import TYPE_CHECKING, Any
 
-from policyd.actuators.docker.settings import ActuationError, DockerHost, DockerSettings
+from policyd.actuators.docker.settings import DockerHost, DockerSection, DockerSettings, DockerTls
+from policyd.actuators.errors import ActuationError
 
 if TYPE_CHECKING:
     from policyd.actuators.docker.actuator import DockerActuator
     from policyd.actuators.docker.recovery import RULES, Recovered
 
-__all__ = ["RULES", "ActuationError", "DockerActuator", "DockerHost", "DockerSettings",
-           "Recovered"]
+__all__ = ["RULES", "ActuationError", "DockerActuator", "DockerHost", "DockerSection",
+           "DockerSettings", "DockerTls", "Recovered"]
 
 
 def __getattr__(name: str) -> Any:

@@ -24,8 +24,10 @@ from policyd.actuators.docker.cpu import cpu_update
 from policyd.actuators.docker.engines import Engines
 from policyd.actuators.docker.migration import Migration
 from policyd.actuators.docker.recovery import Recovered, Recovery
-from policyd.actuators.docker.settings import ActuationError, DockerSettings
+from policyd.actuators.docker.settings import DockerSettings
 from policyd.actuators.docker.state import ActuatorState
+from policyd.actuators.errors import ActuationError
+from policyd.actuators.grace import grace_seconds
 from policyd.model import Action, Decision, Markers, MarkMigrated, Migrate, SetCpu
 
 LOG = logging.getLogger(__name__)
@@ -38,7 +40,7 @@ class DockerActuator:
     """Acts on the engines of `settings.hosts` (or on `clients`, node -> SDK client: the seam
     tests use; nodes missing from it are connected lazily). A migration's SIGTERM grace period
     is the action's `grace_seconds` (its policy's `migration_grace_seconds`), else
-    `settings.grace_seconds`."""
+    `settings.grace_seconds` (`policyd.actuators.grace`)."""
 
     def __init__(self, settings: DockerSettings, *,
                  clients: Mapping[str, docker.DockerClient] | None = None,
@@ -103,8 +105,7 @@ class DockerActuator:
                                  last_action_at=self.clock())
 
     def migrate(self, action: Migrate) -> None:
-        grace = (action.grace_seconds if action.grace_seconds is not None
-                 else self.settings.grace_seconds)
+        grace = grace_seconds(action, self.settings.grace_seconds)
         self._grace = grace
         try:
             intent = self.state.migrations.get(action.container)

@@ -18,7 +18,7 @@ import docker
 import docker.errors
 import requests
 
-from policyd.actuators.docker.settings import ActuationError
+from policyd.actuators.errors import ActuationError
 
 T = TypeVar("T")
 

@@ -12,7 +12,8 @@ import docker.errors
 from docker.models.containers import Container
 
 from policyd.actuators.docker.calls import Caller
-from policyd.actuators.docker.settings import ActuationError, DockerSettings, is_managed
+from policyd.actuators.docker.settings import DockerSettings, is_managed
+from policyd.actuators.errors import ActuationError
 from policyd.clients.docker_engine import connect
 
 T = TypeVar("T")

@@ -38,11 +38,10 @@ from typing import Any
 import docker.errors
 from docker.models.containers import Container
 
-from policyd.actuators.docker import settings as labels
 from policyd.actuators.docker.engines import Engines
-from policyd.actuators.docker.settings import ActuationError
 from policyd.actuators.docker.state import ActuatorState
-from policyd.model import Migrate
+from policyd.actuators.errors import ActuationError
+from policyd.model import Migrate, labels
 
 CONTAINER_ENV = "POLICYD_CONTAINER"
 

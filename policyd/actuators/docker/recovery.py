@@ -37,10 +37,10 @@ from typing import Literal
 
 from docker.models.containers import Container
 
-from policyd.actuators.docker import settings as labels
 from policyd.actuators.docker.engines import Engines
-from policyd.actuators.docker.settings import ActuationError
 from policyd.actuators.docker.state import ActuatorState
+from policyd.actuators.errors import ActuationError
+from policyd.model import labels
 
 LOG = logging.getLogger(__name__)
 

@@ -1,90 +1,107 @@
 """What the Docker actuator needs to know: the hosts, the timings, and which containers are its.
 
-Frozen values checked on construction; nothing here touches the network. The label names are
-the ones `policyd.sources.settings.DOCKER_MARKERS` reads (through cAdvisor) and
-`policyd.sources.docker_stats` reads (through the engine's API): `policyd.io/migrated` etc.
+`DockerSection` is the settings file's `docker` section (docs/settings.md), field for field;
+`DockerSettings` is that section plus the knobs only code sets (retries, API version, the
+stats source's pool), so every field the file can hold is declared, defaulted and checked
+here once. Both are frozen pydantic models (`policyd.clients.settings.SettingsModel`); nothing
+here touches the network or loads the Docker SDK. The label names the actuator writes are
+`policyd.model.labels`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
+from typing import Annotated, Any, Self
 
-MIGRATED = "policyd.io/migrated"
-REBALANCED = "policyd.io/rebalanced"
-CONVERGED_AT = "policyd.io/converged_at"
-LAST_ACTION_AT = "policyd.io/last_action_at"
-MIGRATED_FROM = "policyd.io/migrated-from"
-"""Labels policyd writes on the containers it creates (a replacement after a migration)."""
+from pydantic import (
+    AfterValidator,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    model_validator,
+)
+
+from policyd.clients.settings import (
+    NonEmptyStr,
+    ReadOnly,
+    SettingsModel,
+    SettingsPath,
+    field_problems,
+    show,
+)
+from policyd.model import labels
 
 
-class ActuationError(Exception):
-    """An action could not be carried out; the message is one line with the reason."""
+class DockerTls(SettingsModel):
+    """Client certificates for a TLS engine: `ca` alone verifies the engine; `cert` and `key`
+    (together) authenticate policyd to it."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(" ".join(reason.split()))
+    ca: SettingsPath | None = None
+    cert: SettingsPath | None = None
+    key: SettingsPath | None = None
+
+    @model_validator(mode="after")
+    def _pair(self) -> Self:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("cert and key go together")
+        return self
 
 
-@dataclass(frozen=True, kw_only=True)
-class DockerHost:
+class DockerHost(SettingsModel):
     """One Docker engine: `url` as the SDK takes it (`unix:///run/docker.sock`,
-    `tcp://10.0.0.5:2376`); TLS files for tcp engines that require client certificates."""
+    `tcp://10.0.0.5:2376`), and TLS files for engines that require client certificates.
+    In the settings file a host is its URL, or a mapping `{url, tls: {ca, cert, key}}`.
+    `tls_ca`, `tls_cert`, `tls_key` make it a `policyd.clients.docker_engine.EngineAddress`."""
 
-    url: str
-    tls_ca: Path | None = None
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
+    url: NonEmptyStr
+    tls: DockerTls | None = None
 
-    def __post_init__(self) -> None:
-        if not self.url:
-            raise ValueError("a Docker host needs a url")
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise ValueError(f"{self.url}: tls_cert and tls_key go together")
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, str) and data:
+            return {"url": data}
+        if not isinstance(data, Mapping | DockerHost):
+            raise ValueError("must be a Docker engine URL or a mapping with url (and tls); "
+                             f"got {show(data)}")
+        return data
+
+    @property
+    def tls_ca(self) -> Path | None:
+        return self.tls.ca if self.tls else None
+
+    @property
+    def tls_cert(self) -> Path | None:
+        return self.tls.cert if self.tls else None
+
+    @property
+    def tls_key(self) -> Path | None:
+        return self.tls.key if self.tls else None
 
 
-@dataclass(frozen=True, kw_only=True)
-class DockerSettings:
-    """The Docker actuator's settings (the events and stats sources read `hosts` and
-    `managed_label` too, through a structural Protocol: sources never import actuators).
+def _managed_label(value: str) -> str:
+    if not value or value.startswith("="):
+        raise ValueError(f"{show(value)} must be key or key=value")
+    return value
+
+
+class DockerSection(SettingsModel):
+    """The settings file's `docker` section: the engines policyd acts on, by node name (the
+    snapshot's node names), and the actuator's knobs.
 
     `managed_label` is `key=value` (or just `key`): only containers carrying it are touched.
-    `state_path` holds what Docker cannot store on a running container (see `state`); None
-    keeps it in memory only. `api_version` "auto" negotiates (Debian's 20.10 speaks 1.41;
-    the SDK's default, 1.45, would be refused).
+    `grace_seconds`: SIGTERM to SIGKILL of a migrating trainer, unless its policy gives one
+    (`policyd.actuators.grace`). `state_path` holds what Docker cannot store on a running
+    container (see `state`); None keeps it in memory only.
     """
 
-    hosts: Mapping[str, DockerHost]
-    grace_seconds: float = 60.0
-    start_timeout_seconds: float = 30.0
-    confirm_seconds: float = 1.0
-    retries: int = 3
-    backoff_seconds: float = 0.5
-    managed_label: str = "policyd.io/managed=true"
-    state_path: Path | None = None
-    api_version: str = "auto"
-    timeout_seconds: float = 60.0
-    stats_workers_per_host: int = 8
-
-    def __post_init__(self) -> None:
-        problems: list[str] = []
-        if not self.hosts:
-            problems.append("hosts: name at least one node")
-        for what, value in (("grace_seconds", self.grace_seconds),
-                            ("start_timeout_seconds", self.start_timeout_seconds),
-                            ("timeout_seconds", self.timeout_seconds)):
-            if not value > 0:
-                problems.append(f"{what} must be positive, got {value}")
-        if self.confirm_seconds < 0 or self.backoff_seconds < 0 or self.retries < 0:
-            problems.append("confirm_seconds, backoff_seconds and retries must be >= 0")
-        if self.stats_workers_per_host < 1:
-            problems.append("stats_workers_per_host must be at least 1")
-        if not self.managed_label or self.managed_label.startswith("="):
-            problems.append(f"managed_label {self.managed_label!r} must be key or key=value")
-        if problems:
-            raise ValueError("; ".join(problems))
-        object.__setattr__(self, "hosts", MappingProxyType(dict(self.hosts)))
+    hosts: Annotated[Mapping[str, DockerHost], ReadOnly] = {}
+    managed_label: Annotated[str, AfterValidator(_managed_label)] = labels.MANAGED_SELECTOR
+    grace_seconds: PositiveFloat = 60.0
+    start_timeout_seconds: PositiveFloat = 30.0
+    state_path: SettingsPath | None = None
 
     @property
     def managed(self) -> tuple[str, str | None]:
@@ -93,8 +110,40 @@ class DockerSettings:
         return key, (value if sep else None)
 
 
-def is_managed(labels: Mapping[str, str] | None, managed_label: str) -> bool:
-    """True when `labels` carry `managed_label` (`key=value`, or `key` with any value)."""
+class DockerSettings(DockerSection):
+    """The Docker actuator's settings: the `docker` section (`from_section`) plus what only
+    code sets. The events and stats sources read `hosts`, `managed_label`, `api_version`,
+    `timeout_seconds` and `stats_workers_per_host` too, through a structural Protocol
+    (sources never import actuators).
+
+    `confirm_seconds`: how long a replacement must keep running to count as started;
+    `retries` and `backoff_seconds`: the engine calls' retry policy; `api_version` "auto"
+    negotiates (Debian's 20.10 speaks 1.41; the SDK's default, 1.45, would be refused).
+    """
+
+    confirm_seconds: NonNegativeFloat = 1.0
+    retries: NonNegativeInt = 3
+    backoff_seconds: NonNegativeFloat = 0.5
+    api_version: NonEmptyStr = "auto"
+    timeout_seconds: PositiveFloat = 60.0
+    stats_workers_per_host: Annotated[int, Field(ge=1)] = 8
+
+    @model_validator(mode="after")
+    def _some_host(self) -> Self:
+        if not self.hosts:
+            raise field_problems([(("hosts",), "name at least one node")])
+        return self
+
+    @classmethod
+    def from_section(cls, section: DockerSection, **knobs: Any) -> DockerSettings:
+        """The actuator's settings for the file's `docker` section (and `knobs`)."""
+        return cls(**{name: getattr(section, name) for name in DockerSection.model_fields},
+                   **knobs)
+
+
+def is_managed(found: Mapping[str, str] | None, managed_label: str) -> bool:
+    """True when the labels `found` carry `managed_label` (`key=value`, or `key` with any
+    value)."""
     key, sep, value = managed_label.partition("=")
-    have = (labels or {}).get(key)
+    have = (found or {}).get(key)
     return have is not None and (not sep or have == value)

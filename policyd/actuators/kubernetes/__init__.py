@@ -1,11 +1,15 @@
 """The Kubernetes actuator: FlowCon's CPU (in-place pod resize) and SpeCon's migrations.
 
-Layout: `settings` (scope, timings, write rate, annotation names, `ActuationError`), `rbac`
-(every API call as an RBAC rule: the Role is rendered from it), `calls` (the client, the
-token bucket, the retry policy), `cpu` (resize bodies and progress, pure), `pods` (pod JSON:
-names, markers, the replacement, pure), `events` (an Event per action), `migration` (bare
-pods: evict and recreate; Job-owned pods: suspend, re-pin, resume), `recovery` (Jobs left
-mid-migration), `actuator` (`KubernetesActuator`). Imports no source, simulator, daemon or CLI.
+Layout: `settings` (scope, write rate, timings), `rbac` (every API call as an RBAC rule: the
+Role is rendered from it), `calls` (the client, the token bucket, the retry policy), `cpu`
+(resize bodies and progress, pure), `pods` (pod JSON: names, markers, the replacement, pure),
+`events` (an Event per action), `migration` (bare pods: evict and recreate; Job-owned pods:
+suspend, re-pin, resume), `recovery` (Jobs left mid-migration), `actuator`
+(`KubernetesActuator`). Imports no source, simulator, daemon or CLI.
+
+The settings values are imported here eagerly and load no Kubernetes client, so the daemon's
+settings file can hold them without it (the simulated and Docker backends never need it);
+everything that talks to an API server is loaded on first use (PEP 562).
 
 Kubernetes versions: in-place resize through `pods/resize` needs 1.33 (beta, on by default;
 1.32 behind the InPlacePodVerticalScaling gate; GA 1.35) and client >= 32; the resize
@@ -14,10 +18,27 @@ already ran needs 1.36 (MutableSchedulingDirectivesForSuspendedJobs); `podReplac
 is 1.29+ (beta, on by default). events.k8s.io/v1 and policy/v1 Eviction: 1.19 / 1.22+.
 """
 
-from policyd.actuators.kubernetes.actuator import KubernetesActuator
-from policyd.actuators.kubernetes.rbac import REQUIRED_RULES, Rule, role_rules
-from policyd.actuators.kubernetes.recovery import RULES, Recovered
-from policyd.actuators.kubernetes.settings import ActuationError, KubernetesSettings
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["REQUIRED_RULES", "RULES", "ActuationError", "KubernetesActuator",
+from policyd.actuators.errors import ActuationError
+from policyd.actuators.kubernetes.settings import KubernetesScope, KubernetesSettings
+
+if TYPE_CHECKING:
+    from policyd.actuators.kubernetes.actuator import KubernetesActuator
+    from policyd.actuators.kubernetes.rbac import REQUIRED_RULES, Rule, role_rules
+    from policyd.actuators.kubernetes.recovery import RULES, Recovered
+
+__all__ = ["REQUIRED_RULES", "RULES", "ActuationError", "KubernetesActuator", "KubernetesScope",
            "KubernetesSettings", "Recovered", "Rule", "role_rules"]
+
+_LAZY = {"KubernetesActuator": "actuator", "REQUIRED_RULES": "rbac", "Rule": "rbac",
+         "role_rules": "rbac", "RULES": "recovery", "Recovered": "recovery"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module  # noqa: PLC0415
+
+    return getattr(import_module(f"{__name__}.{module}"), name)

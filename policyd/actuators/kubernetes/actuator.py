@@ -21,13 +21,15 @@ from typing import Any, assert_never
 from kubernetes import client as k8s  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
+from policyd.actuators.errors import ActuationError
+from policyd.actuators.grace import grace_seconds
 from policyd.actuators.kubernetes import cpu, pods
 from policyd.actuators.kubernetes.calls import Caller, TokenBucket, api_client, status_of
 from policyd.actuators.kubernetes.events import EventRecorder, regarding_of
 from policyd.actuators.kubernetes.migration import Migration
 from policyd.actuators.kubernetes.pods import PodRef
 from policyd.actuators.kubernetes.recovery import Recovered, recover
-from policyd.actuators.kubernetes.settings import ActuationError, KubernetesSettings
+from policyd.actuators.kubernetes.settings import KubernetesSettings
 from policyd.model import Action, Decision, MarkMigrated, Migrate, SetCpu
 
 LOG = logging.getLogger(__name__)
@@ -40,7 +42,7 @@ class KubernetesActuator:
     """Acts through `core` (CoreV1Api), `batch` (BatchV1Api) and `events_api` (EventsV1Api);
     None builds them from `settings` (the seams tests fill with autospec'd APIs).
     A migration's grace period is the action's `grace_seconds` (its policy's
-    `migration_grace_seconds`), else `settings.grace_seconds`."""
+    `migration_grace_seconds`), else `settings.grace_seconds` (`policyd.actuators.grace`)."""
 
     def __init__(self, settings: KubernetesSettings, *, core: Any = None, batch: Any = None,
                  events_api: Any = None, clock: Callable[[], float] = time.time,
@@ -53,7 +55,7 @@ class KubernetesActuator:
             events_api = events_api if events_api is not None else k8s.EventsV1Api(shared)
         self.core, self.batch = core, batch
         self.clock, self.sleep = clock, sleep
-        self.bucket = TokenBucket(settings.write_qps, settings.write_burst, clock=clock,
+        self.bucket = TokenBucket(settings.qps, settings.burst, clock=clock,
                                   sleep=sleep)
         self.caller = Caller(settings.retries, settings.backoff_seconds, self.bucket,
                              timeout_seconds=settings.timeout_seconds, sleep=sleep)
@@ -77,9 +79,7 @@ class KubernetesActuator:
                 case SetCpu():
                     self._reported(action, lambda: self.set_cpu(action))
                 case Migrate():
-                    grace = (action.grace_seconds if action.grace_seconds is not None
-                             else self.settings.grace_seconds)
-                    self._reported(action, lambda: self.migrate(action, grace_seconds=grace))
+                    self._reported(action, lambda: self.migrate(action))
                 case MarkMigrated():
                     self._reported(action, lambda: self.mark_migrated(action))
                 case _:
@@ -190,7 +190,6 @@ class KubernetesActuator:
                                                    converged_at=action.converged_at))
         return pod
 
-    def migrate(self, action: Migrate, *, grace_seconds: float | None = None
-                ) -> dict[str, Any]:
-        return self.migration.run(action, grace_seconds=grace_seconds
-                                  or self.settings.grace_seconds)
+    def migrate(self, action: Migrate) -> dict[str, Any]:
+        return self.migration.run(
+            action, grace_seconds=grace_seconds(action, self.settings.grace_seconds))

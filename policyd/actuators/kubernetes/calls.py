@@ -26,7 +26,8 @@ from kubernetes import client as k8s  # type: ignore[import-untyped]
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
-from policyd.actuators.kubernetes.settings import ActuationError, KubernetesSettings
+from policyd.actuators.errors import ActuationError
+from policyd.actuators.kubernetes.settings import KubernetesSettings
 
 T = TypeVar("T")
 NOT_FOUND, CONFLICT, TOO_MANY = 404, 409, 429

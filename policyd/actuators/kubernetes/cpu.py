@@ -21,29 +21,24 @@ what was asked (`status.resize` is deprecated and not read).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from policyd.actuators.kubernetes.settings import ActuationError
+from policyd.actuators.errors import ActuationError
+from policyd.clients import kubernetes_quantity
 
 Desired = dict[str, int]
 """{"requests": millicores, "limits": millicores}, only the ones the resize changes."""
 
 
 def millicores(quantity: Any) -> int | None:
-    """A Kubernetes CPU quantity ("250m", "2", "1.5", 2) as millicores; None when absent."""
+    """A Kubernetes CPU quantity ("250m", "2", "1.5", 2) as whole millicores, rounded up; None
+    when absent."""
     if quantity is None or quantity == "":
         return None
-    text = str(quantity).strip()
     try:
-        if text.endswith("m"):
-            return math.ceil(float(text[:-1]))
-        if text.endswith(("k", "M", "G")):
-            scale = {"k": 1e3, "M": 1e6, "G": 1e9}[text[-1]]
-            return math.ceil(float(text[:-1]) * scale * 1000)
-        return math.ceil(float(text) * 1000 - 1e-9)
+        return kubernetes_quantity.millicores(quantity)
     except ValueError as exc:
         raise ActuationError(f"CPU quantity {quantity!r} cannot be read") from exc
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from policyd.actuators.errors import ActuationError
 from policyd.actuators.kubernetes.calls import Caller
-from policyd.actuators.kubernetes.settings import ActuationError
 
 LOG = logging.getLogger(__name__)
 NOTE_MAX = 1024

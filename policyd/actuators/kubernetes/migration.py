@@ -42,14 +42,14 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
+from policyd.actuators.errors import ActuationError
 from policyd.actuators.kubernetes import pods
-from policyd.actuators.kubernetes import settings as names
 from policyd.actuators.kubernetes.calls import NOT_FOUND, TOO_MANY, Caller, status_of
 from policyd.actuators.kubernetes.pods import PodRef
-from policyd.actuators.kubernetes.settings import ActuationError, KubernetesSettings
+from policyd.actuators.kubernetes.settings import KubernetesSettings
 from policyd.model import Migrate
+from policyd.model import labels as names
 
-MIGRATING_LABEL = "policyd.io/migrating"
 EVICTION_REFUSALS = frozenset({NOT_FOUND, 409, TOO_MANY, 500})
 
 
@@ -257,7 +257,7 @@ class Migration:
             raise ActuationError(f"job {ref.namespace}/{job_name} lacks podReplacementPolicy: "
                                  "Failed (two trainers could run at once); not migrated")
         self.patch_job(ref.namespace, job_name, {
-            "metadata": {"labels": {MIGRATING_LABEL: "true"},
+            "metadata": {"labels": {names.MIGRATING: "true"},
                          "annotations": {names.MIGRATING_TO: action.to_node}},
             "spec": {"suspend": True}}, "suspend")
         self.wait_job_idle(job, grace_seconds=self.settings.grace_seconds)
@@ -284,7 +284,7 @@ class Migration:
 
     def resume(self, namespace: str, name: str) -> None:
         self.patch_job(namespace, name, {
-            "metadata": {"labels": {MIGRATING_LABEL: None},
+            "metadata": {"labels": {names.MIGRATING: None},
                          "annotations": {names.MIGRATING_TO: None}},
             "spec": {"suspend": False}}, "resume")
 

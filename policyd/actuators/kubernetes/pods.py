@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policyd.actuators.kubernetes import settings as names
-from policyd.actuators.kubernetes.settings import ActuationError
+from policyd.actuators.errors import ActuationError
+from policyd.model import labels as names
 
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
                  "deletionGracePeriodSeconds", "managedFields", "generation", "selfLink")

@@ -22,10 +22,10 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
+from policyd.actuators.errors import ActuationError
 from policyd.actuators.kubernetes import pods
-from policyd.actuators.kubernetes import settings as names
-from policyd.actuators.kubernetes.migration import MIGRATING_LABEL, Migration
-from policyd.actuators.kubernetes.settings import ActuationError
+from policyd.actuators.kubernetes.migration import Migration
+from policyd.model import labels as names
 
 LOG = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class Recovered:
 
 def recover(migration: Migration) -> list[Recovered]:
     """Settle every Job left mid-migration; problems are collected and raised together."""
-    selector = f"{MIGRATING_LABEL}=true"
+    selector = f"{names.MIGRATING}=true"
     caller, batch = migration.caller, migration.batch
     spaces = migration.settings.namespaces
     if spaces:

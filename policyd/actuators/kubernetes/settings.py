@@ -1,97 +1,86 @@
-"""What the Kubernetes actuator needs to know: scope, timings, write rate, annotation names.
+"""What the Kubernetes actuator needs to know: scope, write rate, timings.
 
-Frozen values checked on construction (every problem reported at once); nothing here touches
-the network. The annotation names are the ones `policyd.sources.kubernetes_pods` reads from the
-API's pod list (not through kube-state-metrics, which would need an allowlist for them).
+`KubernetesScope` is the part of the settings file's `kubernetes` section (docs/settings.md)
+the actuator reads: which pods, and how fast it may write. `KubernetesSettings` is that scope
+plus what only code sets (node agent, connection, retries, timings), so each field is
+declared, defaulted and checked here once; the daemon's `KubernetesSection` adds its own
+fields (the Lease) to the same scope. Frozen pydantic models
+(`policyd.clients.settings.SettingsModel`); nothing here touches the network. The annotation
+and label names the actuator writes are `policyd.model.labels`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+from typing import Annotated, Any
 
-MIGRATED = "policyd.io/migrated"
-REBALANCED = "policyd.io/rebalanced"
-CONVERGED_AT = "policyd.io/converged_at"
-LAST_ACTION_AT = "policyd.io/last_action_at"
-MIGRATED_FROM = "policyd.io/migrated-from"
-MIGRATING_TO = "policyd.io/migrating-to"
-"""On a Job while policyd moves its pod (suspended -> re-pinned -> resumed); `recovery`
-finishes what a crash interrupted."""
-OPT_OUT = "policyd.io/opt-out"
-"""A pod labelled or annotated `policyd.io/opt-out: "true"` is never touched: the policies'
-default `selector.opt_out_key`, which the engine enforces when deciding; checked again on the
-pod as read just before acting (an opt-out set after the snapshot still wins)."""
+from pydantic import AfterValidator, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat
+
+from policyd.clients.settings import NonEmptyStr, SettingsModel, SettingsPath, show
+from policyd.model import labels
 
 
-class ActuationError(Exception):
-    """An action could not be carried out; the message is one line with the reason."""
+def _label_selector(value: str) -> str:
+    if not value or value.startswith(("=", ",")):
+        raise ValueError(f"{show(value)} must be a label selector (key, key=value, key!=value, "
+                         "comma-separated)")
+    return value
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(" ".join(reason.split()))
+
+LabelSelector = Annotated[str, AfterValidator(_label_selector)]
 
 
-@dataclass(frozen=True, kw_only=True)
-class KubernetesSettings:
-    """The Kubernetes actuator's settings (the pod source reads `namespaces`, `label_selector`
-    and `container_name` too, through a structural Protocol: sources never import actuators).
+class KubernetesScope(SettingsModel):
+    """Which pods policyd manages and how fast it writes to the API server.
 
-    Scope: pods in `namespaces` (empty: all, which needs a ClusterRole) matching
-    `label_selector`; in each pod the container named `container_name` (None: the first);
-    with `node_name` (a node agent, `policyd run --node`) only the pods on that node, by a
-    field selector on every list and watch.
-    Connection: `host` (an API server URL, for tests and proxies) else in-cluster config, else
-    `kubeconfig` (None: the default file). Writes go through a token bucket of `write_qps`
-    and `write_burst`. Retries: 5xx and connection errors `retries` times, back-off
-    `backoff_seconds` * 2**attempt. Resize: confirmed within `resize_timeout_seconds`, polling
-    every `poll_seconds`. Migration: `grace_seconds` (SIGTERM to SIGKILL, unless the policy
-    gives one), gone within `grace + delete_timeout_seconds`, running within
-    `start_timeout_seconds` and still running `confirm_seconds` later. `use_eviction` deletes
-    bare pods through the Eviction API (PodDisruptionBudgets honoured) instead of DELETE.
+    Pods in `namespaces` (empty: all, which needs a ClusterRole) matching `label_selector`.
+    Writes go through a token bucket: `qps` a second, `burst` at once above it (a cycle with
+    many actions is spread out, never dropped).
     """
 
-    namespaces: tuple[str, ...] = ()
-    label_selector: str = "policyd.io/managed=true"
-    container_name: str | None = None
-    node_name: str | None = None
-    host: str | None = None
-    kubeconfig: Path | None = None
-    write_qps: float = 5.0
-    write_burst: int = 10
-    retries: int = 3
-    backoff_seconds: float = 0.5
-    resize_timeout_seconds: float = 30.0
-    poll_seconds: float = 1.0
-    grace_seconds: float = 60.0
-    delete_timeout_seconds: float = 30.0
-    start_timeout_seconds: float = 120.0
-    confirm_seconds: float = 5.0
+    namespaces: tuple[NonEmptyStr, ...] = ()
+    label_selector: LabelSelector = labels.MANAGED_SELECTOR
+    qps: PositiveFloat = 5.0
+    burst: Annotated[int, Field(ge=1)] = 10
+
+
+class KubernetesSettings(KubernetesScope):
+    """The Kubernetes actuator's settings (the pod source reads `namespaces`, `label_selector`,
+    `container_name` and `node_name` too, through a structural Protocol: sources never import
+    actuators). Built from the settings file by `from_scope`.
+
+    In each pod the container named `container_name` (None: the first); with `node_name` (a
+    node agent, `policyd run --node`) only the pods on that node, by a field selector on every
+    list and watch. Connection: `host` (an API server URL, for tests and proxies) else
+    in-cluster config, else `kubeconfig` (None: the default file). Retries: 5xx and connection
+    errors `retries` times, back-off `backoff_seconds` * 2**attempt. Resize: confirmed within
+    `resize_timeout_seconds`, polling every `poll_seconds`. Migration: `grace_seconds` (SIGTERM
+    to SIGKILL, unless the policy gives one: `policyd.actuators.grace`), gone within
+    `grace + delete_timeout_seconds`, running within `start_timeout_seconds` and still running
+    `confirm_seconds` later. `use_eviction` deletes bare pods through the Eviction API
+    (PodDisruptionBudgets honoured) instead of DELETE.
+    """
+
+    container_name: NonEmptyStr | None = None
+    node_name: NonEmptyStr | None = None
+    host: NonEmptyStr | None = None
+    kubeconfig: SettingsPath | None = None
+    retries: NonNegativeInt = 3
+    backoff_seconds: NonNegativeFloat = 0.5
+    resize_timeout_seconds: PositiveFloat = 30.0
+    poll_seconds: PositiveFloat = 1.0
+    grace_seconds: PositiveFloat = 60.0
+    delete_timeout_seconds: PositiveFloat = 30.0
+    start_timeout_seconds: PositiveFloat = 120.0
+    confirm_seconds: NonNegativeFloat = 5.0
     use_eviction: bool = True
     require_replacement_policy_failed: bool = True
-    reporting_controller: str = "policyd.io/policyd"
-    reporting_instance: str = "policyd"
-    timeout_seconds: float = 30.0
+    reporting_controller: NonEmptyStr = "policyd.io/policyd"
+    reporting_instance: NonEmptyStr = "policyd"
+    timeout_seconds: PositiveFloat = 30.0
 
-    def __post_init__(self) -> None:
-        problems: list[str] = []
-        for what, value in (("write_qps", self.write_qps),
-                            ("resize_timeout_seconds", self.resize_timeout_seconds),
-                            ("poll_seconds", self.poll_seconds),
-                            ("grace_seconds", self.grace_seconds),
-                            ("delete_timeout_seconds", self.delete_timeout_seconds),
-                            ("start_timeout_seconds", self.start_timeout_seconds),
-                            ("timeout_seconds", self.timeout_seconds)):
-            if not value > 0:
-                problems.append(f"{what} must be positive, got {value}")
-        if self.write_burst < 1:
-            problems.append(f"write_burst must be at least 1, got {self.write_burst}")
-        if self.retries < 0 or self.backoff_seconds < 0 or self.confirm_seconds < 0:
-            problems.append("retries, backoff_seconds and confirm_seconds must be >= 0")
-        if not self.label_selector:
-            problems.append("label_selector must select the managed pods (e.g. "
-                            "policyd.io/managed=true)")
-        if not self.reporting_controller or not self.reporting_instance:
-            problems.append("reporting_controller and reporting_instance must be set")
-        if problems:
-            raise ValueError("; ".join(problems))
-        object.__setattr__(self, "namespaces", tuple(self.namespaces))
+    @classmethod
+    def from_scope(cls, scope: KubernetesScope, **knobs: Any) -> KubernetesSettings:
+        """The actuator's settings for the file's scope (and `knobs`, e.g. `node_name`)."""
+        return cls(**{name: getattr(scope, name) for name in KubernetesScope.model_fields},
+                   **knobs)
+

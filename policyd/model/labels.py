@@ -1,0 +1,54 @@
+"""The label and annotation keys policyd writes on workloads and reads back, spelled once.
+
+Docker containers carry them as labels (set when policyd creates a replacement container);
+Kubernetes pods and Jobs as annotations and labels. The actuators write them, the sources read
+them back into `Markers`, and the engine's default opt-out key is `OPT_OUT`. Values are
+strings: "true" for flags, epoch seconds for times, a node name for `MIGRATED_FROM` and
+`MIGRATING_TO`.
+
+Prometheus exporters rename them (`prometheus_label`): cAdvisor exposes a Docker label as
+`container_label_policyd_io_migrated`, kube-state-metrics a pod annotation as
+`annotation_policyd_io_migrated`.
+"""
+
+from __future__ import annotations
+
+import re
+
+PREFIX = "policyd.io/"
+
+MIGRATED = PREFIX + "migrated"
+"""The workload was moved by SpeCon (or marked as if it had been: Algorithm 5)."""
+REBALANCED = PREFIX + "rebalanced"
+"""The workload was moved by SpeCon's rebalancing step."""
+CONVERGED_AT = PREFIX + "converged_at"
+"""When the workload was first seen converging (epoch seconds)."""
+LAST_ACTION_AT = PREFIX + "last_action_at"
+"""When policyd last acted on the workload (epoch seconds)."""
+MARKERS = (MIGRATED, REBALANCED, CONVERGED_AT, LAST_ACTION_AT)
+"""The keys read back into `policyd.model.Markers`, in its field order."""
+
+MIGRATED_FROM = PREFIX + "migrated-from"
+"""On a replacement: the node its predecessor ran on (recovery tells old from new by it)."""
+MIGRATING = PREFIX + "migrating"
+"""Label of a Kubernetes Job while policyd moves its pod (suspended, re-pinned, resumed)."""
+MIGRATING_TO = PREFIX + "migrating-to"
+"""Annotation of that Job: the node it is being moved to (what recovery finishes)."""
+
+MANAGED = PREFIX + "managed"
+"""The default managed label (`policyd.io/managed=true`): only workloads carrying it are
+touched, on Docker (`docker.managed_label`) and Kubernetes (`kubernetes.label_selector`)."""
+MANAGED_SELECTOR = MANAGED + "=true"
+
+OPT_OUT = PREFIX + "opt-out"
+"""A workload labelled or annotated `policyd.io/opt-out: "true"` is never acted on: the
+policies' default `selector.opt_out_key`, enforced by the engine and checked again by the
+Kubernetes actuator on the pod as read just before acting."""
+
+_NOT_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def prometheus_label(key: str, prefix: str) -> str:
+    """`key` as an exporter exposes it: `prefix` + the key with every character a Prometheus
+    label name cannot hold (`.`, `/`, `-`) turned into `_`."""
+    return prefix + _NOT_LABEL_CHARS.sub("_", key)
