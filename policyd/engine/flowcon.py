@@ -7,7 +7,8 @@ containers that appear or disappear. policyd keeps no memory, so each call *reco
 1. Read the evaluation function E of every selected container at the window's boundaries
    t_m = now - (M - m) * itval, m = 0..M (`series.sample_window`; itval is the policy's current,
    possibly backed-off interval from the snapshot), and turn each interval into a growth
-   efficiency G (DESIGN.md): the relative gain per *base* interval itval_0 per core used.
+   efficiency G (docs/design.md, "Growth efficiency"): the relative gain per *base* interval
+   itval_0 per core used.
 2. Replay Algorithm 1, lines 2-13, over those M steps as a fold (`replay`): every container
    enters NL at its first readable boundary (Algorithm 2, line 7) and moves NL -> WL -> CL while
    G < alpha and back to NL when G >= alpha. A step without a G leaves the category as it was.
@@ -162,7 +163,7 @@ def _assess(
     cpu = series.mean_cpu_cores(containers, window, now=now)
     cores = cpu.cores
     problems = list(cpu.problems)
-    # DESIGN.md, growth efficiency (thesis eq. 4.1-4.2 up to a constant):
+    # docs/design.md, "Growth efficiency" (thesis eq. 4.1-4.2 up to a constant):
     #   G_m = g_m / (t_m - t_{m-1}) * itval_0 / max(R_m, MIN_CORES)
     # g_m / (t_m - t_{m-1}) is the relative gain per second; times itval_0 it is the gain per
     # *base* interval, so backing off does not rescale G against alpha; dividing by R_m (mean

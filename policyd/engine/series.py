@@ -9,7 +9,7 @@ is the last sample at or before t_m. From the readings come the gains
     relative:  g_m = |E(t_m) - E(t_{m-1})| / max(|E(t_{m-1})|, EPSILON)
     absolute:  g_m = |E(t_m) - E(t_{m-1})|
 
-(DESIGN.md, "Gain normalisation") and, for FlowCon, R_c: the mean cores a container used in
+(docs/design.md, "Gain normalisation") and, for FlowCon, R_c: the mean cores a container used in
 (t_{m-1}, t_m].
 
 Everything is computed for all containers in a handful of numpy operations: the series are

@@ -1,7 +1,8 @@
 """Plain values shared by every layer: the snapshot the engine reads and the decision it returns.
 
-This package owns the offline contract of DESIGN.md (snapshot JSON in, decision JSON out). It
-does no I/O, reads no clock and imports nothing from policyd's other layers.
+This package owns the offline contract (docs/design.md, "The offline contract": snapshot
+JSON in, decision JSON out). It does no I/O, reads no clock and imports nothing from policyd's
+other layers.
 """
 
 from policyd.model.decision import (

@@ -10,7 +10,8 @@ satisfied. Hence
 * what a satisfied job (demand or cap reached) does not use flows to the others: CFS is
   work-conserving, except that a hard cap (quota) is never exceeded even when the node is idle.
 
-How FlowCon's fraction f of the node (a `SetCpu`) becomes weights and caps (FACTS.md, Docker):
+How FlowCon's fraction f of the node (a `SetCpu`) becomes weights and caps, as Docker does it
+(docs/design.md, "Limit semantics"):
 
 * `shares`: Docker cpu_shares = f * 1024 against the default 1024 of an unlimited container, so
   the weight is f (relative, soft) and there is no cap;

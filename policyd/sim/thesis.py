@@ -1,4 +1,5 @@
-"""The thesis's own figures for each simulated scenario (shared/seeds/003_*.txt, chapter 6).
+"""The thesis's own figures for each simulated scenario (its chapter 6; docs/design.md, "The
+thesis", cites it).
 
 Printed beside ours by `policyd simulate`, so a reader sees at once where the simulation agrees
 with the testbed and where it does not. Only numbers the text states are here; each entry says

@@ -159,7 +159,8 @@ def _time_label(labels: Mapping[str, str], name: str | None, where: str,
 
 def markers(labels: Mapping[str, str], settings: SourceSettings, where: str,
             warnings: list[str]) -> Markers:
-    """Markers from labels; an absent label is false / None (DESIGN.md: facts on the workload)."""
+    """Markers from labels; an absent label is false / None (docs/design.md, "Markers on
+    workloads")."""
     names = settings.marker_labels
 
     def flag(name: str | None) -> bool:

@@ -1,7 +1,8 @@
 """The PromQL of one cycle: three queries, whatever the number of containers.
 
 Theory of operation. The engine reads each job's evaluation function E at the boundaries
-t_m = now - (M - m) * interval and the cores it used in each (t_{m-1}, t_m] (DESIGN.md). One
+t_m = now - (M - m) * interval and the cores it used in each (t_{m-1}, t_m] (docs/design.md,
+"Sampling at interval boundaries"). One
 cycle asks Prometheus exactly three questions:
 
 1. `evaluation`: the policy's evaluation query as a RANGE from now - M * interval to now with
