@@ -9,42 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from policyd_exporters.callbacks import huggingface_callback
-from transformers import (
-    BertConfig,
-    BertForSequenceClassification,
-    Trainer,
-    TrainerCallback,
-    TrainingArguments,
-)
+from transformers import Trainer, TrainerCallback, TrainingArguments
 
+from tests.frameworks.bert_model import Tokens, bert
 from tests.frameworks.exporter import Exporter, Scrape, exporter, mean_of_last
 
 STEPS = 12
 LOGGING_STEPS = 2  # the Trainer's mean over 2 steps; the exporter's window over 2 logs on top
 WINDOW = 2
-
-
-class Tokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
-    """64 sequences of 8 token ids; the label says whether the first token is in the upper
-    half of the vocabulary."""
-
-    def __init__(self) -> None:
-        self.ids = torch.randint(0, 64, (64, 8), generator=torch.Generator().manual_seed(0))
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.ids[i], "labels": (self.ids[i, 0] >= 32).long()}
-
-
-def bert() -> BertForSequenceClassification:
-    torch.manual_seed(0)
-    return BertForSequenceClassification(BertConfig(
-        vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=16, num_labels=2))
 
 
 class Probe(TrainerCallback):

@@ -9,41 +9,16 @@ from typing import Any
 
 import lightning as L
 import pytest
-import torch
 from policyd_exporters.callbacks import lightning_callback
-from torch.utils.data import DataLoader, TensorDataset
 
 from tests.frameworks.exporter import Exporter, Scrape, exporter, mean_of_last
+from tests.frameworks.lightning_model import BATCHES, Regression, data
 
 # Lightning 2.6.6's own pytree helper uses a torch API that torch 2.13 deprecates: theirs, not ours.
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:`isinstance\(treespec, LeafSpec\)` is deprecated:FutureWarning")
 
-BATCHES = 8
 WINDOW = 4
-
-
-class Regression(L.LightningModule):
-    """y = sum(x); records every loss `training_step` hands to Lightning."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(4, 1)
-        self.losses: list[float] = []
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        x, y = batch
-        loss = torch.nn.functional.mse_loss(self.linear(x), y)
-        self.losses.append(loss.detach().item())
-        return loss
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=0.05)
-
-
-def data() -> DataLoader[Any]:
-    x = torch.randn(BATCHES * 8, 4, generator=torch.Generator().manual_seed(0))
-    return DataLoader(TensorDataset(x, x.sum(dim=1, keepdim=True)), batch_size=8)
 
 
 class Probe(L.Callback):
