@@ -23,7 +23,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -204,4 +203,3 @@ def test_the_compose_stack_runs_and_policyd_acts_on_the_trainer(
         assert http_json(f"{prometheus}/api/v1/query?{query}")["data"]["result"]
     finally:
         compose(engine, files, "down", "--volumes", "--timeout", "10")
-    print(f"\n{sys.version.split()[0]}: stack up, action seen", file=sys.stderr)
