@@ -2,7 +2,9 @@
 # installs policyd and ./exporters into it. Sourcing reads no arguments: the caller's own
 # arguments (`scripts/run --help`) are never taken for pip extras.
 #   . scripts/env.sh; policyd_env          policyd alone (scripts/run)
-#   . scripts/env.sh; policyd_env test     with the "test" extra (scripts/test)
+#   . scripts/env.sh; policyd_env test     with the "test" extra of both packages (scripts/test:
+#                                          policyd's test tools and the training frameworks the
+#                                          exporters' tests run)
 # POLICYD_VENV chooses another venv, PYTHON another interpreter to make it with.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -30,13 +32,14 @@ policyd_env() {
   if [ -n "$extra" ] && ! printf '%s\n' "${extras[@]}" | grep -qxF -- "$extra"; then
     extras+=("$extra")
   fi
-  spec=$ROOT
+  spec=$ROOT exporters=$ROOT/exporters
   if [ "${#extras[@]}" -gt 0 ]; then
     spec="$ROOT[$(IFS=,; echo "${extras[*]}")]"
+    exporters="$ROOT/exporters[$(IFS=,; echo "${extras[*]}")]"
   fi
   echo "policyd: installing $spec and ./exporters into $VENV" >&2
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    -e "$spec" -e "$ROOT/exporters"
+    -e "$spec" -e "$exporters"
   printf '%s\n' "${extras[@]}" > "$stamp"
   export PATH="$VENV/bin:$PATH"
 }

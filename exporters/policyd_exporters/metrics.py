@@ -72,9 +72,13 @@ class TrainingMetrics:
         `step` is the number of optimizer steps done, this one included (Lightning's and Hugging
         Face's `global_step` after the step); None counts one more step. It may repeat the
         current step (several values logged for one step) but not go back: use `set_step` when
-        the job resumes from a checkpoint. NaN and infinities count as a step and in
+        the job resumes from a checkpoint. A tensor is detached from its graph first. NaN and
+        infinities count as a step and in
         `policyd_training_invalid_values_total`, but are not averaged in.
         """
+        detach = getattr(value, "detach", None)
+        if callable(detach):  # a tensor that requires grad: float() of it warns in torch
+            value = detach()
         v = float(value)
         with self._lock:
             if step is None:

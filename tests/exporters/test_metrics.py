@@ -105,6 +105,17 @@ def test_accepts_anything_float_accepts(registry: CollectorRegistry) -> None:
     assert m.value == 0.75
 
 
+def test_a_tensor_that_requires_grad_is_read_without_torchs_warning(
+    registry: CollectorRegistry,
+) -> None:
+    import torch  # noqa: PLC0415 (heavy: only this test needs it)
+
+    loss = (torch.tensor(1.5, requires_grad=True) * 0.5)  # what Lightning hands its callbacks
+    m = TrainingMetrics(ID, registry=registry, smoothing_steps=1)
+    m.observe(loss)  # float(loss) would warn, an error under this suite's filterwarnings
+    assert m.value == 0.75
+
+
 def test_state_dict_restores_step_and_window(registry: CollectorRegistry) -> None:
     m = TrainingMetrics(ID, registry=registry, smoothing_steps=3)
     for v in (9.0, 1.0, math.nan, 2.0):

@@ -26,8 +26,3 @@ def import_base(modules: Sequence[str], attr: str, *, framework: str, extra: str
         f"this callback needs {framework} (tried to import {', '.join(modules)}): "
         f"pip install 'policyd-exporters[{extra}]'"
     )
-
-
-def combine(name: str, hooks: type, base: type) -> type:
-    """A class `name(hooks, base)`: our hook methods first, the framework's base after them."""
-    return type(name, (hooks, base), {"__module__": hooks.__module__})
