@@ -40,8 +40,10 @@ def get(url: str) -> str:
     return body.decode()
 
 
-def wait_for_line(stream: IO[str], pattern: str, timeout: float = 20.0) -> re.Match[str]:
-    """Read lines from a child's pipe until one matches `pattern` (re.search)."""
+def wait_for_line(stream: IO[str], pattern: str, timeout: float = 60.0) -> re.Match[str]:
+    """Read lines from a child's pipe until one matches `pattern` (re.search). The timeout is
+    generous: a child that imports torch on a busy 2-core machine takes tens of seconds to
+    print its first steps (a wait, not a measurement)."""
     deadline = time.monotonic() + timeout
     seen = []
     while time.monotonic() < deadline:
