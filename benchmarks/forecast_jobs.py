@@ -163,7 +163,7 @@ def convergence_time(run: Run, rule: Rule) -> float | None:
     (t - interval, t] is below alpha (see the module docstring), to one step; None if never."""
     ends = np.concatenate(([0.0], run.step_end_times))  # ends[i]: time when i steps are done
     per_interval = run.steps * rule.interval_seconds / run.duration_seconds
-    curve = true_curve(run, max(TRUTH_SMOOTHING_STEPS, int(round(per_interval))))
+    curve = true_curve(run, max(TRUTH_SMOOTHING_STEPS, round(per_interval)))
     cores = float(run.cpu_seconds.sum() / run.wall_seconds.sum())
     t = ends[ends >= rule.interval_seconds]
     now_steps = np.searchsorted(ends, t, side="right") - 1
