@@ -56,7 +56,6 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     flowcon = load_policies(ROOT / "policies" / "flowcon.yaml")[0]
-    settings = Settings(now_seconds=0.0, alpha=0.05, interval_seconds=20.0)
     print(f"{'containers':>10}  {'pack':>8}  {'forecast (no totals)':>20}  "
           f"{'forecast (totals)':>17}  {'FlowCon decide()':>16}  {'decide + forecast':>17}  "
           "judged")
@@ -68,8 +67,8 @@ def main() -> None:
         packed_unknown, packed_known = Histories.of(unknown), Histories.of(known)
         result = forecast(packed_unknown, settings)  # warm-up, and what it judged
         pack = median_seconds(lambda h=unknown: Histories.of(h), args.repeat)
-        worst = median_seconds(lambda p=packed_unknown: forecast(p, settings), args.repeat)
-        best = median_seconds(lambda p=packed_known: forecast(p, settings), args.repeat)
+        worst = median_seconds(lambda p=packed_unknown, s=settings: forecast(p, s), args.repeat)
+        best = median_seconds(lambda p=packed_known, s=settings: forecast(p, s), args.repeat)
         flow = median_seconds(lambda s=snapshot: decide(flowcon, s), args.repeat)
         print(f"{size:>10,}  {pack:7.3f}s  {worst:19.3f}s  {best:16.3f}s  {flow:15.3f}s  "
               f"{flow + worst:16.3f}s  {result.judged.mean():5.0%}", flush=True)

@@ -41,11 +41,13 @@ from policyd.model.snapshot import FloatArray
 
 BoolArray = npt.NDArray[np.bool_]
 
-CURVE_POINTS = 12
+CURVE_POINTS = 10
 MIN_CURVE_POINTS = 6
 """The curve has four parameters; six distinct points leave two degrees of freedom."""
 HORIZON_INTERVALS = 10_000.0
 """A job whose curve does not turn converged within this many intervals gets no forecast."""
+FLAT_TOLERANCE = 1e-9
+"""A loss whose samples differ by no more than this fraction has not moved: it is converged."""
 MIN_CORES = 0.001  # FlowCon's floor of R in G = g / R (flowcon.MIN_CORES)
 SPEED_Z = 1.28  # +-1.28 spreads: the 10th and 90th percentiles of a normal
 CONVERGENCE_BAND = 2.2
@@ -204,7 +206,8 @@ def _curve_points(h: Histories, usable: BoolArray,
     lengths = np.where(usable, h.lengths, 0).astype(np.int64)
     with np.errstate(invalid="ignore"):
         recent = h.steps >= RECENT_FRACTION * x_now[:, None]
-    start = np.where(recent.any(axis=1), np.argmax(recent, axis=1), 0)
+    start = (np.where(recent.any(axis=1), np.argmax(recent, axis=1), 0) if recent.shape[1]
+             else np.zeros(n, dtype=np.int64))
     start = np.minimum(start, np.maximum(lengths - MIN_CURVE_POINTS, 0))
     available = np.maximum(lengths - start, 0)
     count = np.minimum(available, CURVE_POINTS)
@@ -239,9 +242,14 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
 
     # The curve, only where something needs it: no total steps, or a target.
     x, y, weight = _curve_points(h, usable, x_now)
-    points = (weight > 0).sum(axis=1)
+    present = weight > 0
+    points = present.sum(axis=1)
     enough = points >= MIN_CURVE_POINTS
-    rows = np.flatnonzero(usable & enough & (~known | declared))
+    # A loss that has not moved at all is converged by the rule (G = 0); no curve is fitted.
+    top = np.max(np.where(present, y, -np.inf), axis=1, initial=-np.inf)
+    bottom = np.min(np.where(present, y, np.inf), axis=1, initial=np.inf)
+    flat = enough & (top - bottom <= FLAT_TOLERANCE * np.abs(top))
+    rows = np.flatnonzero(usable & enough & ~flat & (~known | declared))
     curve = fit_curves(x[rows], y[rows], weight[rows], h.smoothing_steps[rows])
     fitted = np.zeros(h.size, dtype=np.bool_)
     fitted[rows] = curve.ok
@@ -252,7 +260,10 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
         curve, x_now=x_now[rows], steps_per_interval=per_interval[rows],
         cores=np.maximum(cores_now[rows], MIN_CORES), alpha=s.alpha,
         normalization=s.normalization, horizon=horizon[rows])
+    crossing = np.where(flat, x_now, crossing)
     for i in np.flatnonzero(usable & ~known).tolist():
+        if flat[i]:
+            continue
         if not enough[i]:
             notes[i] = (f"too few samples to fit the loss curve: {int(points[i])} "
                         f"(needs {MIN_CURVE_POINTS}) and no total steps declared")

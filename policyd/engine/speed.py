@@ -151,8 +151,9 @@ def fit_speed(
 
 def _last_valid(values: FloatArray) -> FloatArray:
     """Per row, the last finite value (NaN when none)."""
+    n, k = values.shape
+    if k == 0:
+        return np.full(n, np.nan)
     finite = np.isfinite(values)
-    k = values.shape[1]
     index = k - 1 - np.argmax(finite[:, ::-1], axis=1)
-    picked = values[np.arange(values.shape[0]), index] if k else np.full(values.shape[0], np.nan)
-    return np.where(finite.any(axis=1), picked, np.nan) if k else picked
+    return np.where(finite.any(axis=1), values[np.arange(n), index], np.nan)
