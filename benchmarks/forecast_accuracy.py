@@ -78,12 +78,12 @@ def evaluate(runs: list[fj.Run], show_cases: bool) -> list[dict[str, object]]:
     return rows
 
 
-def _fitted_speed(steps: np.ndarray, seconds: np.ndarray,
-                  cores: np.ndarray) -> tuple[float, float]:
+def _fitted_speed(steps: np.ndarray, seconds: np.ndarray, cores: np.ndarray,
+                  allocation: float) -> tuple[float, float]:
     """(seconds per step at 2 cores, parallel fraction) of the speed model fitted to one job's
-    intervals."""
+    intervals, its allocation during the last of them being `allocation` cores."""
     m = fit_speed(steps_made=steps[None, :], seconds=seconds[None, :], cores=cores[None, :],
-                  allocation_cores=np.array([2.0]), max_cores=np.array([2.0]))
+                  allocation_cores=np.array([allocation]), max_cores=np.array([2.0]))
     return float(m.seconds_per_step(np.array([2.0]))[0]), float(m.parallel_fraction[0])
 
 
@@ -106,9 +106,11 @@ def speed_check(path: Path) -> None:
         measured_2 = float(np.median(wall[threads == 2]))
         measured_1 = float(np.median(wall[threads == 1]))
 
-        prior_2, _ = _fitted_speed(np.where(one, 10.0, np.nan), w, c / w)
-        _, p_both = _fitted_speed(np.full(w.size, 10.0), w, c / w)
-        print(f"  {name:26} 1 thread {1e3 * measured_1:6.2f}  2 threads {1e3 * measured_2:6.2f}"
+        prior_2, _ = _fitted_speed(np.where(one, 10.0, np.nan), w, c / w, 1.0)
+        _, p_both = _fitted_speed(np.full(w.size, 10.0), w, c / w, 2.0)
+        used = float(c[one].sum() / w[one].sum())
+        print(f"  {name:26} 1 thread {1e3 * measured_1:6.2f} ({used:4.2f} cores used)  "
+              f"2 threads {1e3 * measured_2:6.2f}"
               f" (p = {2 * (1 - measured_2 / measured_1):5.2f})  predicted from 1 thread "
               f"{1e3 * prior_2:6.2f} ({100 * (prior_2 / measured_2 - 1):+5.1f} %)  "
               f"p fitted on both {p_both:4.2f}")

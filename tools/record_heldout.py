@@ -5,8 +5,7 @@ curves the simulator is fitted to (`tools/record_curves.py`: VAE, CNN, LSTM, bid
 GRU, RNN, all Adam at a constant learning rate): other architectures, other optimisers, and
 learning-rate schedules that put plateaus and drops into the curve (multi-step decay, warm-up
 then cosine, one-cycle, reduce-on-plateau, a saddle plateau under plain SGD). The data is
-scikit-learn's bundled digits and diabetes sets and its `make_friedman1` generator: nothing is
-downloaded.
+scikit-learn's bundled digits set and its `make_friedman1` generator: nothing is downloaded.
 
 Per optimizer step the script records the training loss of that mini-batch (the job's
 evaluation function, `losses[i]` computed with the parameters after i steps), the wall seconds
@@ -43,7 +42,7 @@ from typing import Any
 import numpy as np
 import sklearn  # type: ignore[import-untyped]
 import torch
-from sklearn.datasets import load_diabetes, load_digits, make_friedman1  # type: ignore[import-untyped]
+from sklearn.datasets import load_digits, make_friedman1  # type: ignore[import-untyped]
 from torch import nn
 from torch.nn import functional as F
 
@@ -80,17 +79,6 @@ def digits_reconstruction(noise: float) -> Data:
     return Data(x=x, y=x, loss=F.mse_loss, input_noise_std=noise,
                 description=f"sklearn load_digits, denoising: input + N(0, {noise}^2) noise, "
                             "target the clean image; mean squared error per pixel")
-
-
-def diabetes() -> Data:
-    d = load_diabetes()
-    x = torch.tensor(d.data, dtype=torch.float32)
-    x = (x - x.mean(0)) / x.std(0)
-    y = torch.tensor(d.target, dtype=torch.float32)
-    y = ((y - y.mean()) / y.std()).unsqueeze(1)
-    return Data(x=x, y=y, loss=F.mse_loss,
-                description="sklearn load_diabetes (442 patients x 10 features, bundled), "
-                            "standardised; mean squared error of the standardised target")
 
 
 def friedman(seed: int) -> Data:
