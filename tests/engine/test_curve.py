@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from policyd.engine.curve import fit_curves, window_mean
+from policyd.engine.curve import window_mean
+from policyd.engine.curve_fit import fit_curves
 from tests.engine.forecast_builders import family, reported
 
 CASES = [
