@@ -34,8 +34,8 @@ BoolArray = npt.NDArray[np.bool_]
 
 SEARCH_POINTS = 16
 """Grid points of the scan: 0, then geometric from 1e-4 of the horizon to all of it."""
-BISECTIONS = 22
-"""Halvings of the bracket the scan found (a bracket of ~1.9x shrinks to ~2e-7 of itself)."""
+BISECTIONS = 16
+"""Halvings of the bracket the scan found (a bracket of ~1.9x shrinks to ~1.5e-5 of itself)."""
 EPSILON = 1e-12  # series.EPSILON: the floor of |E| in relative gains
 
 
