@@ -1,0 +1,95 @@
+"""How the forecast scales with the number of containers (issue 13: decide() with forecasts for
+10,000 containers on 1,000 nodes in <= 0.5 s, linear in containers).
+
+Usage: python benchmarks/forecast_scale.py [--sizes 1000 10000 100000] [--repeat 5]
+
+For each size: the synthetic snapshot of `engine_scale.py` (10 containers per node, 60 samples
+per series, exponential loss curves with 1 % noise), each container's history given steps (a
+job-specific rate times its age) and the same samples; then, `--repeat` times each, the median
+seconds of: packing the histories (`Histories.of`), `forecast()` with no job declaring its total
+steps (every curve fitted and searched: the worst case), `forecast()` with every job declaring
+them (no curve needed), and FlowCon's `decide()` on the same snapshot, so that the sum of
+decide() and the worst-case forecast can be read against the 0.5 s target (wall seconds, and
+the same sum in process CPU seconds, which other processes on a shared machine disturb less).
+The machine is shared and noisy: read the ratios between sizes, not single figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from synthetic import make_snapshot
+from timing import median_seconds
+
+from policyd.engine import decide
+from policyd.engine.forecast import forecast
+from policyd.engine.forecast_input import Histories, History, Settings
+from policyd.model import Snapshot
+from policyd.policy import load_policies
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def histories(snapshot: Snapshot, *, totals: bool, seed: int = 11) -> list[History]:
+    """Each container's samples as a forecast history: steps = rate x (t - start)."""
+    rng = np.random.default_rng(seed)
+    built = []
+    for container in snapshot.containers:
+        t = container.evaluation.times_seconds
+        rate = float(rng.uniform(2.0, 40.0))
+        steps = np.floor(rate * (t - container.started_at))
+        cpu = np.interp(t, container.cpu_usage.times_seconds, container.cpu_usage.values)
+        built.append(History(times_seconds=t, losses=container.evaluation.values, steps=steps,
+                             cores=cpu, allocation_cores=1.0, max_cores=16.0,
+                             total_steps=float(steps[-1] * 3 + 100) if totals else None))
+    return built
+
+
+def median_cpu_seconds(func: Callable[[], object], repeat: int) -> float:
+    """The median process CPU time of `repeat` calls: less sensitive than wall time to other
+    processes on a shared machine (numpy here runs on one thread)."""
+    runs = []
+    for _ in range(repeat):
+        start = time.process_time()
+        func()
+        runs.append(time.process_time() - start)
+    return statistics.median(runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    flowcon = load_policies(ROOT / "policies" / "flowcon.yaml")[0]
+    print(f"{'containers':>10}  {'pack':>8}  {'forecast (no totals)':>20}  "
+          f"{'forecast (totals)':>17}  {'FlowCon decide()':>16}  {'decide + forecast':>17}  "
+          f"{'same, CPU s':>11}  judged")
+    for size in args.sizes:
+        snapshot = make_snapshot(size)
+        settings = Settings(now_seconds=snapshot.time, alpha=0.05, interval_seconds=20.0)
+        unknown = histories(snapshot, totals=False)
+        known = histories(snapshot, totals=True)
+        packed_unknown, packed_known = Histories.of(unknown), Histories.of(known)
+        result = forecast(packed_unknown, settings)  # warm-up, and what it judged
+        pack = median_seconds(lambda h=unknown: Histories.of(h), args.repeat)
+        worst = median_seconds(lambda p=packed_unknown, s=settings: forecast(p, s), args.repeat)
+        best = median_seconds(lambda p=packed_known, s=settings: forecast(p, s), args.repeat)
+        flow = median_seconds(lambda s=snapshot: decide(flowcon, s), args.repeat)
+        cpu = (median_cpu_seconds(lambda p=packed_unknown, s=settings: forecast(p, s), args.repeat)
+               + median_cpu_seconds(lambda s=snapshot: decide(flowcon, s), args.repeat))
+        print(f"{size:>10,}  {pack:7.3f}s  {worst:19.3f}s  {best:16.3f}s  {flow:15.3f}s  "
+              f"{flow + worst:16.3f}s  {cpu:10.3f}s  {result.judged.mean():5.0%}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

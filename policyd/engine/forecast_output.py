@@ -1,0 +1,112 @@
+"""What the forecast says: one container's `Forecast`, and `Forecasts`, every container's as
+arrays (what the vectorised forecast computes; `at(i)` gives one container's values).
+
+Seconds count from `Settings.now_seconds`; a container that could not be judged has no
+`Forecast` and a note instead (`Forecasts.notes`), never a guess presented as a figure.
+
+Must not: compute forecasts (forecast.py does), read a snapshot, or do I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from policyd.engine.forecast_input import Settings
+from policyd.engine.speed import SpeedModel
+from policyd.model.snapshot import FloatArray
+
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Forecast:
+    """One container's forecast (seconds count from `Settings.now_seconds`)."""
+
+    steps_done: float
+    total_steps: float | None
+    remaining_steps: float
+    remaining_seconds: float
+    finish_at: float
+    low_seconds: float
+    high_seconds: float
+    target_loss: float | None
+    target_eta_seconds: float | None
+    basis: str  # "total steps" or "convergence (alpha ...)"
+    steps_per_second: float
+    parallel_fraction: float
+    serial_seconds: float
+    parallel_seconds: float
+    cap_cores: float
+    note: str = ""  # what the forecast could not say (e.g. an unreachable target)
+
+    def seconds_per_step_at(self, cores: float) -> float:
+        """The speed model at `cores` (capped at the cores the job can use)."""
+        c = min(cores, self.cap_cores)
+        if c <= 0:
+            return float("inf")
+        if c < 1:
+            return (self.serial_seconds + self.parallel_seconds) / c
+        return self.serial_seconds + self.parallel_seconds / c
+
+    def remaining_seconds_at(self, cores: float) -> float:
+        """Remaining seconds if the job ran on `cores` from its last sample on."""
+        return self.remaining_steps * self.seconds_per_step_at(cores)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Forecasts:
+    """Every container's forecast as arrays (N,), NaN where `notes[i]` says why there is none."""
+
+    steps_done: FloatArray
+    total_steps: FloatArray
+    remaining_steps: FloatArray
+    remaining_seconds: FloatArray
+    finish_at: FloatArray
+    low_seconds: FloatArray
+    high_seconds: FloatArray
+    target_loss: FloatArray
+    target_eta_seconds: FloatArray
+    seconds_per_step: FloatArray  # at the current allocation
+    speed: SpeedModel
+    settings: Settings
+    notes: tuple[str, ...]  # "" where there is a forecast
+    remarks: tuple[str, ...]  # partial gaps of a forecast that exists (e.g. target)
+
+    @property
+    def judged(self) -> BoolArray:
+        return np.array([not n for n in self.notes], dtype=np.bool_)
+
+    def remaining_seconds_at(self, cores: npt.ArrayLike) -> FloatArray:
+        """Remaining seconds at `cores` (shape (N,) or (N, K)); NaN where not judged."""
+        c = np.asarray(cores, dtype=np.float64)
+        extra = (slice(None),) + (None,) * (c.ndim - 1)
+        return self.remaining_steps[extra] * self.speed.seconds_per_step(c)
+
+    def at(self, i: int) -> Forecast | None:
+        if self.notes[i]:
+            return None
+        total = float(self.total_steps[i])
+        target = float(self.target_loss[i])
+        eta = float(self.target_eta_seconds[i])
+        s = self.settings
+        return Forecast(
+            steps_done=float(self.steps_done[i]),
+            total_steps=None if np.isnan(total) else total,
+            remaining_steps=float(self.remaining_steps[i]),
+            remaining_seconds=float(self.remaining_seconds[i]),
+            finish_at=float(self.finish_at[i]),
+            low_seconds=float(self.low_seconds[i]), high_seconds=float(self.high_seconds[i]),
+            target_loss=None if np.isnan(target) else target,
+            target_eta_seconds=None if np.isnan(eta) else eta,
+            basis=("total steps" if not np.isnan(total) else
+                   f"convergence (alpha {s.alpha:g} per {s.interval_seconds:g} s interval)"),
+            steps_per_second=float(1.0 / self.seconds_per_step[i]),
+            parallel_fraction=float(self.speed.parallel_fraction[i]),
+            serial_seconds=float(self.speed.serial_seconds[i]),
+            parallel_seconds=float(self.speed.parallel_seconds[i]),
+            cap_cores=float(self.speed.cap_cores[i]),
+            note=self.remarks[i],
+        )

@@ -1,0 +1,159 @@
+"""Training speed as a function of cores: Amdahl's law fitted per container, all at once.
+
+Theory of operation. One optimizer step costs, on c cores,
+
+    s(c) = serial + parallel / c       for c >= 1  (Amdahl's law, p = parallel / s(1))
+    s(c) = (serial + parallel) / c     for c < 1   (a fraction of one core: time slicing)
+
+seconds, and a job never runs faster than on `cap` cores (its own threads). This is the model the
+simulator's jobs follow (`policyd.sim.types.Profile.iteration_seconds`).
+
+Each interval j between two samples gives dsteps_j steps in dt_j seconds at c_j mean cores used,
+an observation s_j = dt_j / dsteps_j. Both unknowns enter linearly, s = serial * u(c) +
+parallel * v(c) with u = 1 (c >= 1) or 1/c (c < 1) and v = 1/c, so the fit is a weighted
+least-squares solve of 2 x 2 normal equations, for every container at once:
+
+    min  sum_j w_j (s_j - serial u_j - parallel v_j)^2
+         + lambda W (parallel (1 - p0) - serial p0)^2
+
+with w_j = dsteps_j (one allocation then gives exactly total seconds / total steps) and W their
+sum. The second term is a prior: it is zero when the parallel fraction is p0. A job that has only
+ever run on one allocation says nothing about p, and the prior fixes it at p0; a job whose cores
+varied (1 and 2 cores: var(1/c) ~ 0.06) outweighs the prior (lambda = 0.02) several times over.
+A negative serial or parallel part (noise) is refitted with that part at 0.
+
+Prior p0 = 0.5: the six models the simulator's profiles were measured on have p between 0.28 and
+0.73 (median 0.57, policyd/sim/data/README.md), and PyTorch on CPUs parallelises the large
+matrix products of a step but not the Python and optimizer overhead around them. 0.5 is the middle
+of that range: it predicts a speed-up of 1.33 on 2 cores where the measured ones were 1.16-1.57,
+so a job seen on one allocation is mispredicted by at most ~18 % at twice the cores.
+
+Must not: read the snapshot (callers pass plain arrays), do I/O, or loop over containers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from policyd.model.snapshot import FloatArray
+
+PRIOR_PARALLEL_FRACTION = 0.5
+PRIOR_WEIGHT = 0.02
+UNUSED_SHARE = 0.9
+"""A job using less than this share of its allocation in its last interval is held back by its
+own parallelism (or by contention), not by its allocation: it is taken to go on using the mean
+cores it used (time-weighted over its intervals), and to get no faster with more."""
+
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SpeedModel:
+    """Per container (arrays of shape (N,)): seconds per step s(c) = serial + parallel / c, at
+    most `cap_cores` usable cores, and `spread` the relative dispersion of the observed step
+    times around the model (what one interval's speed may differ by)."""
+
+    serial_seconds: FloatArray
+    parallel_seconds: FloatArray
+    cap_cores: FloatArray
+    spread: FloatArray
+    usable: BoolArray  # False: no interval with both steps and a CPU figure
+
+    @property
+    def parallel_fraction(self) -> FloatArray:
+        total = self.serial_seconds + self.parallel_seconds
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(total > 0, self.parallel_seconds / total, np.nan)
+
+    def seconds_per_step(self, cores: npt.ArrayLike) -> FloatArray:
+        """s(c) for c of shape (N,) or (N, K); inf at 0 cores."""
+        c = np.asarray(cores, dtype=np.float64)
+        extra = (slice(None),) + (None,) * (c.ndim - 1)
+        serial, parallel = self.serial_seconds[extra], self.parallel_seconds[extra]
+        c = np.minimum(c, self.cap_cores[extra])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            amdahl = serial + parallel / c
+            sliced = (serial + parallel) / c
+            return np.where(c >= 1.0, amdahl, np.where(c > 0, sliced, np.inf))
+
+    def steps_per_second(self, cores: npt.ArrayLike) -> FloatArray:
+        """Speed at c cores, the inverse of `seconds_per_step`."""
+        with np.errstate(divide="ignore"):
+            return 1.0 / self.seconds_per_step(cores)
+
+
+def _design(cores: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """u(c), v(c) of the linear form s = serial * u + parallel * v."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inverse = 1.0 / cores
+    return np.where(cores >= 1.0, 1.0, inverse), inverse
+
+
+def fit_speed(
+    *,
+    steps_made: FloatArray,
+    seconds: FloatArray,
+    cores: FloatArray,
+    allocation_cores: FloatArray,
+    max_cores: FloatArray,
+) -> SpeedModel:
+    """Fit the model to N containers' intervals, arrays of shape (N, K) (NaN where absent).
+
+    `steps_made`, `seconds` and `cores`: per interval the steps done, its length and the mean
+    cores used; `allocation_cores` (N,) the current allocation, `max_cores` (N,) the most the
+    node could give. Intervals without steps, without a finite positive CPU figure or of no
+    length are left out.
+    """
+    good = (np.isfinite(steps_made) & (steps_made > 0) & np.isfinite(seconds) & (seconds > 0)
+            & np.isfinite(cores) & (cores > 0))
+    w = np.where(good, steps_made, 0.0)
+    safe_cores = np.where(good, cores, 1.0)
+    s = np.where(good, seconds / np.where(good, steps_made, 1.0), 0.0)
+    u, v = _design(safe_cores)
+    total = w.sum(axis=1)
+    p0, ridge = PRIOR_PARALLEL_FRACTION, PRIOR_WEIGHT * total
+    # Normal equations of the penalised least squares (module docstring).
+    suu = (w * u * u).sum(axis=1) + ridge * p0 * p0
+    svv = (w * v * v).sum(axis=1) + ridge * (1 - p0) ** 2
+    suv = (w * u * v).sum(axis=1) - ridge * p0 * (1 - p0)
+    sus, svs = (w * u * s).sum(axis=1), (w * v * s).sum(axis=1)
+    det = suu * svv - suv * suv
+    with np.errstate(divide="ignore", invalid="ignore"):
+        serial = (svv * sus - suv * svs) / det
+        parallel = (suu * svs - suv * sus) / det
+        only_parallel = svs / ((w * v * v).sum(axis=1) + ridge * (1 - p0) ** 2)
+        only_serial = sus / ((w * u * u).sum(axis=1) + ridge * p0 * p0)
+    serial, parallel = (np.where(serial < 0, 0.0, np.where(parallel < 0, only_serial, serial)),
+                        np.where(serial < 0, only_parallel, np.where(parallel < 0, 0.0, parallel)))
+    usable = total > 0
+    serial = np.where(usable, serial, np.nan)
+    parallel = np.where(usable, parallel, np.nan)
+
+    # A job that leaves part of its allocation unused is held back by its own threads (or by
+    # contention): it is taken to go on using what it used, on average over its intervals.
+    last = _last_valid(np.where(good, cores, np.nan))
+    span = np.where(good, seconds, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        used = (span * np.where(good, cores, 0.0)).sum(axis=1) / span.sum(axis=1)
+    held_back = np.isfinite(last) & (last < UNUSED_SHARE * allocation_cores)
+    cap = np.where(held_back, used, max_cores)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        model_s = serial[:, None] * u + parallel[:, None] * v
+        ratio = np.where(good, s / model_s - 1.0, 0.0)
+        spread = np.sqrt((w * ratio * ratio).sum(axis=1) / total)
+    return SpeedModel(serial_seconds=serial, parallel_seconds=parallel, cap_cores=cap,
+                      spread=np.where(usable, spread, np.nan), usable=usable)
+
+
+def _last_valid(values: FloatArray) -> FloatArray:
+    """Per row, the last finite value (NaN when none)."""
+    n, k = values.shape
+    if k == 0:
+        return np.full(n, np.nan)
+    finite = np.isfinite(values)
+    index = k - 1 - np.argmax(finite[:, ::-1], axis=1)
+    return np.where(finite.any(axis=1), values[np.arange(n), index], np.nan)
