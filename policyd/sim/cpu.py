@@ -22,6 +22,7 @@ This module owns the arithmetic only: it knows nothing of jobs, time or policies
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -42,43 +43,50 @@ def share_cpu(
 
     `weights` must be positive; `caps` (cores, inf = none) default to none. The allocations
     never exceed the capacity, and they use all of it unless every job is satisfied.
+
+    A node holds a handful of jobs and the simulator calls this at every event, so the loop
+    works on Python floats (numpy's per-call overhead would dominate); the arithmetic is the
+    same float64 arithmetic, operation for operation.
     """
-    demand = np.asarray(demands, dtype=np.float64)
-    weight = np.asarray(weights, dtype=np.float64)
-    if not (np.isfinite(capacity_cores) and capacity_cores >= 0):
+    demand_array = np.asarray(demands, dtype=np.float64)
+    weight_array = np.asarray(weights, dtype=np.float64)
+    if not (math.isfinite(capacity_cores) and capacity_cores >= 0):
         raise ValueError(f"capacity must be a non-negative number of cores, got {capacity_cores}")
-    if demand.shape != weight.shape or demand.ndim != 1:
+    if demand_array.shape != weight_array.shape or demand_array.ndim != 1:
         raise ValueError("demands and weights must be one-dimensional and of equal length")
-    if (demand < 0).any() or not np.isfinite(demand).all():
+    demand: list[float] = demand_array.tolist()
+    weight: list[float] = weight_array.tolist()
+    if not all(d >= 0 and math.isfinite(d) for d in demand):
         raise ValueError("demands must be finite and non-negative")
-    if not (weight > 0).all() or not np.isfinite(weight).all():
+    if not all(w > 0 and math.isfinite(w) for w in weight):
         raise ValueError("weights must be positive and finite")
     limit = demand
     if caps is not None:
-        cap = np.asarray(caps, dtype=np.float64)
-        if cap.shape != demand.shape or (cap < 0).any() or np.isnan(cap).any():
+        cap_array = np.asarray(caps, dtype=np.float64)
+        cap: list[float] = cap_array.tolist()
+        if cap_array.shape != demand_array.shape or any(c < 0 or math.isnan(c) for c in cap):
             raise ValueError("caps must be non-negative (inf for none), one per job")
-        limit = np.minimum(demand, cap)
+        limit = [d if d < c else c for d, c in zip(demand, cap, strict=True)]  # np.minimum
 
-    allocation = np.zeros_like(demand)
+    allocation = [0.0] * len(demand)
     # Jobs in the order in which the rising level satisfies them: limit_i / w_i ascending
     # (stable, so equal jobs keep their order and the result is deterministic).
-    order = np.argsort(limit / weight, kind="stable")
+    order = sorted(range(len(demand)), key=lambda i: limit[i] / weight[i])
     remaining = float(capacity_cores)
-    weight_left = float(weight.sum())
-    for k, i in enumerate(order.tolist()):
+    weight_left = float(weight_array.sum())  # numpy's summation order, as ever
+    for k, i in enumerate(order):
         level = remaining / weight_left  # cores per unit of weight if nobody else were satisfied
         if limit[i] <= level * weight[i]:
             # Satisfied below the level: takes its limit, the rest rise further.
             allocation[i] = limit[i]
-            remaining = max(remaining - float(limit[i]), 0.0)
-            weight_left -= float(weight[i])
+            remaining = max(remaining - limit[i], 0.0)
+            weight_left -= weight[i]
         else:
             # Nobody after i is satisfied either: they share what is left by weight.
-            rest = order[k:]
-            allocation[rest] = level * weight[rest]
+            for j in order[k:]:
+                allocation[j] = level * weight[j]
             break
-    return allocation
+    return np.array(allocation, dtype=np.float64)
 
 
 def weight_and_cap(fraction: float, mode: CpuMode, capacity_cores: float) -> tuple[float, float]:
