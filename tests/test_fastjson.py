@@ -3,6 +3,7 @@ one fails with the standard library's exception and message."""
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 from typing import Any
@@ -96,3 +97,23 @@ def test_integers_beyond_64_bits_are_read_as_floats() -> None:
         2**64 - 1, -(2**63)]
     assert fastjson.loads(b"[123456789012345678901234567890]") == [
         float(123456789012345678901234567890)]
+
+
+def test_the_collector_is_paused_inside_and_restored_after() -> None:
+    assert gc.isenabled()
+    with fastjson.paused_gc():
+        assert not gc.isenabled()
+        with fastjson.paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner pause does not end the outer one
+    assert gc.isenabled()
+    with pytest.raises(ValueError), fastjson.paused_gc():
+        raise ValueError
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with fastjson.paused_gc():
+            pass
+        assert not gc.isenabled()  # left as it was found
+    finally:
+        gc.enable()
