@@ -14,9 +14,12 @@ from hypothesis import strategies as st
 from policyd.model import Series
 from policyd.model.codec import SnapshotError, snapshot_from_dict
 
-NUMBER = st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(10**6), 10**6)
+# What numpy reads as a number, as np.array(pairs) reads it: None is NaN, "1.5" is 1.5.
+NUMBER = (st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(10**20), 10**20)
+          | st.none() | st.booleans() | st.sampled_from(["1.5", " -2e3 ", "NaN", "+Inf"]))
 PAIR = st.tuples(NUMBER, NUMBER).map(list)
-BAD_PAIR = st.sampled_from([[1.0], [1.0, 2.0, 3.0], ["x", 1.0], [None, [1.0]], [], "12"])
+BAD_PAIR = st.sampled_from([[1.0], [1.0, 2.0, 3.0], ["x", 1.0], [None, [1.0]], [], "12",
+                            [10**400, 1.0], {"t": 1}, 7])
 SERIES = st.lists(PAIR, max_size=5)
 
 
@@ -56,7 +59,7 @@ def test_a_malformed_pair_is_reported_where_it_is(
     key = "cpu_usage" if usage else "evaluation"
     try:
         expected = alone(broken)
-    except ValueError as exc:  # e.g. [[1, 2], [1]]; but [[]] reads as an empty series
+    except (TypeError, ValueError, OverflowError) as exc:  # [[1, 2], [1]]; [[]] is empty
         with pytest.raises(SnapshotError) as info:
             snapshot_from_dict(document(series))
         assert info.value.problems == [f"containers[{i}].{key}: {exc}"]

@@ -7,6 +7,7 @@ JSON path where it was found, e.g. `containers[3].cpu_allocation: must be in (0,
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -55,9 +56,9 @@ def _batched_series(raw_containers: list[Any]) -> dict[tuple[int, str], Series]:
     """Every container's series converted at once, keyed by (container index, key).
 
     Converting 20,000 short `[[t, v], ...]` lists one `np.array` call each costs more than the
-    rest of reading a snapshot; one call over all their pairs converts each number the same
-    way. Where that call fails (some pair is not two numbers), nothing is returned and each
-    series is read alone, which reports the problem where it is (`_series`).
+    rest of reading a snapshot; one pass over all their numbers converts each one the same
+    way. Where that fails (some pair is not two numbers), nothing is returned and each series
+    is read alone, which reports the problem where it is (`_series`).
     """
     keys: list[tuple[int, str]] = []
     lengths: list[int] = []
@@ -71,14 +72,15 @@ def _batched_series(raw_containers: list[Any]) -> dict[tuple[int, str], Series]:
                 keys.append((i, key))
                 lengths.append(len(value))
                 pairs.extend(value)
+    # Every pair a list of two: then reading the numbers in a row converts each one as
+    # np.array(pairs) would (numpy's own float conversion), without its shape discovery.
+    if not (set(map(type, pairs)) <= {list} and set(map(len, pairs)) <= {2}):
+        return {}
     try:
-        array = np.array(pairs, dtype=np.float64)
+        flat = np.fromiter(itertools.chain.from_iterable(pairs), np.float64, 2 * len(pairs))
     except (TypeError, ValueError, OverflowError):
         return {}
-    if pairs and (array.ndim != 2 or array.shape[1] != 2):
-        return {}
-    if not pairs:
-        array = np.empty((0, 2))
+    array = flat.reshape(-1, 2)
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return dict(zip(keys, Series.many(array[:, 0], array[:, 1], offsets), strict=True))
@@ -91,7 +93,7 @@ def _series(raw: Mapping[str, Any], key: str, path: str, problems: list[str]) ->
         return Series.empty()
     try:
         return Series.from_pairs(value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: an int past 1e308
         problems.append(f"{path}.{key}: {exc}")
         return Series.empty()
 
