@@ -48,23 +48,19 @@ def share_cpu(
     works on Python floats (numpy's per-call overhead would dominate); the arithmetic is the
     same float64 arithmetic, operation for operation.
     """
-    demand_array = np.asarray(demands, dtype=np.float64)
-    weight_array = np.asarray(weights, dtype=np.float64)
     if not (math.isfinite(capacity_cores) and capacity_cores >= 0):
         raise ValueError(f"capacity must be a non-negative number of cores, got {capacity_cores}")
-    if demand_array.shape != weight_array.shape or demand_array.ndim != 1:
+    demand, weight = _floats(demands), _floats(weights)
+    if demand is None or weight is None or len(demand) != len(weight):
         raise ValueError("demands and weights must be one-dimensional and of equal length")
-    demand: list[float] = demand_array.tolist()
-    weight: list[float] = weight_array.tolist()
     if not all(d >= 0 and math.isfinite(d) for d in demand):
         raise ValueError("demands must be finite and non-negative")
     if not all(w > 0 and math.isfinite(w) for w in weight):
         raise ValueError("weights must be positive and finite")
     limit = demand
     if caps is not None:
-        cap_array = np.asarray(caps, dtype=np.float64)
-        cap: list[float] = cap_array.tolist()
-        if cap_array.shape != demand_array.shape or any(c < 0 or math.isnan(c) for c in cap):
+        cap = _floats(caps)
+        if cap is None or len(cap) != len(demand) or any(c < 0 or math.isnan(c) for c in cap):
             raise ValueError("caps must be non-negative (inf for none), one per job")
         limit = [d if d < c else c for d, c in zip(demand, cap, strict=True)]  # np.minimum
 
@@ -73,7 +69,7 @@ def share_cpu(
     # (stable, so equal jobs keep their order and the result is deterministic).
     order = sorted(range(len(demand)), key=lambda i: limit[i] / weight[i])
     remaining = float(capacity_cores)
-    weight_left = float(weight_array.sum())  # numpy's summation order, as ever
+    weight_left = _numpy_sum(weight)
     for k, i in enumerate(order):
         level = remaining / weight_left  # cores per unit of weight if nobody else were satisfied
         if limit[i] <= level * weight[i]:
@@ -87,6 +83,28 @@ def share_cpu(
                 allocation[j] = level * weight[j]
             break
     return np.array(allocation, dtype=np.float64)
+
+
+def _floats(values: Sequence[float] | FloatArray) -> list[float] | None:
+    """`values` as a list of Python floats, or None when they are not one-dimensional."""
+    if type(values) is list and all(type(v) is float for v in values):
+        return values  # the simulator's case, as it is
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 1:
+        return None
+    listed: list[float] = array.tolist()
+    return listed
+
+
+def _numpy_sum(values: list[float]) -> float:
+    """`np.sum(values)` to the last bit, without numpy for the few values of one node: numpy
+    adds fewer than 8 values in order (its pairwise summation starts at 8)."""
+    if len(values) >= 8:
+        return float(np.sum(np.array(values, dtype=np.float64)))
+    total = 0.0
+    for value in values:
+        total += value
+    return total
 
 
 def weight_and_cap(fraction: float, mode: CpuMode, capacity_cores: float) -> tuple[float, float]:
