@@ -9,7 +9,7 @@ reports them per container and takes no action for that container.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -58,11 +58,46 @@ class Series:
         if not np.isfinite(times).all():
             problem = "a sample time is NaN or infinite"
         elif times.size > 1:
-            steps = np.diff(times)
-            if (steps <= 0).any():
-                at = int(np.argmax(steps <= 0)) + 1
-                problem = f"sample times are not increasing at index {at} (t={times[at]:g})"
+            # For finite times, t[i] - t[i-1] <= 0 exactly when t[i] <= t[i-1].
+            back = times[1:] <= times[:-1]
+            if back.any():
+                problem = _not_increasing(times, int(np.argmax(back)) + 1)
         return cls(times_seconds=times, values=vals, problem=problem)
+
+    @classmethod
+    def many(cls, times_seconds: FloatArray, values: FloatArray,
+             offsets: Sequence[int] | npt.NDArray[np.int64]) -> list[Series]:
+        """Series i from `[offsets[i], offsets[i + 1])` of two aligned flat arrays: the same
+        series as `Series.of` on each slice, with the checks done once for all of them (a
+        10,000-container snapshot holds 20,000 series)."""
+        times, vals = _frozen_array(times_seconds), _frozen_array(values)
+        if times.shape != vals.shape or times.ndim != 1:
+            raise ValueError("times and values must be one-dimensional and of equal length")
+        bounds = np.asarray(offsets, dtype=np.int64)
+        if bounds.ndim != 1 or bounds.size < 1 or bounds[0] != 0 or bounds[-1] != times.size \
+                or (bounds[1:] < bounds[:-1]).any():
+            raise ValueError("offsets must rise from 0 to the number of samples")
+        starts, ends = bounds[:-1], bounds[1:]
+        # Per series: how many times are not finite, and the first step that does not rise
+        # (a step i -> i+1 inside one series; the steps between two series do not count).
+        not_finite = np.concatenate(([0], np.cumsum(~np.isfinite(times))))
+        bad_times = not_finite[ends] > not_finite[starts]
+        back = np.flatnonzero(times[1:] <= times[:-1])
+        owner = np.searchsorted(bounds, back, side="right") - 1
+        inside = back + 1 < ends[owner]
+        first_back: dict[int, int] = {}
+        for at, i in zip((back[inside] + 1).tolist(), owner[inside].tolist(), strict=True):
+            first_back.setdefault(i, at)
+        out: list[Series] = []
+        for i, (lo, hi) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+            series_times = times[lo:hi]
+            problem = None
+            if bad_times[i]:
+                problem = "a sample time is NaN or infinite"
+            elif i in first_back:
+                problem = _not_increasing(series_times, first_back[i] - lo)
+            out.append(cls(times_seconds=series_times, values=vals[lo:hi], problem=problem))
+        return out
 
     @classmethod
     def empty(cls) -> Series:
@@ -73,6 +108,10 @@ class Series:
 
     def pairs(self) -> list[list[float]]:
         return [[float(t), float(v)] for t, v in zip(self.times_seconds, self.values, strict=True)]
+
+
+def _not_increasing(times: FloatArray, at: int) -> str:
+    return f"sample times are not increasing at index {at} (t={times[at]:g})"
 
 
 @dataclass(frozen=True, kw_only=True)

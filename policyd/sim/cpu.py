@@ -23,6 +23,7 @@ This module owns the arithmetic only: it knows nothing of jobs, time or policies
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -43,43 +44,68 @@ def share_cpu(
 
     `weights` must be positive; `caps` (cores, inf = none) default to none. The allocations
     never exceed the capacity, and they use all of it unless every job is satisfied.
+
+    A node holds a handful of jobs and the simulator calls this at every event, so the loop
+    works on Python floats (numpy's per-call overhead would dominate); the arithmetic is the
+    same float64 arithmetic, operation for operation.
     """
-    demand = np.asarray(demands, dtype=np.float64)
-    weight = np.asarray(weights, dtype=np.float64)
-    if not (np.isfinite(capacity_cores) and capacity_cores >= 0):
+    if not (math.isfinite(capacity_cores) and capacity_cores >= 0):
         raise ValueError(f"capacity must be a non-negative number of cores, got {capacity_cores}")
-    if demand.shape != weight.shape or demand.ndim != 1:
+    demand, weight = _floats(demands), _floats(weights)
+    if demand is None or weight is None or len(demand) != len(weight):
         raise ValueError("demands and weights must be one-dimensional and of equal length")
-    if (demand < 0).any() or not np.isfinite(demand).all():
+    if not all(d >= 0 and math.isfinite(d) for d in demand):
         raise ValueError("demands must be finite and non-negative")
-    if not (weight > 0).all() or not np.isfinite(weight).all():
+    if not all(w > 0 and math.isfinite(w) for w in weight):
         raise ValueError("weights must be positive and finite")
     limit = demand
     if caps is not None:
-        cap = np.asarray(caps, dtype=np.float64)
-        if cap.shape != demand.shape or (cap < 0).any() or np.isnan(cap).any():
+        cap = _floats(caps)
+        if cap is None or len(cap) != len(demand) or any(c < 0 or math.isnan(c) for c in cap):
             raise ValueError("caps must be non-negative (inf for none), one per job")
-        limit = np.minimum(demand, cap)
+        limit = [d if d < c else c for d, c in zip(demand, cap, strict=True)]  # np.minimum
 
-    allocation = np.zeros_like(demand)
+    allocation = [0.0] * len(demand)
     # Jobs in the order in which the rising level satisfies them: limit_i / w_i ascending
     # (stable, so equal jobs keep their order and the result is deterministic).
-    order = np.argsort(limit / weight, kind="stable")
+    order = sorted(range(len(demand)), key=lambda i: limit[i] / weight[i])
     remaining = float(capacity_cores)
-    weight_left = float(weight.sum())
-    for k, i in enumerate(order.tolist()):
+    weight_left = _numpy_sum(weight)
+    for k, i in enumerate(order):
         level = remaining / weight_left  # cores per unit of weight if nobody else were satisfied
         if limit[i] <= level * weight[i]:
             # Satisfied below the level: takes its limit, the rest rise further.
             allocation[i] = limit[i]
-            remaining = max(remaining - float(limit[i]), 0.0)
-            weight_left -= float(weight[i])
+            remaining = max(remaining - limit[i], 0.0)
+            weight_left -= weight[i]
         else:
             # Nobody after i is satisfied either: they share what is left by weight.
-            rest = order[k:]
-            allocation[rest] = level * weight[rest]
+            for j in order[k:]:
+                allocation[j] = level * weight[j]
             break
-    return allocation
+    return np.array(allocation, dtype=np.float64)
+
+
+def _floats(values: Sequence[float] | FloatArray) -> list[float] | None:
+    """`values` as a list of Python floats, or None when they are not one-dimensional."""
+    if type(values) is list and all(type(v) is float for v in values):
+        return values  # the simulator's case, as it is
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 1:
+        return None
+    listed: list[float] = array.tolist()
+    return listed
+
+
+def _numpy_sum(values: list[float]) -> float:
+    """`np.sum(values)` to the last bit, without numpy for the few values of one node: numpy
+    adds fewer than 8 values in order (its pairwise summation starts at 8)."""
+    if len(values) >= 8:
+        return float(np.sum(np.array(values, dtype=np.float64)))
+    total = 0.0
+    for value in values:
+        total += value
+    return total
 
 
 def weight_and_cap(fraction: float, mode: CpuMode, capacity_cores: float) -> tuple[float, float]:

@@ -32,18 +32,23 @@ def srpt_share(
 ) -> FloatArray:
     """Cores per job: one core each in SRPT order, then the rest in SRPT order up to each job's
     demand (ties: list order)."""
-    demand = np.asarray(demands, dtype=np.float64)
-    remaining = np.asarray(remaining_seconds, dtype=np.float64)
-    if demand.shape != remaining.shape or demand.ndim != 1:
+    demand_array = np.asarray(demands, dtype=np.float64)
+    remaining_array = np.asarray(remaining_seconds, dtype=np.float64)
+    if demand_array.shape != remaining_array.shape or demand_array.ndim != 1:
         raise ValueError("demands and remaining_seconds must be one-dimensional, one per job")
-    allocation = np.zeros_like(demand)
+    # Python floats: a node holds a handful of jobs, and numpy's per-call overhead would
+    # dominate (the same float64 arithmetic either way).
+    demand: list[float] = demand_array.tolist()
+    remaining: list[float] = remaining_array.tolist()
+    allocation = [0.0] * len(demand)
     left = float(capacity_cores)
-    order = np.argsort(remaining, kind="stable").tolist()
-    for limit in (np.minimum(demand, 1.0), demand):  # first cores, then the extra ones
+    order = sorted(range(len(remaining)), key=remaining.__getitem__)  # stable: ties keep order
+    first_cores = [d if d < 1.0 else 1.0 for d in demand]  # np.minimum(demand, 1.0)
+    for limit in (first_cores, demand):  # first cores, then the extra ones
         for i in order:
             if left <= 0:
                 break
-            extra = min(float(limit[i]) - allocation[i], left)
+            extra = min(limit[i] - allocation[i], left)
             allocation[i] += extra
             left -= extra
-    return allocation
+    return np.array(allocation, dtype=np.float64)

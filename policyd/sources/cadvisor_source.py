@@ -47,7 +47,12 @@ from policyd.sources.cpu_counter import CounterRings, cores_over_intervals
 from policyd.sources.errors import SourceError
 from policyd.sources.matrix import ResponseShapeError, read_matrix
 from policyd.sources.parse import Parsed
-from policyd.sources.prometheus import PrometheusClient, connect_prometheus, query_range
+from policyd.sources.prometheus import (
+    PrometheusClient,
+    connect_prometheus,
+    log_warnings,
+    query_range,
+)
 from policyd.sources.promql import CycleQueries, build_queries
 
 LOG = logging.getLogger(__name__)
@@ -193,12 +198,7 @@ class CadvisorRestSource:
                 self.errors_total[err.kind] += 1
                 LOG.error("cadvisor-rest source: %s", err)
                 raise
-        self.last_warnings = parsed.warnings
-        if parsed.warnings:
-            LOG.warning("cadvisor-rest source: %d data problems, e.g. %s", len(parsed.warnings),
-                        "; ".join(parsed.warnings[:3]))
-            for line in parsed.warnings:
-                LOG.debug("cadvisor-rest source: %s", line)
+        self.last_warnings = log_warnings("cadvisor-rest source", parsed.warnings)
         return parsed
 
     def _observe(self, policies: Sequence[PolicyDocument],

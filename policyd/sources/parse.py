@@ -135,9 +135,9 @@ def evaluation_keys(evaluation: Matrix, resources: Mapping[Key, Resource],
     return {k: i for i, k in enumerate(keys) if k is not None and counts[k] == 1}
 
 
-def _series(matrix: Matrix, i: int) -> Series:
-    lo, hi = matrix.span(i)
-    return Series.of(matrix.times[lo:hi], matrix.values[lo:hi])
+def _all_series(matrix: Matrix) -> list[Series]:
+    """Every row of `matrix` as a Series (built at once: 10,000 rows are common)."""
+    return Series.many(matrix.times, matrix.values, matrix.offsets)
 
 
 def parse_cycle(*, evaluation: Any, cpu: Any, facts_result: Any, queries: CycleQueries,
@@ -155,6 +155,7 @@ def parse_cycle(*, evaluation: Any, cpu: Any, facts_result: Any, queries: CycleQ
     with np.errstate(invalid="ignore"):
         bad = ~np.isfinite(eval_m.values)
     bad_count = np.concatenate(([0], np.cumsum(bad)))
+    eval_series, cpu_series = _all_series(eval_m), _all_series(cpu_m)
     containers: list[Container] = []
     for key, i in chosen.items():
         cid = "/".join(key)
@@ -198,8 +199,8 @@ def parse_cycle(*, evaluation: Any, cpu: Any, facts_result: Any, queries: CycleQ
             namespace=(metric.get(settings.namespace_label, "")
                        if settings.namespace_label else ""),
             started_at=started,
-            evaluation=_series(eval_m, i),
-            cpu_usage=_series(cpu_m, rows[0]) if len(rows) == 1 else Series.empty(),
+            evaluation=eval_series[i],
+            cpu_usage=cpu_series[rows[0]] if len(rows) == 1 else Series.empty(),
             cpu_allocation=facts.allocation(res, queries.allocation_mode, cores, settings),
             labels=labels,
             markers=facts.markers(marker_labels, settings, f"container {cid}", warnings),

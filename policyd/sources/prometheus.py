@@ -25,14 +25,15 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
 from prometheus_api_client.exceptions import PrometheusApiClientException
-from prometheus_api_client.prometheus_connect import PrometheusConnect
 
+from policyd import fastjson
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.sources.errors import SourceError
 from policyd.sources.http import classify_requests, retry_policy
 from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.parse import Parsed, parse_cycle
+from policyd.sources.prometheus_http import FastPrometheusConnect
 from policyd.sources.promql import CycleQueries, build_queries
 from policyd.sources.settings import SourceSettings
 
@@ -107,12 +108,24 @@ def query_range(client: PrometheusClient, url: str, query: str, *, start_seconds
         step=_seconds(step_seconds), params=params))
 
 
+def log_warnings(source: str, warnings: tuple[str, ...]) -> tuple[str, ...]:
+    """One warning line for a cycle's data problems (the first three quoted), every one at debug
+    level; returns them (the source keeps them as `last_warnings`)."""
+    if warnings:
+        LOG.warning("%s: %d data problems, e.g. %s", source, len(warnings),
+                    "; ".join(warnings[:3]))
+        for line in warnings:
+            LOG.debug("%s: %s", source, line)
+    return warnings
+
+
 def connect_prometheus(url: str, *, timeout_seconds: float, retries: int,
                        retry_backoff_seconds: float = 0.5,
                        disable_ssl: bool = False) -> PrometheusClient:
-    """prometheus-api-client's `PrometheusConnect` for `url`, with policyd's retry policy (the
-    client every source that reads Prometheus uses)."""
-    return cast(PrometheusClient, PrometheusConnect(
+    """prometheus-api-client's `PrometheusConnect` for `url`, with policyd's retry policy and
+    answers decoded by orjson (`prometheus_http`): the client every source that reads
+    Prometheus uses."""
+    return cast(PrometheusClient, FastPrometheusConnect(
         url=url, disable_ssl=disable_ssl, retry=retry_policy(retries, retry_backoff_seconds),
         timeout=timeout_seconds))  # type: ignore[arg-type]
 
@@ -152,12 +165,18 @@ class PrometheusSource:
         """One cycle: three queries, parsed; raises SourceError (counted and logged)."""
         now = float(math.floor(self._clock()))
         queries = build_queries(policies, self.settings, now_seconds=now, intervals=intervals)
+        # Three decoded answers and the snapshot built from them: millions of objects, no
+        # cycles, so no garbage collection until they are done (policyd.fastjson).
+        with fastjson.paused_gc():
+            return self._observe(queries, intervals)
+
+    def _observe(self, queries: CycleQueries, intervals: Mapping[str, float] | None) -> Parsed:
         try:
             evaluation = self._range("query_range", queries.evaluation, queries)
             cpu = (self._range("query_range", queries.cpu, queries)
                    if queries.cpu is not None else [])
             facts = self._ask("query", queries.facts, lambda: self._client.custom_query(
-                queries.facts, params={"time": _seconds(now)}))
+                queries.facts, params={"time": _seconds(queries.now_seconds)}))
             try:
                 parsed = parse_cycle(evaluation=evaluation, cpu=cpu, facts_result=facts,
                                      queries=queries, settings=self.settings,
@@ -169,12 +188,7 @@ class PrometheusSource:
             self.errors_total[err.kind] += 1
             LOG.error("prometheus source: %s", err)
             raise
-        self.last_warnings = parsed.warnings
-        if parsed.warnings:
-            LOG.warning("prometheus source: %d data problems, e.g. %s", len(parsed.warnings),
-                        "; ".join(parsed.warnings[:3]))
-            for line in parsed.warnings:
-                LOG.debug("prometheus source: %s", line)
+        self.last_warnings = log_warnings("prometheus source", parsed.warnings)
         return parsed
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policyd.sim.cpu import share_cpu, share_node, weight_and_cap
+from policyd.sim.cpu import _numpy_sum, share_cpu, share_node, weight_and_cap
 
 INF = math.inf
 
@@ -108,3 +108,18 @@ def test_share_cpu_is_fair_and_work_conserving(
         assert got.sum() == pytest.approx(capacity, abs=1e-9)
         levels = got[unsatisfied] / np.asarray(weights)[unsatisfied]
         assert levels.max() - levels.min() <= 1e-9 * max(1.0, levels.max())
+
+
+@given(values=st.lists(st.floats(1e-3, 1e3), max_size=20))
+def test_the_sum_of_weights_is_numpys_to_the_last_bit(values: list[float]) -> None:
+    # share_cpu adds a node's weights without numpy; its results must not change by a bit.
+    assert _numpy_sum(values) == float(np.sum(np.array(values)))
+
+
+@given(capacity=st.floats(0, 16), jobs=jobs)
+def test_python_floats_and_arrays_share_alike(
+        capacity: float, jobs: list[tuple[float, float, float]]) -> None:
+    columns = [[job[k] for job in jobs] for k in range(3)]
+    as_lists = share_cpu(capacity, *columns)
+    as_arrays = share_cpu(capacity, *(np.array(c) for c in columns))
+    assert as_lists.tobytes() == as_arrays.tobytes()

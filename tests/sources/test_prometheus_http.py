@@ -1,0 +1,84 @@
+"""FastPrometheusConnect against the client it stands in for: the same requests (retries
+included), the same results and the same exceptions, answer for answer (`responses`; nothing
+leaves the process)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import requests
+import responses
+from prometheus_api_client.prometheus_connect import PrometheusConnect
+
+from policyd.sources.http import retry_policy
+from policyd.sources.prometheus_http import FastPrometheusConnect
+from tests.sources.builders import envelope, series
+
+URL = "http://prometheus.test:9090"
+RANGE, INSTANT = f"{URL}/api/v1/query_range", f"{URL}/api/v1/query"
+START, END = datetime(2024, 1, 1, 0, 0, 0, 400_000, tzinfo=UTC), datetime(2024, 1, 1, 0, 1, 40,
+                                                                          tzinfo=UTC)
+MATRIX = envelope([series({"pod": "p1"}, [2.0, 1.5, float("nan")], [1.0, 2.0, 3.0])])
+
+ANSWERS = [
+    pytest.param([(200, json.dumps(MATRIX))], id="matrix"),
+    pytest.param([(200, json.dumps(envelope([], "vector")))], id="empty-vector"),
+    pytest.param([(200, '{"status": "success", "data": {"result": [NaN]}}')],
+                 id="NaN-only-the-stdlib-decodes"),
+    pytest.param([(200, "<html>proxy</html>")], id="not-json"),
+    pytest.param([(200, "")], id="empty-body"),
+    pytest.param([(200, json.dumps({"status": "success"}))], id="no-data"),
+    pytest.param([(200, "[1, 2]")], id="a-list"),
+    pytest.param([(400, json.dumps({"status": "error", "errorType": "bad_data",
+                                    "error": "parse error"}))], id="400"),
+    pytest.param([(503, "busy"), (200, json.dumps(MATRIX))], id="503-then-retried"),
+    pytest.param([(500, "oops")] * 3, id="500-until-retries-run-out"),
+]
+
+
+def client(kind: type[PrometheusConnect]) -> PrometheusConnect:
+    return kind(url=URL, retry=retry_policy(2, 0), timeout=5)  # type: ignore[arg-type]
+
+
+def outcome(call: Any) -> tuple[str, Any]:
+    try:
+        return "result", call()
+    except Exception as exc:  # the kind and message are what is compared
+        return type(exc).__name__, str(exc)
+
+
+def run(kind: type[PrometheusConnect], answers: list[tuple[int, str]], instant: bool
+        ) -> tuple[tuple[str, Any], list[str], list[Any]]:
+    with responses.RequestsMock(registry=responses.registries.OrderedRegistry,
+                                assert_all_requests_are_fired=False) as rsps:
+        for status, body in answers:
+            rsps.add(responses.GET, INSTANT if instant else RANGE, status=status, body=body)
+        c = client(kind)
+        if instant:
+            got = outcome(lambda: c.custom_query("up", params={"time": "1700000000"}))
+        else:
+            got = outcome(lambda: c.custom_query_range(
+                "rate(x[1m])", start_time=START, end_time=END, step="20",
+                params={"end": "1704067300.5"}))
+        urls = [str(call.request.url) for call in rsps.calls]
+        timeouts = [call.request.req_kwargs.get("timeout") for call in rsps.calls]
+    return got, urls, timeouts
+
+
+@pytest.mark.parametrize("instant", [False, True], ids=["query_range", "query"])
+@pytest.mark.parametrize("answers", ANSWERS)
+def test_same_requests_results_and_errors_as_the_client(
+        answers: list[tuple[int, str]], instant: bool) -> None:
+    expected = run(PrometheusConnect, answers, instant)
+    got = run(FastPrometheusConnect, answers, instant)
+    assert repr(got) == repr(expected)  # repr: NaN samples compare equal, types are shown
+
+
+def test_a_body_that_is_not_json_raises_requests_own_error() -> None:
+    with responses.RequestsMock() as rsps:
+        rsps.add(responses.GET, INSTANT, body="<html>proxy</html>")
+        with pytest.raises(requests.exceptions.JSONDecodeError, match="Expecting value"):
+            client(FastPrometheusConnect).custom_query("up")
