@@ -1,4 +1,4 @@
-"""The offline contract in JSON form: snapshot dicts in, decision dicts out (DESIGN.md).
+"""The offline contract in JSON form: snapshot dicts in, decision dicts out (docs/design.md).
 
 Fields may be added to either side, none renamed. Parsing takes already-decoded JSON (the
 caller reads the file), so this module stays free of I/O. Every problem is reported with the
@@ -250,7 +250,7 @@ def _finite_or_none(value: float | None) -> float | None:
 
 
 def action_to_dict(action: Action) -> dict[str, Any]:
-    """One action in the decision's JSON form (`from`/`to` for migrations, as DESIGN.md)."""
+    """One action in the decision's JSON form (`from`/`to` for migrations, as docs/design.md)."""
     match action:
         case SetCpu():
             return {"kind": action.kind, "policy": action.policy, "container": action.container,
@@ -274,7 +274,8 @@ def _assessment_to_dict(a: Assessment) -> dict[str, Any]:
 
 
 def decision_to_dict(decision: Decision) -> dict[str, Any]:
-    """The decision's JSON form: DESIGN.md's keys first, then policyd's additions."""
+    """The decision's JSON form: the contract's keys first (docs/design.md, "Decision"), then
+    policyd's additions."""
     return {
         "actions": [action_to_dict(a) for a in decision.actions],
         "categories": decision.categories,
