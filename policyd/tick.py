@@ -102,14 +102,16 @@ def observe(source: Source, policy: PolicyDocument,
 
 def tick(source: Source, policy: PolicyDocument, actuator: Actuator, *,
          interval_seconds: float | None = None, peers: Sequence[PolicyDocument] = (),
-         dry_run: Actuator | None = None) -> Outcome:
+         dry_run: Actuator | None = None, forecasts: bool = True) -> Outcome:
     """Collect a snapshot, decide, and apply every action; a failing action does not stop the
     others (each is independent: a CPU limit, a migration).
 
     `peers`: every policy running beside `policy` (ownership of shared containers). A dry-run
     decision goes to `dry_run` (a fresh `DryRunActuator` when None), never to `actuator`.
+    `forecasts`: the decision carries every job's forecast (`policyd.engine.decide`).
     """
-    decision = decide(policy, observe(source, policy, interval_seconds), peers=peers)
+    decision = decide(policy, observe(source, policy, interval_seconds), peers=peers,
+                      forecasts=forecasts)
     target = (dry_run or DryRunActuator()) if decision.dry_run else actuator
     failed: list[tuple[Action, str]] = []
     for action in decision.actions:

@@ -2,9 +2,9 @@
 
     FlowCon policy "flowcon" at 2023-11-14 22:13:20 UTC: 1 action, next interval 20 s
     node worker-1  (4 cores, 3.1 used)
-      CONTAINER   CATEGORY   G (growth eff.)   CPU NOW -> NEXT
-      vae         CL                  0.0031   1.00 -> 0.25
-      mnist       NL                       -   1.00 -> 1.00
+      CONTAINER   CATEGORY   G (growth eff.)   CPU NOW -> NEXT   ETA (RANGE)
+      vae         CL                  0.0031   1.00 -> 0.25      12m05s (11m-13m)
+      mnist       NL                       -   1.00 -> 1.00      -
     actions
       set_cpu  vae on worker-1 -> 0.25  CL on worker-1: ...
 
@@ -55,20 +55,44 @@ def _target(action: Action, names: dict[str, str]) -> str:
             return f"mark_migrated  {name} stays on {action.node}"
 
 
+def duration(seconds: float) -> str:
+    """`45s`, `12m05s`, `3h20m`, `2d04h`: a remaining time at a glance."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def _eta(a: Assessment) -> str:
+    """`12m05s (9m-16m)`, or `-` when the forecast cannot judge (its note says why)."""
+    f = a.forecast
+    if f is None:
+        return "-"
+    return (f"{duration(f.remaining_seconds)} "
+            f"({duration(f.low_seconds)}-{duration(f.high_seconds)})")
+
+
 def _rows(assessments: list[Assessment], names: dict[str, str], kind: str) -> list[str]:
     gain = KINDS[kind].gain_label if kind in KINDS else "GAIN"
-    header = ("CONTAINER", "CATEGORY", gain, "CPU NOW -> NEXT", "NOTE")
+    header = ("CONTAINER", "CATEGORY", gain, "CPU NOW -> NEXT", "ETA (RANGE)", "NOTE")
     table = [header]
     for a in assessments:
         cpu = ("" if a.cpu_fraction_now is None and a.cpu_fraction_next is None
                else f"{_fraction(a.cpu_fraction_now)} -> {_fraction(a.cpu_fraction_next)}")
+        note = a.note
+        if a.forecast is None and a.forecast_note:
+            note = f"{note}; no ETA: {a.forecast_note}" if note else f"no ETA: {a.forecast_note}"
         table.append((names.get(a.container, a.container), a.category or "-", _gain(a.gain),
-                      cpu, a.note))
-    widths = [max(len(row[i]) for row in table) for i in range(4)]
+                      cpu, _eta(a), note))
+    widths = [max(len(row[i]) for row in table) for i in range(5)]
     lines = []
     for row in table:
         cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]),
-                 row[3].ljust(widths[3]), row[4]]
+                 row[3].ljust(widths[3]), row[4].ljust(widths[4]), row[5]]
         lines.append("  " + "   ".join(cells).rstrip())
     return lines
 

@@ -52,7 +52,7 @@ def world_for(settings: SimulationSettings, policies: Sequence[PolicyDocument]) 
     scenario = scenarios.build(settings.scenario, settings.seed)
     if policies:
         scenario = scenarios.with_policies(scenario, policies)
-    return World(scenario, policies=scenario.policies)
+    return World(scenario, policies=scenario.policies, forecast_decisions=True)
 
 
 def describe(action: Action) -> str:

@@ -8,13 +8,16 @@ daemon reaches the decisions it would have reached.
 
 `decide` asks the registry for the policy's kind, runs the kind's plan, then the steps every
 kind shares: ownership (`policyd.engine.ownership`: with `peers`, the other policies running
-beside it, actions on containers another policy owns are left to that policy).
+beside it, actions on containers another policy owns are left to that policy), and the forecast
+of where each job is going (`policyd.engine.forecasting`: every assessment carries one, or a
+note why there is none).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policyd.engine.forecasting import with_forecasts
 from policyd.engine.ownership import yield_to_owners
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
@@ -22,11 +25,14 @@ from policyd.model import Decision, Snapshot
 
 
 def decide(policy: PolicyDocument, snapshot: Snapshot, *,
-           peers: Sequence[PolicyDocument] = ()) -> Decision:
+           peers: Sequence[PolicyDocument] = (), forecasts: bool = True) -> Decision:
     """What `policy` wants done given `snapshot` (see the kind's module for the algorithm);
-    `peers` are every policy running beside it (it may be among them)."""
+    `peers` are every policy running beside it (it may be among them). `forecasts=False` leaves
+    out the forecasts a kind did not make itself (a caller that reads only the actions: the
+    simulator's measured runs)."""
     decision = KINDS.of(policy).plan(policy, snapshot)
-    return yield_to_owners(decision, policy, peers, snapshot.containers)
+    decision = yield_to_owners(decision, policy, peers, snapshot.containers)
+    return with_forecasts(decision, policy, snapshot) if forecasts else decision
 
 
 __all__ = ["KINDS", "PolicyDocument", "decide"]

@@ -455,6 +455,7 @@ KIND = Kind(
     wakes_on=frozenset({"started", "stopped"}),  # Algorithm 2's listener
     inputs=frozenset({"evaluation", "cpu"}),  # G needs the cores each container used
     acts_on=frozenset({"cpu"}),
+    convergence_alpha=lambda p: _flowcon(p).spec.alpha,
     cpu_mode=_cpu_mode, summary=_summary, gain_label="G (growth eff.)",
 )
 """FlowCon's registration entry (`policyd.engine.registry`)."""

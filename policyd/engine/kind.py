@@ -14,8 +14,9 @@ and never import a kind's module or test its type (an import-linter contract kee
 * `wakes_on`: the container events (a container started, stopped) that reset the kind's
   interval to the base one and run it at once (FlowCon's Algorithm 2).
 * `inputs`: what a source must put in the snapshot for it ("evaluation": the loss series;
-  "cpu": the cores used per container, and so per node). A source asks only for what the
-  policies it serves need.
+  "cpu": the cores used per container, and so per node; "steps": the steps done and the run's
+  total). A source asks only for what the policies it serves need, plus what the forecast
+  beside every decision reads (`FORECAST_INPUTS`).
 * `acts_on`: the classes of action the kind emits ("cpu": `SetCpu`; "placement": `Migrate`,
   `MarkMigrated`). When several policies select one container, each class of action on it
   belongs to one policy (`policyd.engine.ownership`).
@@ -23,6 +24,9 @@ and never import a kind's module or test its type (an import-linter contract kee
   source reads the current allocation from the right one; None for kinds that set no CPU.
 * `summary(policy)`: one line of the policy's main settings, for reports; `gain_label`: what the
   assessments' `gain` figure is, for tables.
+* `convergence_alpha(policy)`: what "converged" means for the forecast beside every decision
+  (`policyd.engine.forecasting`), for jobs that do not know their total steps: improving by
+  less than this per base interval per core.
 
 This module holds plain declarations: no I/O, no policy logic.
 """
@@ -37,13 +41,16 @@ from policyd.engine.spec import PolicyDocument
 from policyd.model import Action, Decision, MarkMigrated, Migrate, SetCpu, Snapshot
 
 Scope = Literal["node", "cluster"]
-Input = Literal["evaluation", "cpu"]
+Input = Literal["evaluation", "cpu", "steps"]
 ActionClass = Literal["cpu", "placement"]
 EventKind = Literal["started", "stopped"]
 CpuMode = Literal["shares", "quota"]
 
 ACTION_CLASSES: tuple[ActionClass, ...] = ("cpu", "placement")
-INPUTS: tuple[Input, ...] = ("evaluation", "cpu")
+INPUTS: tuple[Input, ...] = ("evaluation", "cpu", "steps")
+FORECAST_INPUTS: frozenset[Input] = frozenset({"steps"})
+"""What the forecast beside every decision reads (`policyd.engine.forecasting`): asked of the
+sources whatever the kinds."""
 
 
 def action_class(action: Action) -> ActionClass:
@@ -75,6 +82,15 @@ def _no_cpu_mode(_: PolicyDocument) -> CpuMode | None:
     return None
 
 
+DEFAULT_CONVERGENCE_ALPHA = 0.05
+"""Forecasts' reading of convergence for kinds that have no alpha of their own (FlowCon's
+default: improving by under 5 % per interval per core)."""
+
+
+def _default_convergence(_: PolicyDocument) -> float:
+    return DEFAULT_CONVERGENCE_ALPHA
+
+
 @dataclass(frozen=True, kw_only=True)
 class Kind:
     """The registration entry of one policy kind (see the module docstring)."""
@@ -90,6 +106,7 @@ class Kind:
     acts_on: frozenset[ActionClass] = frozenset()
     cpu_mode: Callable[[PolicyDocument], CpuMode | None] = field(default=_no_cpu_mode)
     gain_label: str = "gain"
+    convergence_alpha: Callable[[PolicyDocument], float] = field(default=_default_convergence)
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -377,6 +377,7 @@ KIND = Kind(
     intervals=_intervals,  # the categorization interval, no back-off
     inputs=frozenset({"evaluation", "cpu"}),  # cpu: R(w, t), Algorithm 4's tie-break
     acts_on=frozenset({"placement"}),
+    convergence_alpha=lambda p: _specon(p).spec.alpha,
     summary=_summary, gain_label="g (gain)",
 )
 """SpeCon's registration entry (`policyd.engine.registry`)."""

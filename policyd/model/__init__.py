@@ -13,6 +13,7 @@ from policyd.model.decision import (
     Migrate,
     SetCpu,
 )
+from policyd.model.forecast import JobForecast
 from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "Assessment",
     "Container",
     "Decision",
+    "JobForecast",
     "MarkMigrated",
     "Markers",
     "Migrate",

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from policyd.model.decision import Action, Assessment, Decision, MarkMigrated, Migrate, SetCpu
+from policyd.model.forecast import JobForecast
 from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
 
 
@@ -49,7 +50,7 @@ def _string_map(raw: Mapping[str, Any], key: str, path: str, problems: list[str]
     return value
 
 
-_SERIES_KEYS = ("evaluation", "cpu_usage")
+_SERIES_KEYS = ("evaluation", "cpu_usage", "steps")
 
 
 def _batched_series(raw_containers: list[Any]) -> dict[tuple[int, str], Series]:
@@ -158,8 +159,9 @@ def _container(raw: Any, path: str, problems: list[str],
     namespace = raw.get("namespace", "")
     if not isinstance(name, str) or not isinstance(namespace, str):
         problems.append(f"{path}: name and namespace must be strings")
-    evaluation, usage = (batched[key] if key in batched else _series(raw, key, path, problems)
-                         for key in _SERIES_KEYS)
+    evaluation, usage, steps = (batched[key] if key in batched
+                                else _series(raw, key, path, problems) for key in _SERIES_KEYS)
+    total_steps = _number(raw, "total_steps", path, problems, optional=True)
     labels = _string_map(raw, "labels", path, problems)
     annotations = _string_map(raw, "annotations", path, problems)
     markers = _markers(raw.get("markers"), f"{path}.markers", problems)
@@ -170,6 +172,7 @@ def _container(raw: Any, path: str, problems: list[str],
             id=cid, name=str(name), node=node, started_at=started_at,
             evaluation=evaluation, cpu_usage=usage, cpu_allocation=allocation,
             namespace=str(namespace), labels=labels, annotations=annotations, markers=markers,
+            steps=steps, total_steps=total_steps,
         )
     except ValueError as exc:
         problems.append(f"{path}: {exc}")
@@ -236,6 +239,7 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
                     "converged_at": c.markers.converged_at,
                     "last_action_at": c.markers.last_action_at,
                 },
+                "steps": c.steps.pairs(), "total_steps": c.total_steps,
             }
             for c in snapshot.containers
         ],
@@ -267,10 +271,22 @@ def action_to_dict(action: Action) -> dict[str, Any]:
                     "reason": action.reason, "scores": dict(action.scores)}
 
 
+def forecast_to_dict(f: JobForecast) -> dict[str, Any]:
+    """A forecast's JSON form (seconds from the decision's time; `finish_at` epoch seconds)."""
+    return {"steps_done": f.steps_done, "total_steps": f.total_steps,
+            "remaining_steps": f.remaining_steps, "remaining_seconds": f.remaining_seconds,
+            "finish_at": f.finish_at, "low_seconds": f.low_seconds,
+            "high_seconds": f.high_seconds, "steps_per_second": f.steps_per_second,
+            "basis": f.basis, "target_loss": f.target_loss,
+            "target_eta_seconds": f.target_eta_seconds, "note": f.note}
+
+
 def _assessment_to_dict(a: Assessment) -> dict[str, Any]:
     return {"node": a.node, "category": a.category, "gain": _finite_or_none(a.gain),
             "cpu_fraction_now": a.cpu_fraction_now, "cpu_fraction_next": a.cpu_fraction_next,
-            "note": a.note}
+            "note": a.note,
+            "forecast": forecast_to_dict(a.forecast) if a.forecast is not None else None,
+            "forecast_note": a.forecast_note}
 
 
 def decision_to_dict(decision: Decision) -> dict[str, Any]:

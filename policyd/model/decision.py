@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from policyd.model.forecast import JobForecast
+
 
 def _check_common(policy: str, container: str, reason: str) -> None:
     if not policy:
@@ -117,6 +119,9 @@ class Assessment:
     cpu_fraction_now: float | None = None
     cpu_fraction_next: float | None = None
     note: str = ""
+    forecast: JobForecast | None = None
+    """Where the job is going (`policyd.model.forecast`), or None with `forecast_note`."""
+    forecast_note: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -45,6 +45,10 @@ OPT_OUT = PREFIX + "opt-out"
 policies' default `selector.opt_out_key`, enforced by the engine and checked again by the
 Kubernetes actuator on the pod as read just before acting."""
 
+TARGET_LOSS = PREFIX + "target-loss"
+"""Label or annotation a job sets to declare the loss it is trained to reach (a number): the
+forecast says when it gets there."""
+
 _NOT_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_]")
 
 

@@ -149,7 +149,10 @@ class Container:
 
     `evaluation` is the job's evaluation function (loss by default); `cpu_usage` is cores used,
     averaged over each sample's preceding interval; `cpu_allocation` is the current FlowCon limit
-    as a fraction of the node (1.0 = unrestricted).
+    as a fraction of the node (1.0 = unrestricted). `steps` is the job's count of training steps
+    done (the exporter's `policyd_training_steps_total`, empty when not reported) and
+    `total_steps` the steps of the whole run when the job knows them (None otherwise): the
+    forecast of where the job is going reads both.
     """
 
     id: str
@@ -163,10 +166,15 @@ class Container:
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     annotations: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     markers: Markers = field(default_factory=Markers)
+    steps: Series = field(default_factory=Series.empty)
+    total_steps: float | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
             raise ValueError("container id must not be empty")
+        if self.total_steps is not None and not (self.total_steps > 0
+                                                 and np.isfinite(self.total_steps)):
+            raise ValueError(f"total_steps must be a positive number, got {self.total_steps}")
         if not (0 < self.cpu_allocation <= 1):
             raise ValueError(f"cpu_allocation must be in (0, 1], got {self.cpu_allocation}")
         if not np.isfinite(self.started_at):

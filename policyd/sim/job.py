@@ -37,6 +37,7 @@ class SimJob:
     quality_iteration: int
     evaluation: Ring
     cpu: Ring
+    steps: Ring
     phase: Phase = "pending"
     node: str = ""  # where it runs, or where it is being restored while migrating
     nodes: list[str] = field(default_factory=list)
@@ -129,6 +130,7 @@ class SimJob:
         model = self.spec.profile.model
         eval_times, eval_values = self.evaluation.since(since)
         cpu_times, cpu_values = self.cpu.since(since)
+        step_times, step_values = self.steps.since(since)
         return Container(
             id=self.id, name=f"{self.id}-{model}", node=self.node,
             started_at=EPOCH_SECONDS + self.started_at,
@@ -136,7 +138,14 @@ class SimJob:
             cpu_usage=Series.of(cpu_times, cpu_values),
             cpu_allocation=self.fraction, namespace=NAMESPACE,
             labels={"app": "train", "model": model}, markers=self.markers,
+            steps=Series.of(step_times, step_values),
+            total_steps=float(self.iterations) if self.spec.reports_total else None,
         )
+
+    @property
+    def steps_done(self) -> float:
+        """Whole iterations done: what the exporter's steps counter shows."""
+        return float(math.floor(self.progress + PROGRESS_TOLERANCE))
 
 
 def quality_iteration(losses: FloatArray) -> int:

@@ -1,8 +1,9 @@
 """What the simulated world shows a policy: scraped series kept small, and the snapshot's clock.
 
 The world scrapes every job every `scenario.scrape_seconds`, as Prometheus would: the loss after
-the iterations completed so far (between iterations "the previous value will be returned") and
-the cores used averaged over the scrape interval (cAdvisor's rate). Each series lives in a
+the iterations completed so far (between iterations "the previous value will be returned"), the
+whole iterations done (the exporter's steps counter) and the cores used averaged over the scrape
+interval (cAdvisor's rate). Each series lives in a
 `Ring`: preallocated numpy arrays holding the last samples a policy can read, so a snapshot is
 a few slices, never a rebuild of the whole run's history.
 

@@ -116,6 +116,9 @@ class JobSpec:
     submit_seconds: float
     work_scale: float = 1.0
     node: str | None = None
+    reports_total: bool = True
+    """Whether the job's exporter shows its total steps (`policyd_training_progress_ratio`), as
+    a framework that knows its epochs and batches does; False: only the steps done."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,8 +10,9 @@ handled:
 2. a migration completes (the job's new container starts on the target node);
 3. a job is submitted (placed: `JobSpec.node`, else the default scheduler's choice);
    then every node's CPU is shared again (`policyd.sim.cpu`, or the oracle's SRPT);
-4. a scrape, every `scenario.scrape_seconds` from 0: each running job's loss and its cores
-   averaged over the scrape interval are appended to its series (`policyd.sim.source`);
+4. a scrape, every `scenario.scrape_seconds` from 0: each running job's loss, its steps done
+   and its cores averaged over the scrape interval are appended to its series
+   (`policyd.sim.source`); a job shows its total steps when its spec says it reports them;
 5. policy ticks, in ownership order (highest priority first, then by name): each policy on its
    `policyd.engine.schedule.Schedule` (first at the first submission + its base interval, then
    every `decision.next_interval`), and at once when a container appeared or disappeared at
@@ -56,7 +57,8 @@ class World:
     """One scenario being played: call `run()` (or `run_until`), then `result()`."""
 
     def __init__(self, scenario: Scenario, *, policies: Sequence[PolicyDocument] = (),
-                 allocation: Allocation = "fair", record_timeline: bool = False) -> None:
+                 allocation: Allocation = "fair", record_timeline: bool = False,
+                 forecast_decisions: bool = False) -> None:
         _check(scenario)
         names = [p.name for p in policies]
         if len(set(names)) != len(names):
@@ -70,11 +72,14 @@ class World:
         self.timeline: list[Sample] = []
         self._allocation: Allocation = allocation
         self._record = record_timeline
+        # A measured run reads only actions; the forecasts beside a decision cost ~7 ms a tick
+        # (kinds that act on forecasts make their own). The simulated daemon asks for them.
+        self._forecasts = forecast_decisions
         self._capacity = {n.name: n.cores for n in scenario.nodes}
         capacity = ring_capacity(self.policies, scenario.scrape_seconds)
         self._jobs = [
             SimJob(spec=j, quality_iteration=quality_iteration(j.profile.reported),
-                   evaluation=Ring(capacity), cpu=Ring(capacity))
+                   evaluation=Ring(capacity), cpu=Ring(capacity), steps=Ring(capacity))
             for j in scenario.jobs
         ]
         self._pending = sorted(self._jobs, key=lambda j: j.spec.submit_seconds)  # stable
@@ -192,6 +197,7 @@ class World:
             if j.phase != "running":
                 continue
             j.evaluation.append(stamp, j.loss)
+            j.steps.append(stamp, j.steps_done)
             span = now - j.measured_since
             used = j.cpu_seconds / span if span > 0 else j.cores
             if span > 0:  # a container started this instant has no interval to average yet
@@ -206,7 +212,8 @@ class World:
     def _tick(self, schedule: Schedule) -> Schedule:
         started = time.perf_counter()
         outcome = tick(source=self, policy=schedule.policy, actuator=self,
-                       interval_seconds=schedule.interval_seconds, peers=self.policies)
+                       interval_seconds=schedule.interval_seconds, peers=self.policies,
+                       forecasts=self._forecasts)
         self.tick_seconds.append(time.perf_counter() - started)
         self.outcomes.append((self.now, outcome))
         return schedule.ran(outcome.decision, self.now)

@@ -39,6 +39,8 @@ from policyd.sources.docker_labels import label_markers
 from policyd.sources.facts import Key
 from policyd.sources.matrix import Matrix
 from policyd.sources.parse import STALE_STEPS, Parsed, evaluation_keys
+from policyd.sources.progress import EMPTY as EMPTY_PROGRESS
+from policyd.sources.progress import ProgressTable
 from policyd.sources.promql import CycleQueries
 from policyd.sources.settings import cadvisor_docker
 
@@ -114,9 +116,10 @@ def _summarise(chosen: Mapping[Key, object], used: Mapping[Key, int], unseen: li
 def assemble(*, evaluation: Matrix, hosts: Sequence[HostReading], cpu: Mapping[str, Series],
              queries: CycleQueries, extra_markers: Mapping[str, Markers] | None = None,
              intervals: Mapping[str, float] | None = None,
-             warnings: Sequence[str] = ()) -> Parsed:
+             warnings: Sequence[str] = (), progress: ProgressTable | None = None) -> Parsed:
     """The cycle's snapshot (see the module docstring); `cpu` is by Docker container id,
-    `warnings` those met before (reading the payloads)."""
+    `warnings` those met before (reading the payloads), `progress` the jobs' steps."""
+    progress = progress or EMPTY_PROGRESS
     found = list(warnings)
     now, step = queries.now_seconds, queries.step_seconds
     fresh_after = now - STALE_STEPS * step
@@ -149,6 +152,7 @@ def assemble(*, evaluation: Matrix, hosts: Sequence[HostReading], cpu: Mapping[s
         metric = evaluation.labels[i]
         labels = {k: v for k, v in metric.items() if k != "__name__"}
         labels.update(c.labels)
+        done = progress.of_series(metric)
         containers.append(Container(
             id=c.name, name=c.name, node=host.node, started_at=started,
             evaluation=Series.of(evaluation.times[lo:hi], evaluation.values[lo:hi]),
@@ -157,7 +161,8 @@ def assemble(*, evaluation: Matrix, hosts: Sequence[HostReading], cpu: Mapping[s
                                             host.cores, SETTINGS),
             labels=labels,
             markers=label_markers(c.labels, (extra_markers or {}).get(c.container_id), found,
-                                  where)))
+                                  where),
+            steps=done.steps, total_steps=done.total_steps))
     _summarise(chosen, used, unseen, found)
     usage_by_node = _node_usage(hosts, cpu, fresh_after)
     nodes = tuple(Node(name=h.node, cpu_capacity=h.cores, cpu_usage=usage_by_node[h.node])

@@ -52,6 +52,7 @@ from policyd.sources.prometheus import (
     connect_prometheus,
     log_warnings,
     query_range,
+    read_progress,
 )
 from policyd.sources.promql import CycleQueries, build_queries
 
@@ -212,11 +213,14 @@ class CadvisorRestSource:
         except ResponseShapeError as exc:
             raise SourceError(kind="bad_response", url=self.url, what="query_range",
                               query=q.evaluation, detail=str(exc)) from exc
+        progress, missed = read_progress(self._prometheus, self.url, q)
         readings, warnings = self._hosts(float(boundaries(q)[0]))
+        warnings = [*missed, *warnings]
         cpu = self._cpu(readings, q, now)
         extra = dict(self._extra()) if self._extra is not None else {}
         return assemble(evaluation=evaluation, hosts=readings, cpu=cpu, queries=q,
-                        extra_markers=extra, intervals=intervals, warnings=warnings)
+                        extra_markers=extra, intervals=intervals, warnings=warnings,
+                        progress=progress)
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:

@@ -52,7 +52,13 @@ from policyd.sources.cadvisor_info import parse_timestamp
 from policyd.sources.docker_labels import label_markers
 from policyd.sources.errors import SourceError
 from policyd.sources.matrix import Matrix, ResponseShapeError, read_matrix
-from policyd.sources.prometheus import PrometheusClient, connect_prometheus, query_range
+from policyd.sources.progress import NO_PROGRESS
+from policyd.sources.prometheus import (
+    PrometheusClient,
+    connect_prometheus,
+    query_range,
+    read_progress,
+)
 from policyd.sources.promql import build_queries
 from policyd.sources.settings import cadvisor_docker
 
@@ -296,8 +302,10 @@ class DockerSnapshotSource:
         except ResponseShapeError as exc:
             raise SourceError(kind="bad_response", url=self.url, what="query_range",
                               query=q.evaluation, detail=str(exc)) from exc
+        progress, missed = read_progress(self._prometheus, self.url, q)
+        steps = progress.by_label(EVALUATION_LABEL)
         poll = self.stats.poll(now)
-        warnings = list(poll.warnings)
+        warnings = [*missed, *poll.warnings]
         extra = dict(self._extra()) if self._extra is not None else {}
         chosen: dict[str, tuple[ContainerFacts, float]] = {}
         for host in poll.hosts:
@@ -331,7 +339,9 @@ class DockerSnapshotSource:
                 cpu_allocation=facts.allocation(res, q.allocation_mode, cores, self._settings),
                 labels=c.labels,
                 markers=label_markers(c.labels, extra.get(c.id), warnings,
-                                      f"container {name}")))
+                                      f"container {name}"),
+                steps=steps.get(name, NO_PROGRESS).steps,
+                total_steps=steps.get(name, NO_PROGRESS).total_steps))
         unseen = sorted(set(evaluation) - set(chosen))
         if unseen:
             warnings.append(f"{len(unseen)} evaluation series name no running managed "

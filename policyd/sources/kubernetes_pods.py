@@ -43,7 +43,13 @@ from policyd.sources import promql
 from policyd.sources.errors import SourceError
 from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.parse import Parsed, parse_cycle
-from policyd.sources.prometheus import PrometheusClient, connect_prometheus, query_range
+from policyd.sources.progress import ProgressTable
+from policyd.sources.prometheus import (
+    PrometheusClient,
+    connect_prometheus,
+    query_range,
+    read_progress,
+)
 from policyd.sources.settings import SourceSettings, kubernetes
 
 LOG = logging.getLogger(__name__)
@@ -204,7 +210,8 @@ def api_settings() -> SourceSettings:
 
 def merge(*, evaluation: Any, cpu: Any, found: Sequence[PodFacts],
           allocatable: Mapping[str, float], queries: promql.CycleQueries,
-          settings: SourceSettings, intervals: Mapping[str, float] | None = None) -> Parsed:
+          settings: SourceSettings, intervals: Mapping[str, float] | None = None,
+          progress: ProgressTable | None = None) -> Parsed:
     """Prometheus's two range results + the pod list -> the cycle's snapshot (pure).
     Only evaluation series of listed pods are kept; pod labels and annotations are added to
     each container's (the series' labels win on a clash)."""
@@ -214,7 +221,7 @@ def merge(*, evaluation: Any, cpu: Any, found: Sequence[PodFacts],
         in by_key]
     parsed = parse_cycle(evaluation=kept, cpu=cpu, facts_result=facts_vector(
         found, allocatable, queries.now_seconds), queries=queries, settings=settings,
-        intervals=intervals)
+        intervals=intervals, progress=progress)
     containers = []
     for c in parsed.snapshot.containers:
         f = by_key[cast(tuple[str, str, str], tuple(c.id.split("/", 2)))]
@@ -251,19 +258,20 @@ class KubernetesPodSource:
         q = promql.build_queries(policies, self.settings, now_seconds=now, intervals=intervals)
         evaluation = self._range(q.evaluation, q)
         cpu = self._range(q.cpu, q) if q.cpu is not None else []
+        progress, missed = read_progress(self._prometheus, self.url, q)
         items, _ = list_pods(self.core, self.scope)
         found = [f for f in (pod_facts(p, self.scope.container_name) for p in items)
                  if f is not None and f.running]
         try:
             parsed = merge(evaluation=evaluation, cpu=cpu, found=found,
                            allocatable=list_allocatable(self.core, self.scope.node_name),
-                           queries=q,
-                           settings=self.settings, intervals=intervals)
+                           queries=q, settings=self.settings, intervals=intervals,
+                           progress=progress)
         except ResponseShapeError as exc:
             raise SourceError(kind="bad_response", url=self.url, what="cycle",
                               query=q.evaluation, detail=str(exc)) from exc
-        self.last_warnings = parsed.warnings
-        for line in parsed.warnings:
+        self.last_warnings = (*missed, *parsed.warnings)
+        for line in self.last_warnings:
             LOG.warning("kubernetes source: %s", line)
         return parsed.snapshot
 

@@ -40,6 +40,8 @@ from policyd.model import Container, Node, Series, Snapshot
 from policyd.sources import facts
 from policyd.sources.facts import Key, Resource
 from policyd.sources.matrix import Matrix, read_matrix, read_vector
+from policyd.sources.progress import EMPTY as EMPTY_PROGRESS
+from policyd.sources.progress import ProgressTable
 from policyd.sources.promql import CycleQueries
 from policyd.sources.settings import SourceSettings
 
@@ -141,9 +143,11 @@ def _all_series(matrix: Matrix) -> list[Series]:
 
 
 def parse_cycle(*, evaluation: Any, cpu: Any, facts_result: Any, queries: CycleQueries,
-                settings: SourceSettings, intervals: Mapping[str, float] | None = None
-                ) -> Parsed:
-    """Build the cycle's snapshot from the three `data.result` lists (see the module doc)."""
+                settings: SourceSettings, intervals: Mapping[str, float] | None = None,
+                progress: ProgressTable | None = None) -> Parsed:
+    """Build the cycle's snapshot from the three `data.result` lists (see the module doc) and
+    the jobs' progress (`policyd.sources.progress`, when asked for)."""
+    progress = progress or EMPTY_PROGRESS
     warnings: list[str] = []
     now, step = queries.now_seconds, queries.step_seconds
     fresh_after = now - STALE_STEPS * step
@@ -192,6 +196,7 @@ def parse_cycle(*, evaluation: Any, cpu: Any, facts_result: Any, queries: CycleQ
         marker_labels = {**res_labels, **(annotations.get(pod, {}) if pod else {})}
         labels = {k: v for k, v in metric.items() if k != "__name__"}
         labels.update(facts.prefixed_labels(res_labels, settings.label_prefix))
+        done = progress.of_series(metric)
         containers.append(Container(
             id=cid,
             name=metric.get(settings.name_label) or cid,
@@ -204,6 +209,7 @@ def parse_cycle(*, evaluation: Any, cpu: Any, facts_result: Any, queries: CycleQ
             cpu_allocation=facts.allocation(res, queries.allocation_mode, cores, settings),
             labels=labels,
             markers=facts.markers(marker_labels, settings, f"container {cid}", warnings),
+            steps=done.steps, total_steps=done.total_steps,
         ))
     _summarise_others(resources, chosen, warnings)
     usage = _node_usage(cpu_m, settings, fresh_after)

@@ -21,6 +21,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
@@ -33,6 +34,8 @@ from policyd.sources.errors import SourceError
 from policyd.sources.http import classify_requests, retry_policy
 from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.parse import Parsed, parse_cycle
+from policyd.sources.progress import EMPTY as EMPTY_PROGRESS
+from policyd.sources.progress import ProgressTable, parse_progress
 from policyd.sources.prometheus_http import FastPrometheusConnect
 from policyd.sources.promql import CycleQueries, build_queries
 from policyd.sources.settings import SourceSettings
@@ -119,6 +122,29 @@ def log_warnings(source: str, warnings: tuple[str, ...]) -> tuple[str, ...]:
     return warnings
 
 
+def read_progress(client: PrometheusClient, url: str,
+                  queries: CycleQueries) -> tuple[ProgressTable, tuple[str, ...]]:
+    """The cycle's two progress queries (`policyd.sources.progress`; none when no policy needs
+    steps), and why they gave nothing when they failed. Progress only informs the forecasts, so
+    a failure here is a warning for the cycle, never a lost decision."""
+    if queries.steps is None or queries.progress is None:
+        return EMPTY_PROGRESS, ()
+    progress = queries.progress
+    try:
+        steps = query_range(client, url, queries.steps, start_seconds=queries.start_seconds,
+                            end_seconds=queries.now_seconds,
+                            step_seconds=queries.step_seconds, what="query_range")
+        ratios = ask(url, "query", progress, lambda: client.custom_query(
+            progress, params={"time": _seconds(queries.now_seconds)}))
+        return parse_progress(steps, ratios), ()
+    except SourceError as err:
+        return EMPTY_PROGRESS, (f"no job's progress this cycle (forecasts say so): {err}",)
+    except ResponseShapeError as exc:
+        return EMPTY_PROGRESS, (f"no job's progress this cycle (forecasts say so): the answer "
+                                f"to {queries.steps!r} or {progress!r} is not a query result: "
+                                f"{exc}",)
+
+
 def connect_prometheus(url: str, *, timeout_seconds: float, retries: int,
                        retry_backoff_seconds: float = 0.5,
                        disable_ssl: bool = False) -> PrometheusClient:
@@ -162,7 +188,7 @@ class PrometheusSource:
 
     def observe(self, policies: Sequence[PolicyDocument], *,
                 intervals: Mapping[str, float] | None = None) -> Parsed:
-        """One cycle: three queries, parsed; raises SourceError (counted and logged)."""
+        """One cycle: its queries (`promql`), parsed; raises SourceError (counted and logged)."""
         now = float(math.floor(self._clock()))
         queries = build_queries(policies, self.settings, now_seconds=now, intervals=intervals)
         # Three decoded answers and the snapshot built from them: millions of objects, no
@@ -177,10 +203,11 @@ class PrometheusSource:
                    if queries.cpu is not None else [])
             facts = self._ask("query", queries.facts, lambda: self._client.custom_query(
                 queries.facts, params={"time": _seconds(queries.now_seconds)}))
+            progress, missed = read_progress(self._client, self.url, queries)
             try:
                 parsed = parse_cycle(evaluation=evaluation, cpu=cpu, facts_result=facts,
                                      queries=queries, settings=self.settings,
-                                     intervals=intervals)
+                                     intervals=intervals, progress=progress)
             except ResponseShapeError as exc:
                 raise SourceError(kind="bad_response", url=self.url, what="cycle",
                                   query=queries.evaluation, detail=str(exc)) from exc
@@ -188,6 +215,8 @@ class PrometheusSource:
             self.errors_total[err.kind] += 1
             LOG.error("prometheus source: %s", err)
             raise
+        if missed:
+            parsed = replace(parsed, warnings=(*missed, *parsed.warnings))
         self.last_warnings = log_warnings("prometheus source", parsed.warnings)
         return parsed
 

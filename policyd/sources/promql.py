@@ -22,8 +22,11 @@ cycle asks Prometheus exactly three questions:
 
 Node usage is not queried: it is the sum of the node's containers' rates (see `parse`).
 A source asks only for what the policies it serves need (`Kind.inputs` in
-`policyd.engine.registry`): when none of them reads CPU, the `cpu` query is not made (two
-queries a cycle).
+`policyd.engine.registry`): when none of them reads CPU, the `cpu` query is not made. The
+forecast beside every decision reads each job's progress, so two more questions come with every
+cycle (`policyd.sources.progress`): 4. `steps`, the exporter's steps counter as a range over the
+same steps, and 5. `progress`, its progress ratio (steps done / the run's total) as an instant
+query. Five queries a cycle in all, whatever the number of containers.
 
 Label values come from the cluster and from policy files; every one is written as an escaped
 PromQL string (backslash, double quote, newlines), and namespace lists as escaped RE2
@@ -37,7 +40,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from policyd.engine.kind import Input
+from policyd.engine.kind import FORECAST_INPUTS, Input
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import base_interval_seconds
 from policyd.engine.spec import PolicyDocument
@@ -52,6 +55,10 @@ FACT_SHARES = "shares"
 FACT_QUOTA = "quota"
 FACT_PERIOD = "period"
 FACT_ANNOTATIONS = "annotations"
+
+STEPS_METRIC = "policyd_training_steps_total"
+PROGRESS_METRIC = "policyd_training_progress_ratio"
+"""The exporter's steps counter and progress ratio (`exporters/`), beside its loss."""
 
 MAX_POINTS = 11_000
 """Prometheus refuses a range query with more than this many steps (400 bad_data)."""
@@ -94,8 +101,9 @@ def allocation_mode(policies: Sequence[PolicyDocument]) -> str:
 
 
 def needed_inputs(policies: Sequence[PolicyDocument]) -> frozenset[Input]:
-    """What the policies' kinds read from a source (the evaluation series always)."""
-    inputs: set[Input] = {"evaluation"}
+    """What the policies' kinds read from a source (the evaluation series always, and what the
+    forecasts read)."""
+    inputs: set[Input] = {"evaluation", *FORECAST_INPUTS}
     for p in policies:
         inputs |= KINDS.of(p).inputs
     return frozenset(inputs)
@@ -114,13 +122,18 @@ class CycleQueries:
     facts: str
     allocation_mode: str
     inputs: frozenset[Input] = frozenset({"evaluation", "cpu"})
+    steps: str | None = None
+    """The steps counter (a range), when the inputs hold "steps" (`policyd.sources.progress`)."""
+    progress: str | None = None
+    """The progress ratio (an instant query), with `steps`."""
 
     @property
     def count(self) -> int:
         return len(self.labelled())
 
     def labelled(self) -> tuple[tuple[str, str], ...]:
-        found = [("evaluation", self.evaluation), ("cpu", self.cpu), ("facts", self.facts)]
+        found = [("evaluation", self.evaluation), ("cpu", self.cpu), ("facts", self.facts),
+                 ("steps", self.steps), ("progress", self.progress)]
         return tuple((what, query) for what, query in found if query is not None)
 
 
@@ -208,4 +221,6 @@ def build_queries(
         facts=facts_query(settings, namespaces),
         allocation_mode=allocation_mode(policies),
         inputs=inputs,
+        steps=STEPS_METRIC if "steps" in inputs else None,
+        progress=PROGRESS_METRIC if "steps" in inputs else None,
     )

@@ -138,20 +138,25 @@ def test_poll_is_concurrent_per_host_and_one_shot() -> None:
 
 
 class Prometheus:
-    def __init__(self, result: Any = None, error: Exception | None = None) -> None:
+    """The loss (and the jobs' steps and progress ratio, when given) as Prometheus answers."""
+
+    def __init__(self, result: Any = None, error: Exception | None = None, *,
+                 steps: Any = (), ratios: Any = ()) -> None:
         self.result = result
         self.error = error
+        self.steps, self.ratios = list(steps), list(ratios)
         self.asked: list[tuple[str, str]] = []
 
     def custom_query(self, query: str, params: dict[str, Any] | None = None) -> Any:
-        raise AssertionError("the Docker source asks only a range query")
+        assert query == "policyd_training_progress_ratio", "the only instant query"
+        return self.ratios
 
     def custom_query_range(self, query: str, start_time: datetime, end_time: datetime,
                            step: str, params: dict[str, Any] | None = None) -> Any:
         self.asked.append((query, step))
         if self.error is not None:
             raise self.error
-        return self.result
+        return self.steps if query == "policyd_training_steps_total" else self.result
 
 
 def test_snapshot_merges_prometheus_loss_with_docker_facts() -> None:
@@ -164,7 +169,11 @@ def test_snapshot_merges_prometheus_loss_with_docker_facts() -> None:
                   [now[0] + 20 - 20, now[0] + 20])
     ghost = series({"container": "gone"}, [1.0], [now[0] + 20])
     other = series({"container": "other"}, [5.0], [now[0] + 20])
-    prom = Prometheus([loss, ghost, other])
+    steps = series({"container": "job", "job_name": "job"}, [100.0, 300.0],
+                   [now[0] + 20 - 20, now[0] + 20])
+    ratio = {"metric": {"__name__": "policyd_training_progress_ratio", "container": "job",
+                        "job_name": "job"}, "value": [now[0] + 20, "0.25"]}
+    prom = Prometheus([loss, ghost, other], steps=[steps], ratios=[ratio])
     source = DockerSnapshotSource(
         "http://127.0.0.1:9090", SETTINGS, clients=clients(a=a, b=b), prometheus=prom,
         extra_markers=lambda: {"c1": Markers(last_action_at=5.0)}, clock=lambda: now[0])
@@ -176,7 +185,8 @@ def test_snapshot_merges_prometheus_loss_with_docker_facts() -> None:
         snap = source.snapshot([flowcon()])
     finally:
         source.close()
-    assert prom.asked[-1] == ("policyd_training_loss", "20")
+    assert prom.asked[-2:] == [("policyd_training_loss", "20"),
+                               ("policyd_training_steps_total", "20")]
     assert [n.name for n in snap.nodes] == ["a", "b"]
     assert snap.nodes[0].cpu_capacity == 4.0 and snap.nodes[0].cpu_usage == 0.5
     job, other_c = snap.containers
@@ -184,6 +194,8 @@ def test_snapshot_merges_prometheus_loss_with_docker_facts() -> None:
     assert job.cpu_usage.pairs() == [[now[0], 0.5]]
     assert job.evaluation.pairs()[-1] == [now[0], 1.0]
     assert job.markers == Markers(migrated=True, last_action_at=5.0)
+    assert job.steps.values.tolist() == [100.0, 300.0] and job.total_steps == 1200.0
+    assert other_c.steps.pairs() == [] and other_c.total_steps is None
     assert job.labels["policyd.io/managed"] == "true"
     assert other_c.cpu_allocation == 1.0  # shares mode: a quota is not the shares allocation
     assert any("gone" in w for w in source.last_warnings)

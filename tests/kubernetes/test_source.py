@@ -73,13 +73,17 @@ class FakePrometheus:
         self.queries: list[str] = []
 
     def custom_query(self, query: str, params: Any = None) -> Any:
-        raise AssertionError("no instant query: facts come from the API")
+        assert query == "policyd_training_progress_ratio", "facts come from the API"
+        self.queries.append(query)
+        return []
 
     def custom_query_range(self, query: str, start_time: Any, end_time: Any, step: str,
                            params: Any = None) -> Any:
         self.queries.append(query)
         if query.startswith("rate("):
             return [series("train-1", [1.0, 1.0, 1.0], "rate")]
+        if query == "policyd_training_steps_total":
+            return [series("train-1", [10.0, 20.0, 30.0])]
         return [series("train-1", [2.0, 1.5, 1.2])]
 
 
@@ -98,7 +102,9 @@ def test_snapshot_makes_one_pod_list_and_one_node_list() -> None:
     assert core.list_node.call_count == 1
     assert core.list_pod_for_all_namespaces.call_args.kwargs["label_selector"] == (
         "policyd.io/managed=true")
-    assert len(prom.queries) == 2
+    # loss, CPU, steps and the progress ratio: four queries whatever the number of pods
+    assert len(prom.queries) == 4
+    assert snap.containers[0].steps.values.tolist() == [10.0, 20.0, 30.0]
 
 
 class FakeWatch:
@@ -177,5 +183,5 @@ def test_a_thousand_pod_cluster_costs_one_list_per_cycle() -> None:
         source.snapshot([flowcon(interval_seconds=30)])
     assert core.list_pod_for_all_namespaces.call_count == 3
     assert core.list_node.call_count == 3
-    assert len(prom.queries) == 6
+    assert len(prom.queries) == 12  # four a cycle
     assert not core.read_namespaced_pod.called

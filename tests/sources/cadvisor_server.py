@@ -95,6 +95,10 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
                     query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
                     answer = answer({k: v[0] for k, v in query.items()})
                 self._send(200, json.dumps(answer))
+            elif method == "GET" and path == "/api/v1/query" and stub.prometheus:
+                # The cycle's one instant query (the progress ratio): no job reports a total.
+                self._send(200, json.dumps({"status": "success",
+                                            "data": {"resultType": "vector", "result": []}}))
             else:
                 self._send(404, "404 page not found")
 

@@ -88,8 +88,10 @@ def test_two_hosts_one_snapshot_from_a_fixed_number_of_requests(stack: ExitStack
     assert usage == {"w1": pytest.approx(job.cpu_usage.values[-1]), "w2": 0.0}  # w2 is stale
     assert any("1 Docker containers have no evaluation series" in w and "k8s_ubuntu" in w
                for w in src.last_warnings)
-    # One range query; per host one POST and, the first time only, the machine info.
-    assert [(m, p) for m, p, _ in prom.requests] == [("GET", "/api/v1/query_range")]
+    # The loss and the steps (two range queries) and the progress ratio; per host one POST
+    # and, the first time only, the machine info.
+    assert [(m, p) for m, p, _ in prom.requests] == [
+        ("GET", "/api/v1/query_range"), ("GET", "/api/v1/query_range"), ("GET", "/api/v1/query")]
     for stub in (w1, w2):
         assert [(m, p) for m, p, _ in stub.requests] == [
             ("GET", "/api/v1.3/machine"), ("POST", "/api/v1.3/docker/")]

@@ -31,19 +31,45 @@ def healthy(rsps: responses.RequestsMock) -> None:
     rsps.add(responses.GET, RANGE, json=envelope([series({**POD, "cpu": "total"}, [1.0] * 6)]))
     rsps.add(responses.GET, INSTANT, json=envelope(
         [fact("capacity", {"node": "w1"}, 16), fact("started_at", POD, 1.0)], "vector"))
+    rsps.add(responses.GET, RANGE, json=envelope([series(POD, [0, 40, 80, 120, 160, 200])]))
+    ratio = {"metric": {"__name__": "policyd_training_progress_ratio", **POD},
+             "value": [NOW, "0.1"]}
+    rsps.add(responses.GET, INSTANT, json=envelope([ratio], "vector"))
 
 
 @responses.activate
-def test_one_cycle_is_three_queries_on_whole_second_steps() -> None:
+def test_one_cycle_is_five_queries_on_whole_second_steps() -> None:
     healthy(responses.mock)
     snap = source().snapshot([flowcon()])
-    assert len(responses.calls) == 3
+    assert len(responses.calls) == 5  # loss, CPU, facts, steps, progress ratio
     assert snap.time == NOW and len(snap.containers) == 1
     evaluation = parse_qs(urlparse(responses.calls[0].request.url).query)
     assert evaluation["query"] == ["policyd_training_loss"]
     assert (evaluation["start"], evaluation["end"], evaluation["step"]) == (
         [str(int(NOW - 100))], [str(int(NOW))], ["20"])
     assert parse_qs(urlparse(responses.calls[2].request.url).query)["time"] == [str(int(NOW))]
+    steps = parse_qs(urlparse(responses.calls[3].request.url).query)
+    assert steps["query"] == ["policyd_training_steps_total"] and steps["step"] == ["20"]
+    (job,) = snap.containers
+    assert job.steps.values.tolist() == [0, 40, 80, 120, 160, 200]
+    assert job.total_steps == 2000.0  # 200 steps done at a progress ratio of 0.1
+
+
+@responses.activate
+def test_a_cycle_without_progress_still_decides_and_says_so() -> None:
+    rsps = responses.mock
+    rsps.add(responses.GET, RANGE, json=envelope([series(POD, [2, 1.8, 1.6, 1.5, 1.4, 1.3])]))
+    rsps.add(responses.GET, RANGE, json=envelope([series({**POD, "cpu": "total"}, [1.0] * 6)]))
+    rsps.add(responses.GET, INSTANT, json=envelope(
+        [fact("capacity", {"node": "w1"}, 16), fact("started_at", POD, 1.0)], "vector"))
+    rsps.add(responses.GET, RANGE, status=400, json={"status": "error", "errorType": "bad_data",
+                                                     "error": "unknown function"})
+    src = source()
+    snap = src.snapshot([flowcon()])
+    (job,) = snap.containers
+    assert job.steps.pairs() == [] and job.total_steps is None
+    assert src.last_warnings[0].startswith("no job's progress this cycle (forecasts say so): ")
+    assert "policyd_training_steps_total" in src.last_warnings[0]
 
 
 ERRORS = [

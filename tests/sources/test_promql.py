@@ -25,7 +25,9 @@ def test_kubernetes_queries_are_exact() -> None:
         TAGGED.format("container_spec_cpu_period" + sel, "period"),
         TAGGED.format("kube_pod_annotations", "annotations"),
     ])
-    assert (q.start_seconds, q.now_seconds, q.step_seconds, q.count) == (NOW - 100, NOW, 20, 3)
+    assert (q.steps, q.progress) == ("policyd_training_steps_total",
+                                     "policyd_training_progress_ratio")
+    assert (q.start_seconds, q.now_seconds, q.step_seconds, q.count) == (NOW - 100, NOW, 20, 5)
 
 
 def test_docker_queries_are_exact() -> None:
