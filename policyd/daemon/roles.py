@@ -75,7 +75,7 @@ class NodeScopedEvents:
 
 def node_agent_policies(policies: Sequence[PolicyDocument]) -> list[PolicyDocument]:
     """The policies a node agent runs: those whose kind has scope node."""
-    return [p for p in policies if KINDS.of(p).scope == NODE_AGENT_SCOPE]
+    return [p for p in policies if KINDS.of(p).scope_of(p) == NODE_AGENT_SCOPE]
 
 
 # --- manager: leader election ----------------------------------------------------------------

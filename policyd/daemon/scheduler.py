@@ -292,12 +292,12 @@ class Daemon:
         """The policies this daemon runs (all, or a node agent's kinds of scope node)."""
         if self.scope is None:
             return list(policies)
-        kept = [p for p in policies if KINDS.of(p).scope == self.scope]
+        kept = [p for p in policies if KINDS.of(p).scope_of(p) == self.scope]
         for p in policies:
-            if KINDS.of(p).scope != self.scope:
+            if KINDS.of(p).scope_of(p) != self.scope:
                 LOG.warning("policy %s (%s) left out: this daemon runs policies of scope %s, "
                             "%s is of scope %s (it runs in the manager, --leader-elect)",
-                            p.name, p.kind, self.scope, p.kind, KINDS.of(p).scope)
+                            p.name, p.kind, self.scope, p.kind, KINDS.of(p).scope_of(p))
         return kept
 
     def _schedule(self, name: str, *, first_run: bool) -> None:

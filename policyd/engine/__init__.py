@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policyd.engine.forecasting import with_forecasts
+from policyd.engine.forecasting import settings_of, with_forecasts
 from policyd.engine.ownership import yield_to_owners
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
@@ -30,9 +30,14 @@ def decide(policy: PolicyDocument, snapshot: Snapshot, *,
     `peers` are every policy running beside it (it may be among them). `forecasts=False` leaves
     out the forecasts a kind did not make itself (a caller that reads only the actions: the
     simulator's measured runs)."""
-    decision = KINDS.of(policy).plan(policy, snapshot)
+    kind = KINDS.of(policy)
+    decision = kind.plan(policy, snapshot)
     decision = yield_to_owners(decision, policy, peers, snapshot.containers)
-    return with_forecasts(decision, policy, snapshot) if forecasts else decision
+    if not forecasts:
+        return decision
+    settings = settings_of(policy, snapshot, alpha=kind.convergence_alpha(policy),
+                           interval_seconds=kind.intervals(policy).base_seconds)
+    return with_forecasts(decision, settings, snapshot)
 
 
 __all__ = ["KINDS", "PolicyDocument", "decide"]

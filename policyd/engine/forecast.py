@@ -38,7 +38,7 @@ from policyd.engine.curve_fit import fit_curves
 from policyd.engine.forecast_input import Histories, Settings
 from policyd.engine.forecast_output import Forecasts
 from policyd.engine.horizon import convergence_step, target_step
-from policyd.engine.speed import fit_speed
+from policyd.engine.speed import UNUSED_SHARE, fit_speed
 from policyd.model.snapshot import FloatArray
 
 BoolArray = npt.NDArray[np.bool_]
@@ -130,12 +130,18 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
     notes = _problems(h, s)
     speed = fit_speed(steps_made=np.diff(h.steps, axis=1),
                       seconds=np.diff(h.times_seconds, axis=1), cores=h.cores[:, 1:],
-                      allocation_cores=h.allocation_cores, max_cores=h.max_cores)
+                      allocation_cores=h.allocation_cores, max_cores=h.max_cores,
+                      busy=h.busy[:, 1:])
     for i in np.flatnonzero(~_noted(notes) & ~speed.usable).tolist():
         notes[i] = ("no progress to measure: no interval with steps made and a CPU figure "
                     f"among {int(h.lengths[i])} samples")
     usable = ~_noted(notes)
+    # What the job gets now: its allocation, at most what it can use, and less when it got
+    # less in its last interval (the others' shares on a busy node).
     cores_now = np.minimum(h.allocation_cores, speed.cap_cores)
+    last_used = _last(h.cores, h.lengths)
+    cores_now = np.where(np.isfinite(last_used) & (last_used > 0)
+                         & (last_used < UNUSED_SHARE * cores_now), last_used, cores_now)
     seconds_per_step = speed.seconds_per_step(cores_now)
     x_now = _last(h.steps, h.lengths)
     t_last = _last(h.times_seconds, h.lengths)

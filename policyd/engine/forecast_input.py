@@ -40,6 +40,9 @@ class History:
 
     `cores[j]` is the mean cores used in (times[j-1], times[j]] (cores[0] is not read).
     `allocation_cores` is what the job may use now, `max_cores` the most its node could give.
+    `busy[j]` is 1 when the node's cores were all in use at sample j (so a job using less than
+    its allocation was held back by the others, not by its own threads), 0 when the node had
+    cores to spare, NaN (or `busy` None) when it is not known: read as not busy.
     """
 
     times_seconds: FloatArray
@@ -51,10 +54,13 @@ class History:
     total_steps: float | None = None
     target_loss: float | None = None
     smoothing_steps: int = DEFAULT_SMOOTHING_STEPS
+    busy: FloatArray | None = None
 
     def __post_init__(self) -> None:
+        if self.busy is None:
+            object.__setattr__(self, "busy", np.zeros(np.shape(self.times_seconds)))
         arrays = {name: _array(getattr(self, name), name)
-                  for name in ("times_seconds", "losses", "steps", "cores")}
+                  for name in ("times_seconds", "losses", "steps", "cores", "busy")}
         sizes = {a.size for a in arrays.values()}
         if len(sizes) != 1:
             raise ValueError(f"times, losses, steps and cores must be aligned, got sizes "
@@ -92,6 +98,7 @@ class Histories:
     losses: FloatArray
     steps: FloatArray
     cores: FloatArray
+    busy: FloatArray
     lengths: FloatArray
     allocation_cores: FloatArray
     max_cores: FloatArray
@@ -123,7 +130,8 @@ class Histories:
 
         return cls(
             times_seconds=packed("times_seconds"), losses=packed("losses"),
-            steps=packed("steps"), cores=packed("cores"), lengths=lengths.astype(np.float64),
+            steps=packed("steps"), cores=packed("cores"), busy=packed("busy"),
+            lengths=lengths.astype(np.float64),
             allocation_cores=vector([h.allocation_cores for h in histories]),
             max_cores=vector([h.max_cores for h in histories]),
             total_steps=vector([h.total_steps for h in histories]),

@@ -6,7 +6,9 @@ differs between kinds, so that the daemon, the simulator, the sources and the CL
 and never import a kind's module or test its type (an import-linter contract keeps them out):
 
 * `scope`: "node" kinds decide each worker on its own (a node agent, `policyd run --node`, runs
-  them for its node only); "cluster" kinds need the whole cluster (the elected manager).
+  them for its node only); "cluster" kinds need the whole cluster (the elected manager). A kind
+  whose policies differ (one that may also move jobs between workers) says so per policy
+  (`policy_scope`, `scope_of`); likewise `policy_acts_on`.
 * `intervals(policy)`: the base interval and the longest one the kind may back off to. The
   interval a tick actually ran at travels in the snapshot (`Snapshot.intervals`), so a kind
   decides its own next interval (`Decision.next_interval`); `policyd.engine.schedule` is the
@@ -107,6 +109,20 @@ class Kind:
     cpu_mode: Callable[[PolicyDocument], CpuMode | None] = field(default=_no_cpu_mode)
     gain_label: str = "gain"
     convergence_alpha: Callable[[PolicyDocument], float] = field(default=_default_convergence)
+    policy_scope: Callable[[PolicyDocument], Scope] | None = None
+    """When a policy's settings change its scope (a kind that may also move jobs between
+    workers runs cluster-wide then): its scope; None: `scope` always."""
+    policy_acts_on: Callable[[PolicyDocument], frozenset[ActionClass]] | None = None
+    """Likewise for the action classes a policy emits; None: `acts_on` always."""
+
+    def scope_of(self, policy: PolicyDocument) -> Scope:
+        """Where `policy` runs: each worker on its own, or the whole cluster."""
+        return self.policy_scope(policy) if self.policy_scope is not None else self.scope
+
+    def acts_on_of(self, policy: PolicyDocument) -> frozenset[ActionClass]:
+        """The action classes `policy` may emit (for ownership)."""
+        return (self.policy_acts_on(policy) if self.policy_acts_on is not None
+                else self.acts_on)
 
     def __post_init__(self) -> None:
         if not self.name:

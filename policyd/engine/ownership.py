@@ -39,7 +39,7 @@ def owner(container: Container, action: ActionClass,
           policies: Sequence[PolicyDocument]) -> PolicyDocument | None:
     """The policy that owns `action` on `container` among `policies`, or None."""
     candidates = [p for p in policies if not p.spec.dry_run
-                  and action in KINDS.of(p).acts_on and p.spec.selector.selects(container)]
+                  and action in KINDS.of(p).acts_on_of(p) and p.spec.selector.selects(container)]
     return min(candidates, key=precedence) if candidates else None
 
 
@@ -55,7 +55,7 @@ def yield_to_owners(decision: Decision, policy: PolicyDocument,
     """`decision` without the actions on containers another of `peers` owns, and a note on
     each such container's assessment naming the owner."""
     others = [p for p in peers if p.name != policy.name and not p.spec.dry_run]
-    mine = KINDS.of(policy).acts_on
+    mine = KINDS.of(policy).acts_on_of(policy)
     if not others or not mine or policy.spec.dry_run:
         return decision
     everyone = [policy, *others]
@@ -117,7 +117,7 @@ def overlaps(policies: Sequence[PolicyDocument]) -> list[Overlap]:
     live = [p for p in policies if not p.spec.dry_run]
     for i, first in enumerate(live):
         for second in live[i + 1:]:
-            shared = KINDS.of(first).acts_on & KINDS.of(second).acts_on
+            shared = KINDS.of(first).acts_on_of(first) & KINDS.of(second).acts_on_of(second)
             if shared and selectors_can_meet(first.spec.selector, second.spec.selector):
                 found.append(Overlap(first=first, second=second,
                                      actions=tuple(sorted(shared))))

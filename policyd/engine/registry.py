@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 
-from policyd.engine import flowcon, specon
+from policyd.engine import flowcon, predictive, specon
 from policyd.engine.kind import Kind
 from policyd.engine.spec import PolicyDocument
 
@@ -62,4 +62,5 @@ class Registry(Mapping[str, Kind]):
 KINDS = Registry([
     flowcon.KIND,
     specon.KIND,
+    predictive.KIND,
 ])

@@ -43,9 +43,11 @@ from policyd.model.snapshot import FloatArray
 PRIOR_PARALLEL_FRACTION = 0.5
 PRIOR_WEIGHT = 0.02
 UNUSED_SHARE = 0.9
-"""A job using less than this share of its allocation in its last interval is held back by its
-own parallelism (or by contention), not by its allocation: it is taken to go on using the mean
-cores it used (time-weighted over its intervals), and to get no faster with more."""
+"""A job using less than this share of its allocation in its last interval, while its node had
+cores to spare, is held back by its own parallelism: it is taken to go on using the mean cores
+it used (time-weighted over its intervals), and to get no faster with more. While the node was
+busy (`busy`), using less is the others' doing (CPU shares are weights, not caps) and says
+nothing of the job's threads."""
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -99,13 +101,14 @@ def fit_speed(
     cores: FloatArray,
     allocation_cores: FloatArray,
     max_cores: FloatArray,
+    busy: FloatArray | None = None,
 ) -> SpeedModel:
     """Fit the model to N containers' intervals, arrays of shape (N, K) (NaN where absent).
 
     `steps_made`, `seconds` and `cores`: per interval the steps done, its length and the mean
-    cores used; `allocation_cores` (N,) the current allocation, `max_cores` (N,) the most the
-    node could give. Intervals without steps, without a finite positive CPU figure or of no
-    length are left out.
+    cores used; `busy` whether the node was all in use then (None: never); `allocation_cores`
+    (N,) the current allocation, `max_cores` (N,) the most the node could give. Intervals
+    without steps, without a finite positive CPU figure or of no length are left out.
     """
     good = (np.isfinite(steps_made) & (steps_made > 0) & np.isfinite(seconds) & (seconds > 0)
             & np.isfinite(cores) & (cores > 0))
@@ -132,13 +135,16 @@ def fit_speed(
     serial = np.where(usable, serial, np.nan)
     parallel = np.where(usable, parallel, np.nan)
 
-    # A job that leaves part of its allocation unused is held back by its own threads (or by
-    # contention): it is taken to go on using what it used, on average over its intervals.
+    # A job that left part of its allocation unused in its last interval, while its node had
+    # cores to spare, is held back by its own threads: it is taken to go on using what it
+    # used, on average over its intervals. On a busy node using less is the others' doing.
+    idle = np.ones_like(good) if busy is None else ~(busy > 0.5)
     last = _last_valid(np.where(good, cores, np.nan))
+    last_idle = _last_valid(np.where(good, idle.astype(np.float64), np.nan)) > 0.5
     span = np.where(good, seconds, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         used = (span * np.where(good, cores, 0.0)).sum(axis=1) / span.sum(axis=1)
-    held_back = np.isfinite(last) & (last < UNUSED_SHARE * allocation_cores)
+    held_back = np.isfinite(last) & (last < UNUSED_SHARE * allocation_cores) & last_idle
     cap = np.where(held_back, used, max_cores)
 
     with np.errstate(divide="ignore", invalid="ignore"):
