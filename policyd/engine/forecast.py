@@ -137,11 +137,11 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
                     f"among {int(h.lengths[i])} samples")
     usable = ~_noted(notes)
     # What the job gets now: its allocation, at most what it can use, and less when it got
-    # less in its last interval (the others' shares on a busy node).
+    # less over its window (the others' shares on a busy node).
     cores_now = np.minimum(h.allocation_cores, speed.cap_cores)
-    last_used = _last(h.cores, h.lengths)
-    cores_now = np.where(np.isfinite(last_used) & (last_used > 0)
-                         & (last_used < UNUSED_SHARE * cores_now), last_used, cores_now)
+    got = speed.mean_cores
+    cores_now = np.where(np.isfinite(got) & (got > 0) & (got < UNUSED_SHARE * cores_now),
+                         got, cores_now)
     seconds_per_step = speed.seconds_per_step(cores_now)
     x_now = _last(h.steps, h.lengths)
     t_last = _last(h.times_seconds, h.lengths)

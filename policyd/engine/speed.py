@@ -63,6 +63,7 @@ class SpeedModel:
     cap_cores: FloatArray
     spread: FloatArray
     usable: BoolArray  # False: no interval with both steps and a CPU figure
+    mean_cores: FloatArray  # the cores it used, time-weighted over its intervals
 
     @property
     def parallel_fraction(self) -> FloatArray:
@@ -152,7 +153,7 @@ def fit_speed(
         ratio = np.where(good, s / model_s - 1.0, 0.0)
         spread = np.sqrt((w * ratio * ratio).sum(axis=1) / total)
     return SpeedModel(serial_seconds=serial, parallel_seconds=parallel, cap_cores=cap,
-                      spread=np.where(usable, spread, np.nan), usable=usable)
+                      spread=np.where(usable, spread, np.nan), usable=usable, mean_cores=used)
 
 
 def _last_valid(values: FloatArray) -> FloatArray:
