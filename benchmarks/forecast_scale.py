@@ -12,6 +12,11 @@ them (no curve needed), and FlowCon's `decide()` on the same snapshot, so that t
 decide() and the worst-case forecast can be read against the 0.5 s target (wall seconds, and
 the same sum in process CPU seconds, which other processes on a shared machine disturb less).
 The machine is shared and noisy: read the ratios between sizes, not single figures.
+
+Then `decide()` as policyd runs it, forecasts included (`policyd.engine.decide` attaches one to
+every assessment): the same snapshot with every container's steps series (and, in "totals", its
+total steps) in the snapshot itself, for FlowCon (its plan, then the shared forecast step) and
+for Predictive (which forecasts inside its plan).
 """
 
 from __future__ import annotations
@@ -27,13 +32,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from dataclasses import replace
+
 from synthetic import make_snapshot
 from timing import median_seconds
 
 from policyd.engine import decide
 from policyd.engine.forecast import forecast
 from policyd.engine.forecast_input import Histories, History, Settings
-from policyd.model import Snapshot
+from policyd.model import Series, Snapshot
 from policyd.policy import load_policies
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +61,14 @@ def histories(snapshot: Snapshot, *, totals: bool, seed: int = 11) -> list[Histo
     return built
 
 
+def with_steps(snapshot: Snapshot, *, totals: bool) -> Snapshot:
+    """The snapshot with each container's steps (and total) as a source would fill them."""
+    built = histories(snapshot, totals=totals)
+    return replace(snapshot, containers=tuple(
+        replace(c, steps=Series.of(h.times_seconds, h.steps), total_steps=h.total_steps)
+        for c, h in zip(snapshot.containers, built, strict=True)))
+
+
 def median_cpu_seconds(func: Callable[[], object], repeat: int) -> float:
     """The median process CPU time of `repeat` calls: less sensitive than wall time to other
     processes on a shared machine (numpy here runs on one thread)."""
@@ -71,6 +86,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     flowcon = load_policies(ROOT / "policies" / "flowcon.yaml")[0]
+    predictive = load_policies(ROOT / "policies" / "predictive.yaml")[0]
+    predictive = predictive.model_copy(update={"spec": predictive.spec.model_copy(
+        update={"selector": flowcon.spec.selector})})  # the synthetic jobs' labels
+    rows: list[tuple[int, Snapshot, Snapshot]] = []
     print(f"{'containers':>10}  {'pack':>8}  {'forecast (no totals)':>20}  "
           f"{'forecast (totals)':>17}  {'FlowCon decide()':>16}  {'decide + forecast':>17}  "
           f"{'same, CPU s':>11}  judged")
@@ -89,6 +108,18 @@ def main() -> None:
                + median_cpu_seconds(lambda s=snapshot: decide(flowcon, s), args.repeat))
         print(f"{size:>10,}  {pack:7.3f}s  {worst:19.3f}s  {best:16.3f}s  {flow:15.3f}s  "
               f"{flow + worst:16.3f}s  {cpu:10.3f}s  {result.judged.mean():5.0%}", flush=True)
+        rows.append((size, with_steps(snapshot, totals=True),
+                     with_steps(snapshot, totals=False)))
+    print(f"\ndecide() with forecasts, as policyd runs it (median of {args.repeat})")
+    print(f"{'containers':>10}  {'FlowCon, totals':>16}  {'FlowCon, no totals':>18}  "
+          f"{'Predictive, totals':>18}  {'same, CPU s':>11}")
+    for size, known_snap, unknown_snap in rows:
+        fc_known = median_seconds(lambda s=known_snap: decide(flowcon, s), args.repeat)
+        fc_unknown = median_seconds(lambda s=unknown_snap: decide(flowcon, s), args.repeat)
+        pred = median_seconds(lambda s=known_snap: decide(predictive, s), args.repeat)
+        pred_cpu = median_cpu_seconds(lambda s=known_snap: decide(predictive, s), args.repeat)
+        print(f"{size:>10,}  {fc_known:15.3f}s  {fc_unknown:17.3f}s  {pred:17.3f}s  "
+              f"{pred_cpu:10.3f}s", flush=True)
 
 
 if __name__ == "__main__":

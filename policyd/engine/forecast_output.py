@@ -9,6 +9,7 @@ Must not: compute forecasts (forecast.py does), read a snapshot, or do I/O.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,6 +85,35 @@ class Forecasts:
         c = np.asarray(cores, dtype=np.float64)
         extra = (slice(None),) + (None,) * (c.ndim - 1)
         return self.remaining_steps[extra] * self.speed.seconds_per_step(c)
+
+    def every(self) -> list[Forecast | None]:
+        """Every container's `at(i)`, read out of the arrays once (10,000 at a time)."""
+        s = self.settings
+        convergence = f"convergence (alpha {s.alpha:g} per {s.interval_seconds:g} s interval)"
+        fraction = self.speed.parallel_fraction.tolist()
+        columns = [a.tolist() for a in (
+            self.steps_done, self.total_steps, self.remaining_steps, self.remaining_seconds,
+            self.finish_at, self.low_seconds, self.high_seconds, self.target_loss,
+            self.target_eta_seconds, self.seconds_per_step, self.speed.serial_seconds,
+            self.speed.parallel_seconds, self.speed.cap_cores)]
+        out: list[Forecast | None] = []
+        for i, row in enumerate(zip(*columns, strict=True)):
+            if self.notes[i]:
+                out.append(None)
+                continue
+            (done, total, steps, seconds, finish, low, high, target, eta, per_step, serial,
+             parallel, cap) = row
+            out.append(Forecast(
+                steps_done=done, total_steps=None if math.isnan(total) else total,
+                remaining_steps=steps, remaining_seconds=seconds, finish_at=finish,
+                low_seconds=low, high_seconds=high,
+                target_loss=None if math.isnan(target) else target,
+                target_eta_seconds=None if math.isnan(eta) else eta,
+                basis="total steps" if not math.isnan(total) else convergence,
+                steps_per_second=1.0 / per_step, parallel_fraction=fraction[i],
+                serial_seconds=serial, parallel_seconds=parallel, cap_cores=cap,
+                note=self.remarks[i]))
+        return out
 
     def at(self, i: int) -> Forecast | None:
         if self.notes[i]:

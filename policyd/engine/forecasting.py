@@ -28,12 +28,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+import numpy.typing as npt
 
 from policyd.engine.forecast import forecast
-from policyd.engine.forecast_input import Histories, History, Settings
+from policyd.engine.forecast_input import DEFAULT_SMOOTHING_STEPS, Histories, History, Settings
 from policyd.engine.forecast_output import Forecast, Forecasts
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Container, Decision, JobForecast, Snapshot
+from policyd.model import Container, Decision, JobForecast, Series, Snapshot
 from policyd.model import labels as keys
 from policyd.model.snapshot import FloatArray
 
@@ -66,61 +67,119 @@ def _held(times: FloatArray, at: FloatArray, values: FloatArray) -> FloatArray:
     return np.where(index >= 0, values[np.clip(index, 0, times.size - 1)], np.nan)
 
 
-@dataclass(frozen=True, eq=False)
-class _Load:
-    """A node's summed CPU use at the sample times of its containers' CPU series."""
-
-    times: FloatArray
-    cores: FloatArray
-
-    def busy_at(self, at: FloatArray, capacity_cores: float) -> FloatArray:
-        index = np.searchsorted(self.times, at)
-        found = (index < self.times.size) & (
-            self.times[np.clip(index, 0, max(self.times.size - 1, 0))] == at)
-        used = np.where(found, self.cores[np.clip(index, 0, max(self.cores.size - 1, 0))],
-                        np.nan)
-        return np.where(np.isnan(used), np.nan, (used >= BUSY_SHARE * capacity_cores) * 1.0)
-
-
-def _loads(snapshot: Snapshot, nodes: set[str]) -> dict[str, _Load]:
-    """Per node in `nodes`: every container's CPU samples summed by sample time."""
-    by_node: dict[str, list[Container]] = {n: [] for n in nodes}
-    for c in snapshot.containers:
-        if c.node in by_node and len(c.cpu_usage):
-            by_node[c.node].append(c)
-    loads = {}
-    for node, members in by_node.items():
-        if not members:
-            loads[node] = _Load(np.empty(0), np.empty(0))
-            continue
-        times = np.concatenate([c.cpu_usage.times_seconds for c in members])
-        values = np.concatenate([c.cpu_usage.values for c in members])
-        unique, where = np.unique(times, return_inverse=True)
-        sums = np.zeros(unique.size)
-        np.add.at(sums, where, np.nan_to_num(values))
-        loads[node] = _Load(unique, sums)
-    return loads
-
-
-def history_of(container: Container, capacity_cores: float,
-               load: _Load | None = None) -> History:
-    """The forecast's input for one container (module docstring)."""
+def history_of(container: Container, capacity_cores: float) -> History:
+    """The forecast's input for one container, without its node's load (`histories` builds
+    many at once, with it)."""
     times = container.evaluation.times_seconds
     target, _ = target_loss(container)
-    cpu_times = container.cpu_usage.times_seconds
-    busy = None
-    if load is not None and cpu_times.size:
-        # The node's load at the CPU sample each evaluation sample reads.
-        index = np.searchsorted(cpu_times, times, side="right") - 1
-        read_at = np.where(index >= 0, cpu_times[np.clip(index, 0, cpu_times.size - 1)],
-                           np.nan)
-        busy = load.busy_at(read_at, capacity_cores)
     return History(
         times_seconds=times, losses=container.evaluation.values,
         steps=_held(container.steps.times_seconds, times, container.steps.values),
-        cores=_held(cpu_times, times, container.cpu_usage.values),
+        cores=_held(container.cpu_usage.times_seconds, times, container.cpu_usage.values),
         allocation_cores=container.cpu_allocation * capacity_cores, max_cores=capacity_cores,
-        total_steps=container.total_steps, target_loss=target, busy=busy)
+        total_steps=container.total_steps, target_loss=target)
+
+
+@dataclass(frozen=True, eq=False)
+class _Packed:
+    """Many series on one axis, series i's samples at keys (t - origin) + i * span, sorted."""
+
+    keys: FloatArray
+    times: FloatArray
+    values: FloatArray
+    starts: npt.NDArray[np.int64]
+    origin: float
+    span: float
+
+    @classmethod
+    def of(cls, series: Sequence[Series], origin: float, span: float) -> _Packed:
+        lengths = np.fromiter((len(x) for x in series), dtype=np.int64, count=len(series))
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        if not lengths.sum():
+            empty = np.empty(0)
+            return cls(empty, empty, empty, starts, origin, span)
+        times = np.concatenate([x.times_seconds for x in series])
+        values = np.concatenate([x.values for x in series])
+        owner = np.repeat(np.arange(len(series), dtype=np.float64), lengths)
+        return cls((times - origin) + owner * span, times, values, starts, origin, span)
+
+    def held(self, at: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """(value, time) of the last sample at or before each time of `at` (N, K) in its own
+        row's series; NaN where there is none."""
+        if self.keys.size == 0:
+            nan = np.full(at.shape, np.nan)
+            return nan, nan
+        rows = np.arange(at.shape[0], dtype=np.float64)[:, None]
+        with np.errstate(invalid="ignore"):
+            wanted = np.where(np.isfinite(at), (at - self.origin) + rows * self.span, -1.0)
+        index = np.searchsorted(self.keys, wanted, side="right") - 1
+        mine = (index >= self.starts[:, None]) & np.isfinite(at)
+        safe = np.clip(index, 0, self.keys.size - 1)
+        return (np.where(mine, self.values[safe], np.nan),
+                np.where(mine, self.times[safe], np.nan))
+
+
+def histories(snapshot: Snapshot, containers: Sequence[Container]) -> Histories:
+    """The forecast's input for `containers` at once (module docstring): per container its
+    evaluation samples, the steps and cores held at each, and whether its node was busy then
+    (every container of the snapshot on the node counted)."""
+    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
+    n = len(containers)
+    lengths = np.fromiter((len(c.evaluation) for c in containers), dtype=np.int64, count=n)
+    width = int(lengths.max()) if n else 0
+    rows = np.repeat(np.arange(n), lengths)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64) if n else lengths
+    cols = np.arange(int(lengths.sum())) - np.repeat(starts, lengths)
+    times = np.full((n, width), np.nan)
+    losses = np.full((n, width), np.nan)
+    if n and width:
+        times[rows, cols] = np.concatenate([c.evaluation.times_seconds for c in containers])
+        losses[rows, cols] = np.concatenate([c.evaluation.values for c in containers])
+    every = [t for c in snapshot.containers
+             for t in (c.evaluation.times_seconds, c.steps.times_seconds,
+                       c.cpu_usage.times_seconds) if t.size]
+    low = min((float(t[0]) for t in every), default=0.0) - 1.0
+    high = max((float(t[-1]) for t in every), default=0.0) + 1.0
+    span = high - low + 1.0
+    steps, _ = _Packed.of([c.steps for c in containers], low, span).held(times)
+    cores, read_at = _Packed.of([c.cpu_usage for c in containers], low, span).held(times)
+    node_cores = np.array([capacity[c.node] for c in containers], dtype=np.float64)
+    busy = _busy(snapshot, containers, read_at, node_cores=node_cores, low=low, span=span)
+    targets = [target_loss(c)[0] for c in containers]
+    return Histories(
+        times_seconds=times, losses=losses, steps=steps, cores=cores, busy=busy,
+        lengths=lengths.astype(np.float64),
+        allocation_cores=np.array([c.cpu_allocation for c in containers],
+                                  dtype=np.float64) * node_cores,
+        max_cores=node_cores,
+        total_steps=np.array([np.nan if c.total_steps is None else c.total_steps
+                              for c in containers], dtype=np.float64),
+        target_loss=np.array([np.nan if t is None else t for t in targets], dtype=np.float64),
+        smoothing_steps=np.full(n, float(DEFAULT_SMOOTHING_STEPS)))
+
+
+def _busy(snapshot: Snapshot, containers: Sequence[Container], read_at: FloatArray, *,
+          node_cores: FloatArray, low: float, span: float) -> FloatArray:
+    """1 where the container's node used at least BUSY_SHARE of its cores at the CPU sample
+    read at each evaluation sample (`read_at`), 0 where not, NaN where not known."""
+    names = sorted({c.node for c in snapshot.containers})
+    index = {name: k for k, name in enumerate(names)}
+    members = [c for c in snapshot.containers if len(c.cpu_usage)]
+    if not members or not containers:
+        return np.full(read_at.shape, np.nan)
+    owner = np.repeat(np.array([index[c.node] for c in members], dtype=np.float64),
+                      [len(c.cpu_usage) for c in members])
+    keys = (np.concatenate([c.cpu_usage.times_seconds for c in members]) - low) + owner * span
+    values = np.nan_to_num(np.concatenate([c.cpu_usage.values for c in members]))
+    unique, where = np.unique(keys, return_inverse=True)
+    load = np.bincount(where, weights=values, minlength=unique.size)
+    node = np.array([index[c.node] for c in containers], dtype=np.float64)[:, None]
+    with np.errstate(invalid="ignore"):
+        wanted = (read_at - low) + node * span
+    at = np.clip(np.searchsorted(unique, np.nan_to_num(wanted, nan=-1.0)), 0, unique.size - 1)
+    found = np.isfinite(wanted) & (unique[at] == wanted)
+    busy = load[at] >= BUSY_SHARE * node_cores[:, None]
+    return np.where(found, busy.astype(np.float64), np.nan)
 
 
 def settings_of(policy: PolicyDocument, snapshot: Snapshot, *, alpha: float,
@@ -146,7 +205,6 @@ class Forecasted:
 def forecast_containers(settings: Settings, snapshot: Snapshot,
                         containers: Sequence[Container]) -> Forecasted:
     """Forecast every one of `containers` under `settings` (`settings_of`)."""
-    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
     notes: dict[str, str] = {}
     judged = []
     for c in containers:
@@ -158,13 +216,11 @@ def forecast_containers(settings: Settings, snapshot: Snapshot,
     by_id: dict[str, Forecast | None] = {cid: None for cid in notes}
     forecasts = None
     if judged:
-        loads = _loads(snapshot, {c.node for c in judged})
-        forecasts = forecast(Histories.of([history_of(c, capacity[c.node], loads[c.node])
-                                           for c in judged]), settings)
-        for i, c in enumerate(judged):
-            by_id[c.id] = forecasts.at(i)
-            if by_id[c.id] is None:
-                notes[c.id] = forecasts.notes[i]
+        forecasts = forecast(histories(snapshot, judged), settings)
+        for c, f, note in zip(judged, forecasts.every(), forecasts.notes, strict=True):
+            by_id[c.id] = f
+            if f is None:
+                notes[c.id] = note
     for c in containers:
         _, why = target_loss(c)
         if why and by_id.get(c.id) is not None:
