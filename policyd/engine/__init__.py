@@ -32,7 +32,7 @@ def decide(policy: PolicyDocument, snapshot: Snapshot, *,
     simulator's measured runs)."""
     kind = KINDS.of(policy)
     decision = kind.plan(policy, snapshot)
-    decision = yield_to_owners(decision, policy, peers, snapshot.containers)
+    decision = yield_to_owners(decision, policy, peers, snapshot.containers, snapshot.pending)
     if not forecasts:
         return decision
     settings = settings_of(policy, snapshot, alpha=kind.convergence_alpha(policy),

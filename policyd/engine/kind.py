@@ -20,8 +20,10 @@ and never import a kind's module or test its type (an import-linter contract kee
   total). A source asks only for what the policies it serves need, plus what the forecast
   beside every decision reads (`FORECAST_INPUTS`).
 * `acts_on`: the classes of action the kind emits ("cpu": `SetCpu`; "placement": `Migrate`,
-  `MarkMigrated`). When several policies select one container, each class of action on it
-  belongs to one policy (`policyd.engine.ownership`).
+  `MarkMigrated`; "admission": `Admit`, starting a held job, `policyd.model.pending`). When
+  several policies select one container (or held job), each class of action on it belongs to
+  one policy (`policyd.engine.ownership`). A world that holds jobs (the simulator) lets a
+  policy admit them only when one that acts on "admission" runs.
 * `cpu_mode(policy)`: which knob holds the CPU limit the kind sets (shares or quota), so a
   source reads the current allocation from the right one; None for kinds that set no CPU.
 * `summary(policy)`: one line of the policy's main settings, for reports; `gain_label`: what the
@@ -40,15 +42,15 @@ from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Action, Decision, MarkMigrated, Migrate, SetCpu, Snapshot
+from policyd.model import Action, Admit, Decision, MarkMigrated, Migrate, SetCpu, Snapshot
 
 Scope = Literal["node", "cluster"]
 Input = Literal["evaluation", "cpu", "steps"]
-ActionClass = Literal["cpu", "placement"]
+ActionClass = Literal["cpu", "placement", "admission"]
 EventKind = Literal["started", "stopped"]
 CpuMode = Literal["shares", "quota"]
 
-ACTION_CLASSES: tuple[ActionClass, ...] = ("cpu", "placement")
+ACTION_CLASSES: tuple[ActionClass, ...] = ("cpu", "placement", "admission")
 INPUTS: tuple[Input, ...] = ("evaluation", "cpu", "steps")
 FORECAST_INPUTS: frozenset[Input] = frozenset({"steps"})
 """What the forecast beside every decision reads (`policyd.engine.forecasting`): asked of the
@@ -56,12 +58,15 @@ sources whatever the kinds."""
 
 
 def action_class(action: Action) -> ActionClass:
-    """The class an action belongs to, for ownership: CPU limits, or where a job runs."""
+    """The class an action belongs to, for ownership: CPU limits, where a job runs, or
+    whether and where a held job starts."""
     match action:
         case SetCpu():
             return "cpu"
         case Migrate() | MarkMigrated():
             return "placement"
+        case Admit():
+            return "admission"
         case _:
             assert_never(action)
 

@@ -5,8 +5,10 @@ JSON in, decision JSON out). It does no I/O, reads no clock and imports nothing 
 other layers.
 """
 
+from policyd.model.deadline import JobDeadline
 from policyd.model.decision import (
     Action,
+    Admit,
     Assessment,
     Decision,
     MarkMigrated,
@@ -14,18 +16,23 @@ from policyd.model.decision import (
     SetCpu,
 )
 from policyd.model.forecast import JobForecast
+from policyd.model.pending import PendingJob, QueuedJob
 from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
 
 __all__ = [
     "Action",
+    "Admit",
     "Assessment",
     "Container",
     "Decision",
+    "JobDeadline",
     "JobForecast",
     "MarkMigrated",
     "Markers",
     "Migrate",
     "Node",
+    "PendingJob",
+    "QueuedJob",
     "Series",
     "SetCpu",
     "Snapshot",

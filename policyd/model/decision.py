@@ -3,7 +3,8 @@
 Actions are frozen values; each names its policy and carries a human-readable `reason` with the
 numbers behind it. Actuators dispatch on the concrete type (`match` + `assert_never`). An
 `Assessment` per container records the category, the gain figure and the allocation the engine
-settled on, or why it left the container alone; `policyd plan` prints them.
+settled on, or why it left the container alone; `policyd plan` prints them. Held jobs that a
+policy does not admit yet are its `queue` (`policyd.model.pending`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from policyd.model.deadline import JobDeadline
 from policyd.model.forecast import JobForecast
+from policyd.model.pending import QueuedJob
 
 
 def _check_common(policy: str, container: str, reason: str) -> None:
@@ -100,7 +103,29 @@ class MarkMigrated:
         object.__setattr__(self, "scores", MappingProxyType(dict(self.scores)))
 
 
-Action = SetCpu | Migrate | MarkMigrated
+@dataclass(frozen=True, kw_only=True)
+class Admit:
+    """Start a held job (`policyd.model.pending`) on `node`.
+
+    `held_on` is where the job is held now (a Docker host: the actuator starts it there, or
+    re-creates it on `node` as a migration does; None: a suspended Kubernetes Job, pinned to
+    `node` by node affinity, then unsuspended).
+    """
+
+    policy: str
+    container: str
+    node: str
+    reason: str
+    held_on: str | None = None
+    kind: Literal["admit"] = "admit"
+
+    def __post_init__(self) -> None:
+        _check_common(self.policy, self.container, self.reason)
+        if not self.node:
+            raise ValueError("an admission must name its node")
+
+
+Action = SetCpu | Migrate | MarkMigrated | Admit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,6 +147,9 @@ class Assessment:
     forecast: JobForecast | None = None
     """Where the job is going (`policyd.model.forecast`), or None with `forecast_note`."""
     forecast_note: str = ""
+    deadline: JobDeadline | None = None
+    """The job's deadline, its state, ETA and slack (`policyd.model.deadline`), for kinds
+    that read deadlines; None otherwise."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,6 +164,9 @@ class Decision:
     next_interval: float
     dry_run: bool = False
     notes: tuple[str, ...] = ()
+    queue: tuple[QueuedJob, ...] = ()
+    """Held jobs this decision does not admit yet, in admission order (`Admit` actions take
+    the ones it does)."""
 
     @property
     def categories(self) -> dict[str, str]:
