@@ -10,7 +10,8 @@
 * `MarkMigrated`: markers only (Algorithm 4, lines 8-10): migrated, and converged_at.
 
 Every action stamps `markers.last_action_at` (epoch seconds), which the guards' cooldown reads.
-Job lookup, dry-run and counting migrations are the world's business.
+Job lookup, dry-run, counting migrations and `Admit` (a held job, not a running one) are the
+world's business.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Container as Collection
 from dataclasses import replace
 from typing import assert_never
 
-from policyd.model import Action, MarkMigrated, Migrate, SetCpu
+from policyd.model import Action, Admit, MarkMigrated, Migrate, SetCpu
 from policyd.sim.job import SimJob
 from policyd.sim.source import EPOCH_SECONDS
 
@@ -49,5 +50,8 @@ def carry_out(job: SimJob, action: Action, *, now: float, migration_seconds: flo
         case MarkMigrated():
             job.markers = replace(job.markers, migrated=True, converged_at=action.converged_at,
                                   last_action_at=stamp)
+        case Admit():
+            raise ValueError(f"{job.id!r} runs already: an admission starts a held job, which "
+                             "the world does itself (World.apply)")
         case _:
             assert_never(action)

@@ -27,6 +27,7 @@ import numpy as np
 
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import API_VERSION, PolicyDocument
+from policyd.sim.deadline_scenarios import BUILDERS as DEADLINE_BUILDERS
 from policyd.sim.profiles import fitted_profile, load_profiles
 from policyd.sim.thesis import THESIS
 from policyd.sim.types import JobSpec, NodeSpec, Profile, Scenario
@@ -202,6 +203,9 @@ SCENARIOS: Mapping[str, Entry] = MappingProxyType({
                               seed=30),
     "specon-random-50-8w": Entry(
         build=_specon_random("specon-random-50-8w", 50, 8, 1200.0, False), seed=50),
+    "deadline-sufficient": Entry(build=DEADLINE_BUILDERS["deadline-sufficient"], seed=1),
+    "deadline-insufficient": Entry(build=DEADLINE_BUILDERS["deadline-insufficient"],
+                                   seed=3),
 })
 """Every named scenario, its builder and default seed."""
 
