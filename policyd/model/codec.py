@@ -319,7 +319,8 @@ def action_to_dict(action: Action) -> dict[str, Any]:
                     "reason": action.reason, "scores": dict(action.scores)}
         case Admit():
             return {"kind": action.kind, "policy": action.policy, "container": action.container,
-                    "node": action.node, "held_on": action.held_on, "reason": action.reason}
+                    "node": action.node, "held_on": action.held_on, "fraction": action.fraction,
+                    "mode": action.mode, "reason": action.reason}
 
 
 def forecast_to_dict(f: JobForecast) -> dict[str, Any]:

@@ -109,7 +109,9 @@ class Admit:
 
     `held_on` is where the job is held now (a Docker host: the actuator starts it there, or
     re-creates it on `node` as a migration does; None: a suspended Kubernetes Job, pinned to
-    `node` by node affinity, then unsuspended).
+    `node` by node affinity, then unsuspended). `fraction` and `mode`, when set, are the CPU
+    limit it starts with, as a `SetCpu` would set it (where the platform allows it before the
+    start: Docker does; a Kubernetes pod starts with its Job's own resources).
     """
 
     policy: str
@@ -117,12 +119,16 @@ class Admit:
     node: str
     reason: str
     held_on: str | None = None
+    fraction: float | None = None
+    mode: Literal["shares", "quota"] = "shares"
     kind: Literal["admit"] = "admit"
 
     def __post_init__(self) -> None:
         _check_common(self.policy, self.container, self.reason)
         if not self.node:
             raise ValueError("an admission must name its node")
+        if self.fraction is not None and not (0 < self.fraction <= 1):
+            raise ValueError(f"fraction must be in (0, 1] or None, got {self.fraction}")
 
 
 Action = SetCpu | Migrate | MarkMigrated | Admit

@@ -109,10 +109,10 @@ def _build(name: str) -> Callable[[int], Scenario]:
             profile = fitted_profile(model, rng)
             cores = min(profile.max_parallelism, WORKER_CORES)
             scale = solo / (profile.iterations * profile.iteration_seconds(cores))
-            submit = round(submit, 1)
-            jobs.append(JobSpec(id=f"job-{i + 1}", profile=profile, submit_seconds=submit,
+            submitted = round(submit, 1)
+            jobs.append(JobSpec(id=f"job-{i + 1}", profile=profile, submit_seconds=submitted,
                                 work_scale=scale, held=True,
-                                deadline_seconds=round(submit + factor * solo, 1)))
+                                deadline_seconds=round(submitted + factor * solo, 1)))
         return Scenario(
             name=name, description=setting.description, seed=seed,
             nodes=tuple(NodeSpec(name=f"worker-{k + 1}", cores=WORKER_CORES)

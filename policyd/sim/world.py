@@ -43,6 +43,7 @@ import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Literal
 
 from policyd.engine.kind import EventKind
@@ -317,6 +318,9 @@ class World:
             raise LookupError(f"no node {action.node!r} to admit {job.id!r} on")
         self._held.remove(job)
         job.start(self.now, action.node)
+        if action.fraction is not None:
+            job.fraction, job.mode = action.fraction, action.mode
+        job.markers = replace(job.markers, last_action_at=EPOCH_SECONDS + self.now)
         self._events.add("started")
         self._share()
 

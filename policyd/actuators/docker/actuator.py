@@ -28,7 +28,7 @@ from policyd.actuators.docker.settings import DockerSettings
 from policyd.actuators.docker.state import ActuatorState
 from policyd.actuators.errors import ActuationError
 from policyd.actuators.grace import grace_seconds
-from policyd.model import Action, Decision, Markers, MarkMigrated, Migrate, SetCpu
+from policyd.model import Action, Admit, Decision, Markers, MarkMigrated, Migrate, SetCpu
 
 LOG = logging.getLogger(__name__)
 
@@ -75,6 +75,10 @@ class DockerActuator:
                     self.migrate(action)
                 case MarkMigrated():
                     self.mark_migrated(action)
+                case Admit():
+                    raise ActuationError(
+                        f"cannot admit {action.container} on {action.node}: this Docker "
+                        "actuator does not start held containers yet")
                 case _:
                     assert_never(action)
 

@@ -30,7 +30,7 @@ from policyd.actuators.kubernetes.migration import Migration
 from policyd.actuators.kubernetes.pods import PodRef
 from policyd.actuators.kubernetes.recovery import Recovered, recover
 from policyd.actuators.kubernetes.settings import KubernetesSettings
-from policyd.model import Action, Decision, MarkMigrated, Migrate, SetCpu
+from policyd.model import Action, Admit, Decision, MarkMigrated, Migrate, SetCpu
 
 LOG = logging.getLogger(__name__)
 
@@ -82,6 +82,10 @@ class KubernetesActuator:
                     self._reported(action, lambda: self.migrate(action))
                 case MarkMigrated():
                     self._reported(action, lambda: self.mark_migrated(action))
+                case Admit():
+                    raise ActuationError(
+                        f"cannot admit {action.container} on {action.node}: this Kubernetes "
+                        "actuator does not unsuspend held Jobs yet")
                 case _:
                     assert_never(action)
 
