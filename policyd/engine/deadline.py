@@ -7,10 +7,12 @@ and `max-cpu`: `policyd.engine.declarations`). Every interval, cluster-wide:
 
 1. Judge every running job from its forecast (`policyd.engine.forecasting`: steps left and an
    Amdahl model of its speed, so the time left at any number of cores). With T seconds until
-   its deadline it needs `need` cores to finish within T (1 - margin)
-   (`deadline_cores.cores_for`). It is hopeless when even the most cores it can use on its
-   node (its speed model's cap, its max-cpu, the node) do not finish it within T, missed when
-   the deadline has passed, unknown while it has no forecast yet (it has just started).
+   its deadline and W its whole window (submission to deadline) it needs `need` cores to
+   finish within T - margin W (`deadline_cores.cores_for`): a cushion of fixed seconds, so a
+   job does not ride its need ever closer to the deadline as T shrinks. It is hopeless when
+   even the most cores it can use on its node (what it has shown it uses, its max-cpu, the
+   node) do not finish it within T, missed when the deadline has passed, unknown while it has
+   no forecast yet (it has just started).
 2. Split each worker's cores (`deadline_cores.split`): every job its floor (`floor_cores`, or
    its min-cpu); then the deadline jobs their needs, earliest deadline first, so an at-risk
    job takes its cores from the jobs without a deadline (down to their floor) and from the
@@ -19,10 +21,19 @@ and `max-cpu`: `policyd.engine.declarations`). Every interval, cluster-wide:
    (`hopeless: floor`; they share what nobody else can use), or compete like jobs without a
    deadline (`hopeless: share`). No job is given more than it can use: the allocation is the
    right size (`mode: quota` makes it a hard cap, so it is also what the job is charged).
+   What is left after the needs goes first to jobs up to what they have shown they use, and
+   only then, in steps of GROWTH, to jobs that used all of their cap (`_usable`): a core is
+   not left idle, but one given on trust is taken back after one interval if unused.
    A job's state is judged at the allocation it gets: on track when that finishes it with the
-   margin to spare, at risk when its worker cannot give it its need.
-3. Move an at-risk job (`migrate`, the checkpoint protocol) to the worker with the most cores
-   to spare when there it meets its deadline with the margin, the move's cost counted.
+   margin to spare, at risk when its worker cannot give it its need. A job is called hopeless
+   only when even the low end of its forecast cannot make it, and a hopeless one (at the
+   floor) comes back only when it can make it with the margin: the floor would otherwise make
+   a borderline call come true, and the two would alternate.
+3. Move a job that its worker cannot give the cores to meet its deadline at all (margin
+   aside) (`migrate`, the checkpoint protocol) to the worker with the most cores to spare
+   when there it meets it with the margin, the move's cost counted. A job moves at most once
+   (`markers.migrated`), and not in its first intervals on a worker: moves are costly, and a
+   job moved back and forth would lose more than either worker costs it.
 4. Admit held jobs (`policyd.engine.admission`): earliest deadline first, then jobs without a
    deadline by submission; a job whose deadline has passed while it waited last. A job starts
    on the worker with the most free cores (capacity minus the cores its jobs need) when at
@@ -41,6 +52,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from policyd.engine.admission import Candidate, place
@@ -77,9 +89,9 @@ class DeadlineSpec(CommonSpec):
     margin: float = Field(
         default=0.1, ge=0, lt=1,
         description=(
-            "A job is on track when its predicted finish leaves this fraction of the time "
-            "until its deadline to spare (0.1: finishing 10 min before a deadline 100 min "
-            "away); its cores are sized for that."),
+            "A job is on track when it is predicted to finish this fraction of its deadline "
+            "window (submission to deadline) before its deadline (0.1: 6 min early for a job "
+            "given an hour); its cores are sized for that."),
     )
     hopeless: Literal["floor", "share"] = Field(
         default="floor",
@@ -167,16 +179,71 @@ class _Job:
     ask: Ask
     need_margin: float  # cores to finish with the margin (inf: not possible)
     capacity: float
+    need_bare: float = 0.0  # cores to finish by the deadline itself
 
     @property
     def deadline_at(self) -> float | None:
         return self.declared.deadline_at
 
     def reserved(self) -> float:
-        """The cores its node must keep for it (what admission and moves count as taken)."""
-        if self.state in ("unknown", "on_track", "at_risk", "invalid"):
+        """The cores its node must keep for it (what admission and moves count as taken): what
+        it needs to meet its deadline at all (its margin is a cushion others may lean on),
+        its floor when it has none to meet."""
+        if self.state in ("unknown", "invalid"):
             return min(max(self.ask.need, self.ask.floor), self.ask.most)
+        if self.state in ("on_track", "at_risk"):
+            return min(max(self.need_bare, self.ask.floor), self.ask.most)
         return min(self.ask.floor, self.ask.most)
+
+
+SETTLE_INTERVALS = 3
+"""A job whose container started less than this many intervals ago (admitted, or moved) is
+not moved: its numbers on its node have not settled yet."""
+GROWTH = 0.5
+"""A job that used all of its cap is given at most this much more (a fraction) per interval."""
+USED_SHARE = 0.9
+"""A job using less than this share of its cores (in its last interval) uses all it can."""
+
+
+def _usable(c: Container, capacity: float, spec: DeadlineSpec) -> tuple[float, float | None]:
+    """The most cores the job can use (for its deadline), and the most it is given beyond its
+    need (None: as many). A job seen using less than its cap through a whole interval (its
+    allocation unchanged since before that interval began: `markers.last_action_at`) uses
+    all it can: what it was seen using at most in the window (at least a core). One that used
+    all of it may use more, but is given at most GROWTH more than it has or was seen using:
+    a snapshot does not say what its cap was before, so a job that cannot use more shows it
+    again at the cost of a small step, not of a whole node. Beyond its need, in quota mode, a
+    job is first given what it has, and more only from cores nobody else takes
+    (`deadline_cores.split`'s two rounds)."""
+    values = c.cpu_usage.values
+    finite = np.isfinite(values)
+    used, times = values[finite], c.cpu_usage.times_seconds[finite]
+    held = c.cpu_allocation * capacity
+    top = float(used.max()) if used.size else 0.0
+    last_action = c.markers.last_action_at
+    settled = used.size >= 2 and (last_action is None or last_action <= float(times[-2]))
+    if settled and float(used[-1]) < USED_SHARE * held:
+        learned = min(capacity, max(1.0, top))
+        return learned, learned if spec.mode == "quota" else None
+    if spec.mode != "quota":
+        return capacity, None
+    return min(capacity, max(1.0, held, top) * (1.0 + GROWTH)), held
+
+
+def _optimism(f: Forecast) -> float:
+    """How much faster than forecast the job may turn out (the forecast's low end over its
+    point estimate, >= 1): a job is called hopeless only if even that cannot save it, for a
+    hopeless job is kept at the floor, which makes it so."""
+    if f.remaining_seconds <= 0 or f.low_seconds <= 0:
+        return 1.0
+    return max(f.remaining_seconds / f.low_seconds, 1.0)
+
+
+def _cushion(d: Declared, spec: DeadlineSpec) -> float:
+    """Seconds a job should finish before its deadline: margin x its deadline window."""
+    if d.deadline_at is None or d.submitted_at is None:
+        return 0.0
+    return spec.margin * max(d.deadline_at - d.submitted_at, 0.0)
 
 
 def _judge(c: Container, forecast: Forecast | None, note: str, *, capacity: float,
@@ -188,13 +255,13 @@ def _judge(c: Container, forecast: Forecast | None, note: str, *, capacity: floa
         return _Job(container=c, declared=d, forecast=forecast, forecast_note=note,
                     state="invalid", ask=Ask(floor=held, need=held, most=held, order=-math.inf),
                     need_margin=math.nan, capacity=capacity)
-    most = capacity if forecast is None else min(max(forecast.cap_cores, 1.0), capacity)
+    most, fill = _usable(c, capacity, spec)
     if d.max_cores is not None:
         most = min(most, d.max_cores)
     floor = min(max(spec.floor_cores, d.min_cores or 0.0), most)
     deadline = d.deadline_at
     state: DeadlineState
-    need, need_margin, rank = 0.0, math.nan, "extra"
+    need, need_margin, need_bare, rank = 0.0, math.nan, 0.0, "extra"
     if deadline is None:
         state = "none"
     elif now >= deadline:
@@ -203,8 +270,14 @@ def _judge(c: Container, forecast: Forecast | None, note: str, *, capacity: floa
         state, need = "unknown", min(max(d.min_cores or 0.0, spec.admission_cores), most)
     else:
         left = deadline - now
-        need_margin = cores_for(forecast, left * (1.0 - spec.margin))
-        if cores_for(forecast, left) > most + 1e-9:
+        need_margin = cores_for(forecast, left - _cushion(d, spec))
+        need_bare = cores_for(forecast, left)
+        # Hysteresis: a job already at the floor comes back only when it can meet its
+        # deadline with the margin; any other is called hopeless only when even the low end
+        # of its forecast cannot meet it at all.
+        at_floor = c.cpu_allocation * capacity <= floor + 1e-6
+        if (need_margin > most + 1e-9 if at_floor else
+                cores_for(forecast, left * _optimism(forecast)) > most + 1e-9):
             state = "hopeless"
         else:
             state, need = "on_track", min(max(need_margin, floor), most)
@@ -212,8 +285,9 @@ def _judge(c: Container, forecast: Forecast | None, note: str, *, capacity: floa
         rank = "last"
     order = deadline if deadline is not None and state in ("on_track", "unknown") else math.inf
     return _Job(container=c, declared=d, forecast=forecast, forecast_note=note, state=state,
-                ask=Ask(floor=floor, need=need, most=most, order=order, rank=rank),
-                need_margin=need_margin, capacity=capacity)
+                ask=Ask(floor=floor, need=need, most=most, order=order, rank=rank,
+                        fill=None if fill is None else max(fill, floor)),
+                need_margin=need_margin, capacity=capacity, need_bare=need_bare)
 
 
 def _after(job: _Job, granted: float, now: float) -> JobDeadline:
@@ -278,14 +352,17 @@ def _moves(policy: DeadlinePolicy, nodes: dict[str, _Node], spare: dict[str, flo
     at_risk = sorted(((j, g) for n in nodes.values() for j, g in zip(n.jobs, n.granted,
                                                                       strict=True)
                       if j.state == "on_track" and j.forecast is not None
-                      and g + 1e-9 < j.need_margin), key=lambda x: x[0].ask.order)
+                      and g + 1e-9 < j.need_bare and not j.container.markers.migrated),
+                     key=lambda x: x[0].ask.order)
     moves: dict[str, Migrate] = {}
     for job, granted in at_risk:
         c, f, deadline = job.container, job.forecast, job.deadline_at
         assert f is not None and deadline is not None
-        if action_blocked(c, spec, now) is not None:
+        if action_blocked(c, spec, now) is not None or \
+                now - c.started_at < SETTLE_INTERVALS * spec.interval_seconds:
             continue
-        budget_left = (deadline - now) * (1.0 - spec.margin) - spec.migration_cost_seconds
+        budget_left = (deadline - now - _cushion(job.declared, spec)
+                       - spec.migration_cost_seconds)
         options = []
         for name, node in nodes.items():
             if name == c.node:
@@ -376,7 +453,8 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     nodes = _nodes(policy, snapshot)
     spare = {n.name: n.capacity - sum(j.reserved() for j in n.jobs) for n in nodes.values()}
     moves = _moves(policy, nodes, spare, now) if spec.migrate else {}
-    placed = place(_candidates(snapshot.pending, spec, now), spare, policy=policy.name)
+    candidates = _candidates(snapshot.pending, spec, now)
+    placed = place(candidates, spare, policy=policy.name)
     actions: list[SetCpu | Migrate | Admit] = []
     assessments: list[Assessment] = []
     notes: list[str] = []
@@ -393,7 +471,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
                                             now=now)
             actions += actions_for
             assessments.append(assessment)
-    actions += placed.admits
+    actions += _with_limits(placed.admits, candidates, nodes, spec)
     if snapshot.pending:
         notes.append(f"admission: {len(placed.admits)} admitted, {len(placed.queue)} waiting")
     return Decision(policy=policy.name, kind="Deadline", time=now, actions=tuple(actions),
@@ -437,6 +515,21 @@ def _emit(policy: DeadlinePolicy, job: _Job, granted: float, *, top: float,
         seen = _after(job, kept, now)
     return actions, replace(base, category=category, gain=gain, cpu_fraction_next=target,
                             note=note, deadline=seen)
+
+
+def _with_limits(admits: Sequence[Admit], candidates: Sequence[Candidate],
+                 nodes: dict[str, _Node], spec: DeadlineSpec) -> list[Admit]:
+    """Admissions that start with the cores they were admitted for (in quota mode: a cap of
+    those cores; in shares mode: a weight beside the node's largest grant)."""
+    cores = {c.job.id: c.cores for c in candidates}
+    out = []
+    for a in admits:
+        node = nodes[a.node]
+        top = max(node.granted, default=0.0)
+        fraction = _fraction(cores[a.container], top if top > 0 else cores[a.container],
+                             node.capacity, spec.mode)
+        out.append(replace(a, fraction=fraction, mode=spec.mode))
+    return out
 
 
 def _intervals(policy: PolicyDocument) -> Intervals:

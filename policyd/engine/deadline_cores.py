@@ -14,7 +14,9 @@ every job its floor; then the deadline jobs their needs, earliest deadline first
 is left, max-min fairly (water-filling) among the jobs in the `extra` round, each up to what it
 can use; jobs of the `last` round (hopeless ones, when the policy keeps them at the floor)
 share only what nobody else can use. Nobody gets more than it can use: the allocation is the
-right size.
+right size. The last rounds run twice: first each job up to `fill` (what it has shown it
+uses), then what is still left up to `most` (what it may grow to), so a core nobody is known
+to use is handed out rather than left idle.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ class Ask:
     most: float
     order: float
     rank: str = "extra"
+    fill: float | None = None
+    """At most this much in the first of the last rounds (None: `most`): what the job has shown
+    it uses; the second gives what is still left up to `most`."""
 
 
 def _water_fill(cores: list[float], members: Sequence[int], most: Sequence[float],
@@ -88,10 +93,13 @@ def split(asks: Sequence[Ask], capacity: float) -> list[float]:
     for i in sorted(range(len(asks)), key=lambda i: asks[i].order):
         want = min(asks[i].need, asks[i].most) - cores[i]
         if want > 0 and left > EPSILON_CORES:
-            extra = min(want, left)
-            cores[i] += extra
-            left -= extra
-    most = [a.most for a in asks]
-    left = _water_fill(cores, [i for i, a in enumerate(asks) if a.rank == "extra"], most, left)
-    _water_fill(cores, [i for i, a in enumerate(asks) if a.rank == "last"], most, left)
+            given = min(want, left)
+            cores[i] += given
+            left -= given
+    kept = [min(a.most, a.fill) if a.fill is not None else a.most for a in asks]
+    extra = [i for i, a in enumerate(asks) if a.rank == "extra"]
+    last = [i for i, a in enumerate(asks) if a.rank == "last"]
+    for bound in (kept, [a.most for a in asks]):  # what each has shown it uses, then growth
+        left = _water_fill(cores, extra, bound, left)
+        left = _water_fill(cores, last, bound, left)
     return cores
