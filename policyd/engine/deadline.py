@@ -325,9 +325,10 @@ def _reason(job: _Job, granted: float, fraction: float, seen: JobDeadline, now: 
         return (f"{when} but {_span(best)} left even on {job.ask.most:.2f} cores: hopeless, "
                 f"{head}")
     slack = "" if seen.slack_seconds is None else f", slack {_span(seen.slack_seconds)}"
+    need = (f"needs {job.need_margin:.2f} cores for the margin" if math.isfinite(job.need_margin)
+            else "no number of cores makes the margin")
     return (f"{when}; {f.remaining_steps:.0f} steps left, {_span(f.remaining_seconds_at(granted))}"
-            f" on {granted:.2f} cores{slack}; needs {job.need_margin:.2f} cores for margin: "
-            f"{seen.state.replace('_', ' ')}, {head}")
+            f" on {granted:.2f} cores{slack}; {need}: {seen.state.replace('_', ' ')}, {head}")
 
 
 def _fraction(granted: float, top: float, capacity: float, mode: str) -> float:

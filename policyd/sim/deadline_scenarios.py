@@ -12,8 +12,8 @@ right-sizing recovers.
 
 * `deadline-sufficient`: the cluster can meet every deadline if it orders and sizes well (the
   deadline oracle meets them all); with first come first served and equal shares it does not.
-* `deadline-insufficient`: more jobs, tighter deadlines: no schedule meets them all (the
-  oracle does not).
+* `deadline-insufficient`: more jobs: the deadline oracle, a greedy EDF with exact knowledge,
+  cannot meet them all (a better schedule may: the oracle is a reference, not an optimum).
 
 The baseline is FCFS: every job starts at its submission, placed by the default scheduler's
 rule, with equal CPU shares, no admission control. The oracle is earliest deadline first with
