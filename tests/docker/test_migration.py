@@ -155,3 +155,14 @@ def test_daemon_error_while_stopping_is_retried() -> None:
     clock = Clock()
     actuator(a, b, clock=clock).apply(migrate(), decision())
     assert a.log == ["stop job 60", "remove job"] and 0.5 in clock.slept
+
+
+def test_the_copy_keeps_the_original_submission_for_a_relative_deadline() -> None:
+    a, b = engines()
+    a.containers.by_name["job"].attrs["Created"] = "2026-11-22T01:59:30.5Z"
+    actuator(a, b).apply(migrate(), decision("p"))
+    assert b.containers.created[0]["labels"]["policyd.io/submitted-at"] == "1795312770.5"
+    a, b = engines()
+    a.containers.by_name["job"].labels["policyd.io/submitted-at"] = "1700000000"
+    actuator(a, b).apply(migrate(), decision("p"))
+    assert b.containers.created[0]["labels"]["policyd.io/submitted-at"] == "1700000000"

@@ -1,4 +1,5 @@
-"""`DockerActuator`: SetCpu, Migrate and MarkMigrated on Docker engines (policyd.tick.Actuator).
+"""`DockerActuator`: SetCpu, Migrate, MarkMigrated and Admit on Docker engines
+(policyd.tick.Actuator).
 
 Only containers carrying `settings.managed_label` are touched. Every failure raises
 `ActuationError` with a one-line reason; engine calls are retried on daemon and connection
@@ -19,6 +20,7 @@ from typing import assert_never
 
 import docker
 
+from policyd.actuators.docker.admission import Admission
 from policyd.actuators.docker.calls import Caller
 from policyd.actuators.docker.cpu import cpu_update
 from policyd.actuators.docker.engines import Engines
@@ -54,6 +56,7 @@ class DockerActuator:
         self._grace = settings.grace_seconds
         self.migration = Migration(self.engines, self.state, clock=clock, sleep=sleep)
         self.recovery = Recovery(self.engines, self.state, grace_seconds=lambda: self._grace)
+        self.admission = Admission(self.engines, self.migration, clock=clock)
         self._recovered = False
         self._next_recovery = -math.inf
         self._lock = threading.Lock()
@@ -76,9 +79,7 @@ class DockerActuator:
                 case MarkMigrated():
                     self.mark_migrated(action)
                 case Admit():
-                    raise ActuationError(
-                        f"cannot admit {action.container} on {action.node}: this Docker "
-                        "actuator does not start held containers yet")
+                    self.admit(action)
                 case _:
                     assert_never(action)
 
@@ -120,6 +121,13 @@ class DockerActuator:
             self.migration.run(action, grace_seconds=grace)
         finally:
             self._grace = self.settings.grace_seconds
+
+    def admit(self, action: Admit) -> None:
+        """Start a held container (`admission`); its start is policyd's action on it."""
+        self.admission.run(action)
+        started = self.engines.managed(action.node, action.container)
+        self.state.record_marker(action.container, started.id or "",
+                                 last_action_at=self.clock())
 
     def mark_migrated(self, action: MarkMigrated) -> None:
         """Labels cannot change on a running container: recorded in the state file, which

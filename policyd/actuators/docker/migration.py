@@ -10,8 +10,10 @@ remove the old container, whose checkpoint directory is shared, before the new o
 3. the replacement is *created* (not started) on the target under the same name (names are
    per engine, so a retry finds it: idempotent), with the same image, command, environment
    (`POLICYD_CONTAINER` set to its name), binds, network mode and labels, plus the markers
-   `policyd.io/migrated=true`, `converged_at`, `rebalanced` (Algorithm 5), `migrated-from` and
-   `last_action_at`; CPU settings are not copied (unrestricted: FlowCon starts it afresh);
+   `policyd.io/migrated=true`, `converged_at`, `rebalanced` (Algorithm 5), `migrated-from`,
+   `last_action_at` and `submitted-at` (the source's creation, unless it has one: a deadline
+   given as a duration counts from the original submission); CPU settings are not copied
+   (unrestricted: FlowCon starts it afresh);
 4. the intent is recorded (`state.migrations`), then the source gets SIGTERM and the grace
    period (`container.stop(timeout=grace)`: SIGTERM, then SIGKILL). It must exit 0 (the job's
    "checkpoint written"); any other code rolls back: the replacement is removed and the
@@ -33,6 +35,7 @@ import contextlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import docker.errors
@@ -46,14 +49,49 @@ from policyd.model import Migrate, labels
 CONTAINER_ENV = "POLICYD_CONTAINER"
 
 
-def _epoch(value: float) -> str:
+def epoch_label(value: float) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def created_at(attrs: Mapping[str, Any]) -> float | None:
+    """A container's creation time (inspect's `Created`, RFC 3339 with nanoseconds) in epoch
+    seconds; None when absent or unreadable."""
+    text = str(attrs.get("Created") or "")
+    if not text:
+        return None
+    head, _, rest = text.rstrip("Z").partition(".")
+    fraction = "".join(ch for ch in rest if ch.isdigit())[:6]
+    try:
+        when = datetime.fromisoformat(f"{head}{'.' + fraction if fraction else ''}+00:00")
+    except ValueError:
+        return None
+    return when.timestamp()
 
 
 def replacement_spec(attrs: Mapping[str, Any], *, name: str, image: str, from_node: str,
                      action: Migrate, now: float) -> dict[str, Any]:
     """`containers.create` keyword arguments re-creating `attrs` (an inspect result) as `name`
     with policyd's markers. Pure; raises ActuationError for what cannot move."""
+    marks = {labels.MIGRATED: "true", labels.MIGRATED_FROM: from_node,
+             labels.LAST_ACTION_AT: epoch_label(now)}
+    submitted = created_at(attrs)
+    if submitted is not None and labels.SUBMITTED_AT not in ((attrs.get("Config") or {})
+                                                             .get("Labels") or {}):
+        marks[labels.SUBMITTED_AT] = epoch_label(submitted)  # a deadline counts from it
+    if action.converged_at is not None:
+        marks[labels.CONVERGED_AT] = epoch_label(action.converged_at)
+    if action.rebalance:
+        marks[labels.REBALANCED] = "true"
+    return copy_spec(attrs, name=name, image=image, from_node=from_node, marks=marks)
+
+
+def copy_spec(attrs: Mapping[str, Any], *, name: str, image: str, from_node: str,
+              marks: Mapping[str, str]) -> dict[str, Any]:
+    """`containers.create` keyword arguments for a copy of `attrs` (an inspect result) named
+    `name`, its labels plus `marks`: same image, command, environment (`POLICYD_CONTAINER` set
+    to `name`), binds, network mode, working directory, user, stop signal, memory and init;
+    CPU settings are not copied. Pure; raises ActuationError for a named volume (local to
+    `from_node`)."""
     config, host = attrs.get("Config") or {}, attrs.get("HostConfig") or {}
     binds = list(host.get("Binds") or [])
     named = [b for b in binds if not b.split(":", 1)[0].startswith("/")]
@@ -62,17 +100,10 @@ def replacement_spec(attrs: Mapping[str, Any], *, name: str, image: str, from_no
                              f"are local to node {from_node}; mount a shared host path instead")
     env = [e for e in (config.get("Env") or []) if not e.startswith(f"{CONTAINER_ENV}=")]
     env.append(f"{CONTAINER_ENV}={name}")
-    marks = dict(config.get("Labels") or {})
-    marks[labels.MIGRATED] = "true"
-    marks[labels.MIGRATED_FROM] = from_node
-    marks[labels.LAST_ACTION_AT] = _epoch(now)
-    if action.converged_at is not None:
-        marks[labels.CONVERGED_AT] = _epoch(action.converged_at)
-    if action.rebalance:
-        marks[labels.REBALANCED] = "true"
     spec: dict[str, Any] = {
         "image": image, "name": name, "command": config.get("Cmd"),
-        "entrypoint": config.get("Entrypoint"), "environment": env, "labels": marks,
+        "entrypoint": config.get("Entrypoint"), "environment": env,
+        "labels": {**(config.get("Labels") or {}), **marks},
         "volumes": binds, "network_mode": host.get("NetworkMode") or "default",
         "working_dir": config.get("WorkingDir") or None, "user": config.get("User") or None,
         "stop_signal": config.get("StopSignal") or None, "detach": True,
