@@ -174,7 +174,8 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
             if done:
                 LOG.info("kubernetes: recovered %d half-done migrations", len(done))
     source = KubernetesPodSource(prometheus.url, scope, core=core,
-                                 timeout_seconds=prometheus.timeout_seconds)
+                                 timeout_seconds=prometheus.timeout_seconds,
+                                 batch=None if node is not None else k8s.BatchV1Api(shared))
     return Parts(source=source, actuator=actuator, events=PodWatch(core, scope),
                  lease_api=k8s.CoordinationV1Api(shared), recover=actuator.recover)
 

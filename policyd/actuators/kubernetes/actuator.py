@@ -1,4 +1,4 @@
-"""`KubernetesActuator`: SetCpu, Migrate and MarkMigrated on a Kubernetes cluster
+"""`KubernetesActuator`: SetCpu, Migrate, MarkMigrated and Admit on a Kubernetes cluster
 (policyd.tick.Actuator).
 
 Only pods matching `settings.label_selector` (and not labelled or annotated
@@ -6,7 +6,8 @@ Only pods matching `settings.label_selector` (and not labelled or annotated
 raises `ActuationError` with a one-line reason, after a Warning Event; every success leaves a
 Normal Event (`events`). Markers are pod annotations (on the Job's template for a Job-owned
 pod's migration). API calls go through `calls.Caller` (rate limit,
-retries). SetCpu is an in-place resize (`cpu`), confirmed by polling the pod. Half-done Job
+retries). SetCpu is an in-place resize (`cpu`), confirmed by polling the pod. Admit pins a
+held (suspended) Job to its node and unsuspends it (`admission`). Half-done Job
 migrations are finished by `recover()` (`recovery`), run before the first action.
 """
 
@@ -24,6 +25,7 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 from policyd.actuators.errors import ActuationError
 from policyd.actuators.grace import grace_seconds
 from policyd.actuators.kubernetes import cpu, pods
+from policyd.actuators.kubernetes.admission import JobAdmission
 from policyd.actuators.kubernetes.calls import Caller, TokenBucket, api_client, status_of
 from policyd.actuators.kubernetes.events import EventRecorder, regarding_of
 from policyd.actuators.kubernetes.migration import Migration
@@ -62,6 +64,7 @@ class KubernetesActuator:
         self.events = EventRecorder(events_api, self.caller, clock,
                                     settings.reporting_controller, settings.reporting_instance)
         self.migration = Migration(core, batch, self.caller, settings, clock=clock, sleep=sleep)
+        self.admission = JobAdmission(batch, self.caller, settings.label_selector, clock=clock)
         self._allocatable: dict[str, tuple[float, int]] = {}
         self._recovered = False
         self._lock = threading.Lock()
@@ -83,9 +86,7 @@ class KubernetesActuator:
                 case MarkMigrated():
                     self._reported(action, lambda: self.mark_migrated(action))
                 case Admit():
-                    raise ActuationError(
-                        f"cannot admit {action.container} on {action.node}: this Kubernetes "
-                        "actuator does not unsuspend held Jobs yet")
+                    self._reported(action, lambda: self.admission.run(action))
                 case _:
                     assert_never(action)
 
@@ -97,18 +98,24 @@ class KubernetesActuator:
 
     def _reported(self, action: Action, run: Callable[[], Mapping[str, Any]]) -> None:
         """Run the action; an Event either way (Warning with the error on failure)."""
-        verb = {"set_cpu": "SetCpu", "migrate": "Migrate", "mark_migrated": "MarkMigrated"}[
-            action.kind]
-        ref = PodRef.parse(action.container, self.settings.container_name)
-        regarding: Mapping[str, Any] = {"apiVersion": "v1", "kind": "Pod",
-                                        "namespace": ref.namespace, "name": ref.name}
+        verb = {"set_cpu": "SetCpu", "migrate": "Migrate", "mark_migrated": "MarkMigrated",
+                "admit": "Admit"}[action.kind]
+        regarding: Mapping[str, Any]
+        if isinstance(action, Admit):  # a held Job, named namespace/name
+            namespace, _, name = action.container.partition("/")
+            regarding = {"apiVersion": "batch/v1", "kind": "Job", "namespace": namespace,
+                         "name": name}
+        else:
+            ref = PodRef.parse(action.container, self.settings.container_name)
+            regarding = {"apiVersion": "v1", "kind": "Pod", "namespace": ref.namespace,
+                         "name": ref.name}
         try:
             obj = run()
         except ActuationError as exc:
             self.events.record(regarding, verb, f"{action.reason} (policy {action.policy}); "
                                f"failed: {exc}", warning=True)
             raise
-        kind = str(obj.get("kind") or "Pod")
+        kind = str(obj.get("kind") or ("Job" if isinstance(action, Admit) else "Pod"))
         regarding = regarding_of(obj, api_version="batch/v1" if kind == "Job" else "v1",
                                  kind=kind) if obj.get("metadata") else regarding
         self.events.record(regarding, verb, f"{action.reason} (policy {action.policy})")
