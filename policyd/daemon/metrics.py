@@ -15,6 +15,7 @@ Metric names and labels (the contract dashboards and alert rules rely on):
 * `policyd_job_category{policy,container,node,category}`: 1 for the current category
 * `policyd_interval_seconds{policy}`: the policy's current (backed-off) interval
 * `policyd_policy_reload_errors_total`: hot reloads rejected (the last good policies stay)
+* deadlines and admission: `policyd.daemon.deadline_metrics`
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import threading
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from policyd.daemon.deadline_metrics import DeadlineMetrics
 from policyd.model import Migrate
 from policyd.tick import Outcome
 
@@ -62,6 +64,7 @@ class DaemonMetrics:
         self.reload_errors = Counter("policyd_policy_reload_errors",
                                      "Policy reloads rejected; the last good policies stay.",
                                      registry=registry)
+        self.deadlines = DeadlineMetrics(registry)
         self._lock = threading.Lock()
         self._categories: dict[str, set[tuple[str, str, str]]] = {}
 
@@ -81,6 +84,7 @@ class DaemonMetrics:
         self.set_categories(policy, {(a.container, a.node, a.category)
                                      for a in outcome.decision.assessments
                                      if a.category is not None})
+        self.deadlines.record(outcome.decision)
 
     def record_failure(self, policy: str, result: str, *, source_error_kind: str | None = None,
                        duration_seconds: float | None = None) -> None:
@@ -110,6 +114,7 @@ class DaemonMetrics:
     def forget_policy(self, policy: str) -> None:
         """Remove the series of a policy that is gone (counters keep their history)."""
         self.set_categories(policy, set())
+        self.deadlines.forget_policy(policy)
         with self._lock:
             self._categories.pop(policy, None)
         with contextlib.suppress(KeyError):
