@@ -10,9 +10,11 @@ and `max-cpu`: `policyd.engine.declarations`). Every interval, cluster-wide:
    its deadline and W its whole window (submission to deadline) it needs `need` cores to
    finish within T - margin W (`deadline_cores.cores_for`): a cushion of fixed seconds, so a
    job does not ride its need ever closer to the deadline as T shrinks. It is hopeless when
-   even the most cores it can use on its node (what it has shown it uses, its max-cpu, the
-   node) do not finish it within T, missed when the deadline has passed, unknown while it has
-   no forecast yet (it has just started).
+   even the most cores it can use on its node (what it was seen limited to, else its speed
+   model's cap; its max-cpu; the node) do not finish it within T, missed when the deadline
+   has passed, unknown while it has no forecast yet (it has just started). A job that used
+   all of its cap is not judged by the growth step it may take this interval: it is at risk,
+   and grows.
 2. Split each worker's cores (`deadline_cores.split`): every job its floor (`floor_cores`, or
    its min-cpu); then the deadline jobs their needs, earliest deadline first, so an at-risk
    job takes its cores from the jobs without a deadline (down to their floor) and from the
@@ -205,16 +207,18 @@ USED_SHARE = 0.9
 """A job using less than this share of its cores (in its last interval) uses all it can."""
 
 
-def _usable(c: Container, capacity: float, spec: DeadlineSpec) -> tuple[float, float | None]:
-    """The most cores the job can use (for its deadline), and the most it is given beyond its
-    need (None: as many). A job seen using less than its cap through a whole interval (its
-    allocation unchanged since before that interval began: `markers.last_action_at`) uses
-    all it can: what it was seen using at most in the window (at least a core). One that used
-    all of it may use more, but is given at most GROWTH more than it has or was seen using:
-    a snapshot does not say what its cap was before, so a job that cannot use more shows it
-    again at the cost of a small step, not of a whole node. Beyond its need, in quota mode, a
-    job is first given what it has, and more only from cores nobody else takes
-    (`deadline_cores.split`'s two rounds)."""
+def _usable(c: Container, capacity: float, spec: DeadlineSpec
+            ) -> tuple[float, float | None, bool]:
+    """The most cores the job can use (for its deadline), the most it is given beyond its
+    need (None: as many), and whether the first is a step of growth rather than a limit it
+    was seen at (then the job may still use more, later). A job seen using less than its
+    cap through a whole interval (its allocation unchanged since before that interval
+    began: `markers.last_action_at`) uses all it can: what it was seen using at most in the
+    window (at least a core). One that used all of it may use more, but is given at most
+    GROWTH more than it has or was seen using: a snapshot does not say what its cap was
+    before, so a job that cannot use more shows it again at the cost of a small step, not of
+    a whole node. Beyond its need, in quota mode, a job is first given what it has, and more
+    only from cores nobody else takes (`deadline_cores.split`'s two rounds)."""
     values = c.cpu_usage.values
     finite = np.isfinite(values)
     used, times = values[finite], c.cpu_usage.times_seconds[finite]
@@ -224,10 +228,10 @@ def _usable(c: Container, capacity: float, spec: DeadlineSpec) -> tuple[float, f
     settled = used.size >= 2 and (last_action is None or last_action <= float(times[-2]))
     if settled and float(used[-1]) < USED_SHARE * held:
         learned = min(capacity, max(1.0, top))
-        return learned, learned if spec.mode == "quota" else None
+        return learned, learned if spec.mode == "quota" else None, False
     if spec.mode != "quota":
-        return capacity, None
-    return min(capacity, max(1.0, held, top) * (1.0 + GROWTH)), held
+        return capacity, None, False
+    return min(capacity, max(1.0, held, top) * (1.0 + GROWTH)), held, True
 
 
 def _optimism(f: Forecast) -> float:
@@ -255,9 +259,12 @@ def _judge(c: Container, forecast: Forecast | None, note: str, *, capacity: floa
         return _Job(container=c, declared=d, forecast=forecast, forecast_note=note,
                     state="invalid", ask=Ask(floor=held, need=held, most=held, order=-math.inf),
                     need_margin=math.nan, capacity=capacity)
-    most, fill = _usable(c, capacity, spec)
+    most, fill, growing = _usable(c, capacity, spec)
+    # What it could use on this node, for calling it hopeless: a growth step paces grants, it
+    # does not bound the job; the forecast's speed model's cap does (its Amdahl fit).
+    potential = min(capacity, max(most, forecast.cap_cores)) if growing and forecast else most
     if d.max_cores is not None:
-        most = min(most, d.max_cores)
+        most, potential = min(most, d.max_cores), min(potential, d.max_cores)
     floor = min(max(spec.floor_cores, d.min_cores or 0.0), most)
     deadline = d.deadline_at
     state: DeadlineState
@@ -276,8 +283,8 @@ def _judge(c: Container, forecast: Forecast | None, note: str, *, capacity: floa
         # deadline with the margin; any other is called hopeless only when even the low end
         # of its forecast cannot meet it at all.
         at_floor = c.cpu_allocation * capacity <= floor + 1e-6
-        if (need_margin > most + 1e-9 if at_floor else
-                cores_for(forecast, left * _optimism(forecast)) > most + 1e-9):
+        if (need_margin > potential + 1e-9 if at_floor else
+                cores_for(forecast, left * _optimism(forecast)) > potential + 1e-9):
             state = "hopeless"
         else:
             state, need = "on_track", min(max(need_margin, floor), most)

@@ -91,3 +91,11 @@ def test_a_job_whose_deadline_passed_while_it_waited_starts_only_when_nothing_el
     assert [(q.container, q.why) for q in d.queue] == [("big", "no_fit"), ("late", "hopeless")]
     d = decide(policy(), cluster(pending=(late,)))
     assert [a.container for a in d.actions if isinstance(a, Admit)] == ["late"]
+
+
+def test_a_job_at_its_cap_is_at_risk_and_grows_not_hopeless_for_a_growth_step() -> None:
+    # On one core (all of its quota), it needs ~2 cores: more than this interval's growth
+    # step (1.5) gives, less than its speed model says it can use: at risk, raised to 1.5.
+    d = decide(policy(), cluster(
+        job("urgent", left=2000, rate=10, deadline="750s", cores=1, allocation=0.25)))
+    assert by_id(d)["urgent"] == ("AT_RISK", 0.375)
