@@ -7,9 +7,12 @@ the label selector, and on a node agent the field selector of its node), one nod
 (evaluation, CPU). The pod list gives what kube-state-metrics
 would need an allowlist for: node, start time, labels, annotations (the markers
 `policyd.io/migrated` etc., written by the actuator), and the CPU request / limit (the current
-allocation). `facts_vector` turns it into the facts instant vector that `parse.parse_cycle`
-already reads (tagged `policyd_fact` samples), so matching, warnings and markers are the
-Prometheus source's own code; only Prometheus's facts query is not sent.
+allocation: the CPU the kubelet has *applied*, `status.containerStatuses[].resources`, not the
+spec, which holds what was asked and may be pending, deferred or infeasible; the spec only for
+a container with no status yet or a server that reports none, before 1.33). `facts_vector`
+turns it into the facts instant vector that `parse.parse_cycle` already reads (tagged
+`policyd_fact` samples), so matching, warnings and markers are the Prometheus source's own
+code; only Prometheus's facts query is not sent.
 
 A container is `namespace/pod/container` (the `kubernetes` profile's identity); the training
 container is `container_name`, else the pod's first container. `PodWatch` is the
@@ -24,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -109,11 +113,12 @@ def pod_facts(pod: Mapping[str, Any], container_name: str | None) -> PodFacts | 
     if chosen is None or not spec.get("nodeName"):
         return None
     name = str(chosen.get("name"))
-    state = next(((s.get("state") or {}) for s in status.get("containerStatuses") or []
-                  if s.get("name") == name), {})
+    seen: Mapping[str, Any] = next((s for s in status.get("containerStatuses") or []
+                                    if s.get("name") == name), {})
+    state = seen.get("state") or {}
     started = parse_time((state.get("running") or {}).get("startedAt")) or parse_time(
         status.get("startTime"))
-    res = chosen.get("resources") or {}
+    res = seen.get("resources") or chosen.get("resources") or {}  # applied, else asked
     return PodFacts(
         namespace=str(meta.get("namespace", "")), pod=str(meta.get("name", "")),
         container=name, node=str(spec["nodeName"]), uid=str(meta.get("uid", "")),
@@ -268,6 +273,20 @@ class KubernetesPodSource:
         return parsed.snapshot
 
 
+def close_response(response: Any) -> None:
+    """Shut an open streaming response down from another thread: the blocked read returns
+    (urllib3's `shutdown`, 2.3+; else the socket itself)."""
+    try:
+        if hasattr(response, "shutdown"):
+            response.shutdown()
+            return
+        sock = getattr(getattr(response, "connection", None), "sock", None)
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, ValueError, AttributeError):
+        pass  # already closed, or released to the pool
+
+
 def diff(before: Mapping[str, PodFacts], after: Mapping[str, PodFacts], now: float
          ) -> list[ContainerEvent]:
     """Started / stopped events between two views of the running pods (by uid; pure)."""
@@ -283,13 +302,17 @@ class PodWatch:
 
     List, then `watch.Watch().stream(list_namespaced_pod | list_pod_for_all_namespaces,
     resource_version=<list's>, timeout_seconds=...)`; each window ends after
-    `window_seconds` (so `stop` is seen; with `timeout_seconds` set the client does not
-    resume by itself and raises ApiException(410) at once) and the next resumes from the
-    last resourceVersion seen. 410 Gone (that version expired): relist, report the
-    difference. Other failures: relist after a back-off doubling up to
-    `max_backoff_seconds`. One watch per configured namespace runs in turn on this
-    thread, so with several namespaces an event may wait up to a window while another
-    namespace is watched (none is lost: the version carries on). All namespaces: one watch.
+    `window_seconds` (with `timeout_seconds` set the client does not resume by itself and
+    raises ApiException(410) at once) and the next resumes from the last resourceVersion seen.
+    410 Gone (that version expired): relist, report the difference. Other failures: relist
+    after a back-off doubling up to `max_backoff_seconds`. One watch per configured namespace
+    runs in turn on this thread, so with several namespaces an event may wait up to a window
+    while another namespace is watched (none is lost: the version carries on). All
+    namespaces: one watch.
+
+    Stopping does not wait for an event or the end of a window: when `stop` is set, a helper
+    thread shuts the open watch response down, so `watch` returns at once (a daemon's
+    shutdown, and with it the release of the leader's Lease, waits for this thread).
     """
 
     def __init__(self, core: Any, scope: PodScope, *, window_seconds: int = 30,
@@ -301,6 +324,8 @@ class PodWatch:
         self.backoff_seconds, self.max_backoff_seconds = backoff_seconds, max_backoff_seconds
         self._clock, self._make_watch = clock, make_watch
         self.relists = 0
+        self._open: Any = None
+        self._open_lock = threading.Lock()
 
     def _running(self, items: Iterable[Mapping[str, Any]]) -> dict[str, PodFacts]:
         out: dict[str, PodFacts] = {}
@@ -311,6 +336,9 @@ class PodWatch:
         return out
 
     def watch(self, on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
+        stopper = threading.Thread(target=self._close_on, args=(stop,), daemon=True,
+                                   name="policyd-pod-watch-stop")
+        stopper.start()
         known: dict[str, PodFacts] | None = None
         delay = self.backoff_seconds
         while not stop.is_set():
@@ -325,6 +353,8 @@ class PodWatch:
                 self._follow(known, version, on_event, stop)
                 delay = self.backoff_seconds
             except ApiException as exc:
+                if stop.is_set():
+                    break
                 if exc.status == GONE:
                     LOG.info("kubernetes watch: resourceVersion expired (410 Gone); relisting")
                     continue
@@ -332,9 +362,33 @@ class PodWatch:
                 stop.wait(delay)
                 delay = min(delay * 2, self.max_backoff_seconds)
             except Exception as exc:  # connection problems of every kind: relist later
+                if stop.is_set():
+                    break  # the stopper closed the stream under the client
                 LOG.warning("kubernetes watch: %s; relisting in %.1f s", exc, delay)
                 stop.wait(delay)
                 delay = min(delay * 2, self.max_backoff_seconds)
+        stopper.join(timeout=1)
+
+    def _close_on(self, stop: threading.Event) -> None:
+        """Wait for `stop`, then shut down the watch that is open (its read returns)."""
+        stop.wait()
+        with self._open_lock:
+            opened, self._open = self._open, None
+        if opened is not None:
+            close_response(opened)
+
+    def _opened(self, method: Callable[..., Any], stop: threading.Event) -> Callable[..., Any]:
+        """`method`, keeping the response it returns so that `_close_on` can shut it down
+        (with `method`'s docstring: the client's Watch reads the return type from it)."""
+        def call(*args: Any, **kwargs: Any) -> Any:
+            response = method(*args, **kwargs)
+            with self._open_lock:
+                self._open = response
+            if stop.is_set():  # stopped while the request was being made
+                close_response(response)
+            return response
+        call.__doc__ = method.__doc__
+        return call
 
     def _follow(self, known: dict[str, PodFacts], version: str,
                 on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
@@ -345,7 +399,7 @@ class PodWatch:
                 args: tuple[Any, ...] = (ns,) if ns is not None else ()
                 method = (self.core.list_namespaced_pod if ns is not None
                           else self.core.list_pod_for_all_namespaces)
-                for raw in w.stream(method, *args, **selectors(self.scope),
+                for raw in w.stream(self._opened(method, stop), *args, **selectors(self.scope),
                                     resource_version=version, allow_watch_bookmarks=True,
                                     timeout_seconds=self.window_seconds):
                     kind: str = raw.get("type", "")
@@ -355,6 +409,10 @@ class PodWatch:
                     if stop.is_set():
                         w.stop()
                         break
+                with self._open_lock:
+                    self._open = None
+                if stop.is_set():
+                    return
 
     def _apply(self, known: dict[str, PodFacts], kind: str, obj: Mapping[str, Any],
                on_event: Callable[[ContainerEvent], None]) -> None:
