@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -39,6 +38,7 @@ from kubernetes import watch as k8s_watch  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from policyd.clients import kubernetes_quantity
+from policyd.clients.kubernetes_watch import Stoppable
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.model import labels as keys
@@ -273,20 +273,6 @@ class KubernetesPodSource:
         return parsed.snapshot
 
 
-def close_response(response: Any) -> None:
-    """Shut an open streaming response down from another thread: the blocked read returns
-    (urllib3's `shutdown`, 2.3+; else the socket itself)."""
-    try:
-        if hasattr(response, "shutdown"):
-            response.shutdown()
-            return
-        sock = getattr(getattr(response, "connection", None), "sock", None)
-        if sock is not None:
-            sock.shutdown(socket.SHUT_RDWR)
-    except (OSError, ValueError, AttributeError):
-        pass  # already closed, or released to the pool
-
-
 def diff(before: Mapping[str, PodFacts], after: Mapping[str, PodFacts], now: float
          ) -> list[ContainerEvent]:
     """Started / stopped events between two views of the running pods (by uid; pure)."""
@@ -310,9 +296,9 @@ class PodWatch:
     while another namespace is watched (none is lost: the version carries on). All
     namespaces: one watch.
 
-    Stopping does not wait for an event or the end of a window: when `stop` is set, a helper
-    thread shuts the open watch response down, so `watch` returns at once (a daemon's
-    shutdown, and with it the release of the leader's Lease, waits for this thread).
+    Stopping does not wait for an event or the end of a window: when `stop` is set, the open
+    watch response is shut down (`policyd.clients.kubernetes_watch`), so `watch` returns at
+    once (a daemon's shutdown, and with it the release of the leader's Lease, waits for it).
     """
 
     def __init__(self, core: Any, scope: PodScope, *, window_seconds: int = 30,
@@ -324,8 +310,6 @@ class PodWatch:
         self.backoff_seconds, self.max_backoff_seconds = backoff_seconds, max_backoff_seconds
         self._clock, self._make_watch = clock, make_watch
         self.relists = 0
-        self._open: Any = None
-        self._open_lock = threading.Lock()
 
     def _running(self, items: Iterable[Mapping[str, Any]]) -> dict[str, PodFacts]:
         out: dict[str, PodFacts] = {}
@@ -336,9 +320,8 @@ class PodWatch:
         return out
 
     def watch(self, on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
-        stopper = threading.Thread(target=self._close_on, args=(stop,), daemon=True,
-                                   name="policyd-pod-watch-stop")
-        stopper.start()
+        stoppable = Stoppable(stop)
+        stopper = stoppable.close_on_stop()
         known: dict[str, PodFacts] | None = None
         delay = self.backoff_seconds
         while not stop.is_set():
@@ -350,7 +333,7 @@ class PodWatch:
                     for event in diff(known, fresh, self._clock()):
                         on_event(event)
                 known = fresh
-                self._follow(known, version, on_event, stop)
+                self._follow(known, version, on_event, stoppable)
                 delay = self.backoff_seconds
             except ApiException as exc:
                 if stop.is_set():
@@ -369,37 +352,17 @@ class PodWatch:
                 delay = min(delay * 2, self.max_backoff_seconds)
         stopper.join(timeout=1)
 
-    def _close_on(self, stop: threading.Event) -> None:
-        """Wait for `stop`, then shut down the watch that is open (its read returns)."""
-        stop.wait()
-        with self._open_lock:
-            opened, self._open = self._open, None
-        if opened is not None:
-            close_response(opened)
-
-    def _opened(self, method: Callable[..., Any], stop: threading.Event) -> Callable[..., Any]:
-        """`method`, keeping the response it returns so that `_close_on` can shut it down
-        (with `method`'s docstring: the client's Watch reads the return type from it)."""
-        def call(*args: Any, **kwargs: Any) -> Any:
-            response = method(*args, **kwargs)
-            with self._open_lock:
-                self._open = response
-            if stop.is_set():  # stopped while the request was being made
-                close_response(response)
-            return response
-        call.__doc__ = method.__doc__
-        return call
-
     def _follow(self, known: dict[str, PodFacts], version: str,
-                on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
+                on_event: Callable[[ContainerEvent], None], stoppable: Stoppable) -> None:
         """Watch windows until `stop`; raises ApiException(410) when the version expired."""
+        stop = stoppable.stop
         while not stop.is_set():
             for ns in self.scope.namespaces or (None,):
                 w = self._make_watch()
                 args: tuple[Any, ...] = (ns,) if ns is not None else ()
                 method = (self.core.list_namespaced_pod if ns is not None
                           else self.core.list_pod_for_all_namespaces)
-                for raw in w.stream(self._opened(method, stop), *args, **selectors(self.scope),
+                for raw in w.stream(stoppable.method(method), *args, **selectors(self.scope),
                                     resource_version=version, allow_watch_bookmarks=True,
                                     timeout_seconds=self.window_seconds):
                     kind: str = raw.get("type", "")
@@ -409,8 +372,7 @@ class PodWatch:
                     if stop.is_set():
                         w.stop()
                         break
-                with self._open_lock:
-                    self._open = None
+                stoppable.done()
                 if stop.is_set():
                     return
 

@@ -122,9 +122,10 @@ def test_node_agent_decides_and_acts_for_its_node_only(tmp_path: Path) -> None:
 
 
 def test_node_agent_without_flowcon_starts_nothing(tmp_path: Path) -> None:
+    """Without policy resources (or no API for them) the files are all there is."""
     with pytest.raises(StartupError) as caught:
-        run(k8s_settings(tmp_path, SPECON), out=io.StringIO(), stop=threading.Event(),
-            once=True, node="w1",
+        run(k8s_settings(tmp_path, SPECON, policy_resources=False), out=io.StringIO(),
+            stop=threading.Event(), once=True, node="w1",
             parts=Parts(source=FakeSource(), actuator=FakeActuator(), events=None))
     assert caught.value.lines == [
         "--node w1: no policy of a node-scoped kind (FlowCon) in policies: a node agent runs "

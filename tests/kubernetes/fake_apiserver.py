@@ -90,6 +90,7 @@ class FakeApiServer:
             do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
 
         Handler.protocol_version = "HTTP/1.1"
+        Handler.disable_nagle_algorithm = True  # one small answer must not wait 40 ms
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever,

@@ -71,6 +71,8 @@ class FakeCluster:
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
         self.job_pods = 0
+        self.before_1_36 = False
+        """A server before 1.36: a Job's scheduling directives never change once it ran."""
 
     # -- seeding -------------------------------------------------------------------------------
 
@@ -326,7 +328,8 @@ class FakeCluster:
         directives = ("affinity", "nodeSelector", "tolerations", "schedulingGates")
         old_t, new_t = job["spec"]["template"], changed["spec"]["template"]
         moved = [k for k in directives if old_t["spec"].get(k) != new_t["spec"].get(k)]
-        if moved and not (job["spec"].get("suspend") and changed["spec"].get("suspend")):
+        suspended = job["spec"].get("suspend") and changed["spec"].get("suspend")
+        if moved and (not suspended or self.before_1_36):
             raise invalid("Job", name, "spec.template", "Invalid value: field is immutable")
         if changed["spec"] != job["spec"]:
             changed["metadata"]["generation"] = job["metadata"].get("generation", 1) + 1

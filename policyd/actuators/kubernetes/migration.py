@@ -106,19 +106,8 @@ class Migration:
 
     def run_bare(self, action: Migrate, pod: Mapping[str, Any], ref: PodRef,
                  grace_seconds: float) -> dict[str, Any]:
-        move_id = record_name("pod", ref.namespace, ref.name)
-        marks = pods.marker_annotations(now=self.clock(), migrated=True,
-                                        rebalanced=action.rebalance,
-                                        converged_at=action.converged_at,
-                                        from_node=action.from_node)
-        uid = str((pod.get("metadata") or {}).get("uid") or "")
-        move = self.record(Move(
-            workload="pod", namespace=ref.namespace, name=ref.name, uid=uid,
-            from_node=action.from_node, to_node=action.to_node, grace_seconds=grace_seconds,
-            policy=action.policy, reason=action.reason,
-            target=pods.replacement(pod, to_node=action.to_node,
-                                    markers={**marks, names.MOVE: move_id}),
-            home=pods.replacement(pod, to_node=action.from_node, markers={names.MOVE: move_id})))
+        move = self.record(bare_move(action, pod, grace_seconds, now=self.clock()))
+        uid = move.uid
         try:
             self.work.remove(ref, uid, grace_seconds, evict=self.settings.use_eviction)
         except ActuationError:
@@ -147,15 +136,7 @@ class Migration:
                                  f"{action.to_node}; its pod could not run there; not migrated")
         disruption.check(self.policy_api, self.caller, ref.namespace,
                          (template.get("metadata") or {}).get("labels") or {}, where)
-        marks = pods.marker_annotations(now=self.clock(), migrated=True,
-                                        rebalanced=action.rebalance,
-                                        converged_at=action.converged_at,
-                                        from_node=action.from_node)
-        move = self.record(Move(
-            workload="job", namespace=ref.namespace, name=job_name,
-            uid=str((job.get("metadata") or {}).get("uid") or ""), from_node=action.from_node,
-            to_node=action.to_node, grace_seconds=grace_seconds, policy=action.policy,
-            reason=action.reason, marks=marks))
+        move = self.record(job_move(action, job, grace_seconds, now=self.clock()))
         try:
             self.work.suspend(ref.namespace, job_name, action.to_node)
         except ActuationError:
@@ -186,3 +167,36 @@ class Migration:
             raise ActuationError(f"{move}: {move.why}; rolled back: running again on node "
                                  f"{move.from_node}")
         return settled.obj
+
+
+def bare_move(action: Migrate, pod: Mapping[str, Any], grace_seconds: float, *, now: float
+              ) -> Move:
+    """The record of a bare pod's move (pure): the replacement on the target, and the pod to
+    create again at home, both annotated with the record's name."""
+    meta = pod.get("metadata") or {}
+    namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+    move_id = record_name("pod", namespace, name)
+    marks = pods.marker_annotations(now=now, migrated=True, rebalanced=action.rebalance,
+                                    converged_at=action.converged_at,
+                                    from_node=action.from_node)
+    return Move(workload="pod", namespace=namespace, name=name, uid=str(meta.get("uid") or ""),
+                from_node=action.from_node, to_node=action.to_node,
+                grace_seconds=grace_seconds, policy=action.policy, reason=action.reason,
+                target=pods.replacement(pod, to_node=action.to_node,
+                                        markers={**marks, names.MOVE: move_id}),
+                home=pods.replacement(pod, to_node=action.from_node,
+                                      markers={names.MOVE: move_id}))
+
+
+def job_move(action: Migrate, job: Mapping[str, Any], grace_seconds: float, *, now: float
+             ) -> Move:
+    """The record of a Job's move (pure): the markers its template gets with the pin."""
+    meta = job.get("metadata") or {}
+    marks = pods.marker_annotations(now=now, migrated=True, rebalanced=action.rebalance,
+                                    converged_at=action.converged_at,
+                                    from_node=action.from_node)
+    return Move(workload="job", namespace=str(meta.get("namespace")),
+                name=str(meta.get("name")), uid=str(meta.get("uid") or ""),
+                from_node=action.from_node, to_node=action.to_node,
+                grace_seconds=grace_seconds, policy=action.policy, reason=action.reason,
+                marks=marks)
