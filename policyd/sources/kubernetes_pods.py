@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, cast
 
+import urllib3
 from kubernetes import watch as k8s_watch  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
@@ -250,19 +251,32 @@ class KubernetesPodSource:
         return query_range(self._prometheus, self.url, query, start_seconds=q.start_seconds,
                            end_seconds=q.now_seconds, step_seconds=q.step_seconds)
 
+    def _from_api(self) -> tuple[list[dict[str, Any]], dict[str, float]]:
+        """The pod list and the nodes' allocatable CPU; API failures are SourceErrors."""
+        where = str(getattr(getattr(getattr(self.core, "api_client", None),
+                                    "configuration", None), "host", "the Kubernetes API"))
+        try:
+            items, _ = list_pods(self.core, self.scope)
+            return items, list_allocatable(self.core, self.scope.node_name)
+        except ApiException as exc:
+            raise SourceError(kind="http", url=where, what="list", query="pods, nodes",
+                              detail=f"HTTP {exc.status} {exc.reason or ''}".strip()) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise SourceError(kind="connection", url=where, what="list", query="pods, nodes",
+                              detail=str(exc)) from exc
+
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:
         now = float(math.floor(self._clock()))
         q = promql.build_queries(policies, self.settings, now_seconds=now, intervals=intervals)
         evaluation = self._range(q.evaluation, q)
         cpu = self._range(q.cpu, q) if q.cpu is not None else []
-        items, _ = list_pods(self.core, self.scope)
+        items, allocatable = self._from_api()
         found = [f for f in (pod_facts(p, self.scope.container_name) for p in items)
                  if f is not None and f.running]
         try:
             parsed = merge(evaluation=evaluation, cpu=cpu, found=found,
-                           allocatable=list_allocatable(self.core, self.scope.node_name),
-                           queries=q,
+                           allocatable=allocatable, queries=q,
                            settings=self.settings, intervals=intervals)
         except ResponseShapeError as exc:
             raise SourceError(kind="bad_response", url=self.url, what="cycle",

@@ -10,6 +10,7 @@ a Job, each to a target with room (the move finishes) and to one without (it is 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -69,10 +70,8 @@ def run_move(kind: str, room: str, k: int | None) -> tuple[FakeApiServer, list[s
         made: list[str] = []
         act.caller.call = dying_before(act.caller.call, -1 if k is None else k,  # type: ignore[method-assign]
                                        made)
-        try:
+        with contextlib.suppress(Crash, ActuationError):
             act.apply(migrate(pod, grace_seconds=30), decision(policy="specon"))
-        except (Crash, ActuationError):
-            pass
         restarted = world.actuator_on(server, clock, **SETTINGS)
         restarted.recover()  # what the daemon does at start (backend.kubernetes_parts)
         server.cluster.advance(30, clock)
@@ -86,7 +85,7 @@ def test_a_crash_before_any_call_of_a_move_loses_no_trainer(kind: str, room: str
     assert len(calls) > 8, calls
     where = {TARGET} if room == "target-has-room" else {HOME}
     for k in range(len(calls) + 1):
-        server, made, key = run_move(kind, room, k)
+        server, _, key = run_move(kind, room, k)
         at = f"crash before call {k} ({calls[k] if k < len(calls) else 'none'})"
         trainers = server.cluster.pods.trainers
         running = trainers.running(key)

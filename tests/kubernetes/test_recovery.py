@@ -88,7 +88,7 @@ def pod_end(phase: Phase, seen: str) -> str | None:
     return HOME
 
 
-@pytest.mark.parametrize(("phase", "seen"), list(POD_RULES), ids=lambda v: str(v))
+@pytest.mark.parametrize(("phase", "seen"), list(POD_RULES), ids=str)
 def test_every_bare_pod_row(phase: Phase, seen: str) -> None:
     with served() as (server, clock):
         world.hollow_1(server.cluster)
@@ -127,7 +127,7 @@ def job_end(phase: Phase, seen: Any) -> str | None:
     return HOME
 
 
-@pytest.mark.parametrize(("phase", "seen"), list(JOB_RULES), ids=lambda v: str(v))
+@pytest.mark.parametrize(("phase", "seen"), list(JOB_RULES), ids=str)
 def test_every_job_row(phase: Phase, seen: Any) -> None:
     with served() as (server, clock):
         world.hollow_1(server.cluster)
