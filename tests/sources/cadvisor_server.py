@@ -6,8 +6,9 @@ stats as cAdvisor's `TimedStore.InTimeRange` does with a start and no end: sampl
 `start`, the last `num_stats` of them (-1: all); `docker_body`, when set, is answered as it is
 (a benchmark's pre-encoded answer). `GET /api/v1.3/machine` answers the MachineInfo.
 `GET /api/v1/query_range` answers the Prometheus matrix given (or made from the query's
-parameters), `GET /api/v1/query` the instant answer given. Every request is recorded; a `fault` makes the server answer badly (status,
-garbage body, or a delay longer than the client's timeout).
+parameters), `GET /api/v1/query` the instant answer given. Every request is recorded; a
+`fault` makes the server answer badly (status, garbage body, or a delay longer than the
+client's timeout).
 """
 
 from __future__ import annotations
