@@ -15,6 +15,7 @@ in `requests` (method, path, query, content type, JSON body). Watches stream unt
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +27,14 @@ from kubernetes import client as k8s  # type: ignore[import-untyped]
 from tests.kubernetes.fake_cluster import RECORDED, FakeCluster
 
 Answer = tuple[int, "str | dict[str, Any]"]
+
+
+class _Quiet(ThreadingHTTPServer):
+    """A client hanging up (a watch it stopped) is not an error worth printing."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class FakeApiServer:
@@ -91,7 +100,7 @@ class FakeApiServer:
 
         Handler.protocol_version = "HTTP/1.1"
         Handler.disable_nagle_algorithm = True  # one small answer must not wait 40 ms
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _Quiet(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever,
                                         kwargs={"poll_interval": 0.05}, daemon=True)
