@@ -21,15 +21,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubernetes import client as k8s  # type: ignore[import-untyped]  # noqa: E402
-from prometheus_client import CollectorRegistry  # noqa: E402
+from kubernetes import client as k8s  # type: ignore[import-untyped]
+from prometheus_client import CollectorRegistry
 
-from policyd.daemon import DaemonSettings, HttpSettings, KubernetesSection, run  # noqa: E402
-from policyd.daemon.backend import Parts  # noqa: E402
-from policyd.daemon.settings import PrometheusSettings  # noqa: E402
-from policyd.sources.kubernetes_pods import PodWatch  # noqa: E402
-from tests.daemon.fakes import FakeActuator, FakeSource, policy_yaml  # noqa: E402
-from tests.kubernetes import world  # noqa: E402
+from policyd.daemon import DaemonSettings, HttpSettings, KubernetesSection, run
+from policyd.daemon.backend import Parts
+from policyd.daemon.settings import PrometheusSettings
+from policyd.sources.kubernetes_pods import PodWatch
+from tests.daemon.fakes import FakeActuator, FakeSource, policy_yaml
+from tests.kubernetes import world
 
 
 class Scope:
