@@ -228,3 +228,18 @@ def crash_after(call: Any, path_part: str) -> Any:
             raise Crash(what)
         return out
     return dying
+
+
+def test_records_that_cannot_be_listed_do_not_stop_the_actions() -> None:
+    """No permission on the records (403): logged, retried later; the action still runs."""
+    with served() as (server, clock):
+        world.node_w2(server.cluster)
+        world.resize_pod(server.cluster, "rs-done")
+        server.route("GET", "/api/v1/namespaces/policyd/configmaps",
+                     (403, "lease_get_403_other_name.json"))
+        act = world.actuator_on(server, clock)
+        act.apply(world.set_cpu("rs-done", 0.3), decision())
+        assert act._settle_at > clock.now  # looked for again later
+        pod = server.cluster.get("pods", NS, "rs-done")
+        assert pod is not None
+        assert pod["status"]["containerStatuses"][0]["resources"]["requests"]["cpu"] == "2373m"

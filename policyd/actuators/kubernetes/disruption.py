@@ -47,7 +47,8 @@ def check(policy_api: Any, caller: Caller, namespace: str, labels: Mapping[str, 
           what: str) -> None:
     """ActuationError when a budget in `namespace` forbids disrupting pods with `labels`."""
     listed = caller.call(f"list disruption budgets in {namespace}",
-                         policy_api.list_namespaced_pod_disruption_budget, namespace)
+                         policy_api.list_namespaced_pod_disruption_budget, namespace,
+                         passthrough=frozenset())
     found = blocking(list(listed.get("items") or []), labels)
     if found:
         raise ActuationError(f"{what}: the PodDisruptionBudget {', '.join(found)} allows no "

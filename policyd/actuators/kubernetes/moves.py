@@ -136,7 +136,8 @@ class MoveStore:
     def pending(self) -> list[Move]:
         """Every recorded move (one list call)."""
         listed = self.caller.call("list move records", self.core.list_namespaced_config_map,
-                                  self.namespace, label_selector=f"{names.MOVE}=true")
+                                  self.namespace, label_selector=f"{names.MOVE}=true",
+                                  passthrough=frozenset())
         return [Move.from_config_map(item) for item in listed.get("items") or []]
 
     def get(self, move: Move) -> Move | None:

@@ -203,7 +203,7 @@ class Workloads:
         selector = ",".join(f"{k}={v}" for k, v in sorted(match.items()))
         listed = self.caller.call(f"list pods of job {meta.get('name')}",
                                   self.core.list_namespaced_pod, meta.get("namespace"),
-                                  label_selector=selector)
+                                  label_selector=selector, passthrough=frozenset())
         return list(listed.get("items") or [])
 
     def stop_pods(self, job: Mapping[str, Any], grace_seconds: float) -> None:
