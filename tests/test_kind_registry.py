@@ -114,6 +114,31 @@ def test_validate_and_schema_know_a_registered_kind(toy: Path) -> None:
     assert code == 1 and 'policy "toy": spec.share: ' in err and ":6:" in err
 
 
+def test_a_registered_kind_is_a_custom_resource(toy: Path) -> None:
+    """`policyd crds` defines it, and `policyd run` on Kubernetes watches and judges it."""
+    import yaml  # noqa: PLC0415
+    from kubernetes import client as k8s  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    from policyd.daemon.policy_resources import PolicyResources  # noqa: PLC0415
+    from tests.kubernetes.world import served  # noqa: PLC0415
+
+    code, out, _ = cli("crds")
+    (crd,) = [d for d in yaml.safe_load_all(out) if d["metadata"]["name"] == "toys.policyd.io"]
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert code == 0
+    assert spec["properties"]["share"] == {"type": "number", "minimum": 0,
+                                           "exclusiveMinimum": True, "maximum": 1}
+    with served() as (server, _):
+        server.cluster.policy_plurals = {"toys": "Toy"}
+        server.cluster.put_policy("toys", yaml.safe_load(TOY_YAML))
+        with server.api_client() as api:
+            resources = PolicyResources(k8s.CustomObjectsApi(api), ["Toy"])
+            resources.list_all()
+        assert [p.kind for p in resources.current()] == ["Toy"]
+        judged = server.cluster.get("toys", "", "toy")
+        assert judged is not None and judged["status"]["conditions"][0]["status"] == "True"
+
+
 def test_plan_runs_a_registered_kind(toy: Path) -> None:
     code, out, _ = cli("plan", "--policy", str(toy), "--snapshot",
                        str(ROOT / "examples" / "thesis-flowcon-two-jobs.json"), "--output", "json")

@@ -12,7 +12,8 @@ clients.
 Kubernetes: one API client (in-cluster config, else the kubeconfig; made only for this
 backend) shared by the pod source (`policyd.sources.kubernetes_pods.KubernetesPodSource`: pods
 from the API, loss and CPU from Prometheus), the listener (`PodWatch`), the actuator
-(`policyd.actuators.kubernetes.KubernetesActuator`) and the Lease API of leader election.
+(`policyd.actuators.kubernetes.KubernetesActuator`), the Lease API of leader election, and the
+custom objects API the policy resources are read from (`policy_resources`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ class Parts:
     """coordination.k8s.io's API (a CoordinationV1Api) for `--leader-elect`; kubernetes only."""
     recover: Callable[[], object] | None = None
     """Finishes half-done migrations; called when leadership is acquired (`--leader-elect`)."""
+    policy_api: Any = None
+    """policyd.io's custom objects (a CustomObjectsApi): the policies as custom resources;
+    kubernetes only."""
 
 
 def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
@@ -132,8 +136,10 @@ def kubernetes_settings(section: KubernetesSection, node: str | None = None
                         ) -> KubernetesSettings:
     """`policyd.actuators.kubernetes.KubernetesSettings` from the `kubernetes` section (the
     pod source and the watch read its namespaces, label_selector and container_name too);
-    `node` (a node agent) narrows every list and watch to that node's pods."""
-    return KubernetesSettings.from_scope(section, node_name=node)
+    `node` (a node agent) narrows every list and watch to that node's pods. Moves are
+    recorded in policyd's own namespace (the section's `namespace`)."""
+    return KubernetesSettings.from_scope(section, node_name=node,
+                                         record_namespace=section.namespace)
 
 
 def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
@@ -159,12 +165,9 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
                            f"account) and no usable kubeconfig: {exc}") from None
     core = k8s.CoreV1Api(shared)
     actuator = KubernetesActuator(scope, core=core, batch=k8s.BatchV1Api(shared),
-                                  events_api=k8s.EventsV1Api(shared))
-    if node is not None:
-        # The actuator recovers before its first action unless told it did; a node agent has
-        # no Job migrations to finish and may not list Jobs (rbac.yaml).
-        actuator._recovered = True
-    elif recover:
+                                  events_api=k8s.EventsV1Api(shared),
+                                  policy_api=k8s.PolicyV1Api(shared))
+    if node is None and recover:  # a node agent makes no moves (KubernetesSettings.node_name)
         try:
             done = actuator.recover()
         except Exception as exc:  # the actuator tries again before its first action
@@ -172,11 +175,12 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
                       "the next action): %s", exc)
         else:
             if done:
-                LOG.info("kubernetes: recovered %d half-done migrations", len(done))
+                LOG.info("kubernetes: settled %d half-done migrations", len(done))
     source = KubernetesPodSource(prometheus.url, scope, core=core,
                                  timeout_seconds=prometheus.timeout_seconds)
     return Parts(source=source, actuator=actuator, events=PodWatch(core, scope),
-                 lease_api=k8s.CoordinationV1Api(shared), recover=actuator.recover)
+                 lease_api=k8s.CoordinationV1Api(shared), recover=actuator.recover,
+                 policy_api=k8s.CustomObjectsApi(shared))
 
 
 def alerter(section: AlertmanagerSection | None) -> OutcomeObserver | None:

@@ -73,6 +73,20 @@ class NodeScopedEvents:
         self.events.watch(mine, stop)
 
 
+def watched_kinds(node: str | None, leader: bool) -> list[str]:
+    """The kinds whose policy custom resources a process watches, by its role: a node agent
+    the kinds of scope node (the only ones it runs), an elected manager those of scope cluster,
+    a lone `policyd run` every kind. A kind whose scope depends on the policy (Predictive: node,
+    cluster-wide with `migrate`) is watched by both; each runs the policies of its own scope."""
+    if node is not None:
+        return [name for name, kind in KINDS.items()
+                if kind.scope == NODE_AGENT_SCOPE or kind.policy_scope is not None]
+    if leader:
+        return [name for name, kind in KINDS.items()
+                if kind.scope != NODE_AGENT_SCOPE or kind.policy_scope is not None]
+    return list(KINDS)
+
+
 def node_agent_policies(policies: Sequence[PolicyDocument]) -> list[PolicyDocument]:
     """The policies a node agent runs: those whose kind has scope node."""
     return [p for p in policies if KINDS.of(p).scope_of(p) == NODE_AGENT_SCOPE]

@@ -52,7 +52,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from policyd.daemon.health import Health
 from policyd.daemon.metrics import DaemonMetrics
 from policyd.daemon.ports import OutcomeObserver, flush_observer
-from policyd.daemon.reload import PolicyWatcher, Reload
+from policyd.daemon.reload import PolicyPoller, Reload
 from policyd.engine.kind import Scope
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule, wakes_on
@@ -102,7 +102,7 @@ class Daemon:
     def __init__(self, policies: Sequence[PolicyDocument], *, source: Source,
                  actuator: Actuator, metrics: DaemonMetrics, health: Health | None = None,
                  events: EventSource | None = None, observer: OutcomeObserver | None = None,
-                 watcher: PolicyWatcher | None = None, interval_scale: float = 1.0,
+                 watcher: PolicyPoller | None = None, interval_scale: float = 1.0,
                  loop_seconds: float = 0.5, reload_seconds: float = 2.0,
                  clock: Callable[[], float] = time.time, max_workers: int = 16,
                  scope: Scope | None = None) -> None:
@@ -365,6 +365,8 @@ class Daemon:
         return found
 
     def apply_reload(self, found: Reload) -> None:
+        """Report the problems (the last good policies stay), and run the new set: the valid
+        files, or what still stands with the problems (`Reload`)."""
         if not found.ok:
             for problem in found.problems:
                 LOG.error("policy reload: %s", problem)
@@ -373,8 +375,10 @@ class Daemon:
             self.metrics.reload_errors.inc()
             self.health.note("policy reload", f"rejected ({len(found.problems)} problems); "
                              "running the last good policies")
-            return
-        self.health.note("policy reload", None)
+            if not found.policies:
+                return
+        else:
+            self.health.note("policy reload", None)
         self.replace_policies(found.policies)
 
     def replace_policies(self, policies: Sequence[PolicyDocument]) -> None:

@@ -152,11 +152,15 @@ class KubernetesSection(KubernetesScope, LeaseSection):
     (the actuator's `KubernetesScope`), and the Lease of `policyd run --leader-elect`
     (`LeaseSection`).
 
-    `namespace` is policyd's own namespace (where the Lease lives), not the training jobs':
-    those are `namespaces` (empty: every namespace) matching `label_selector`. Turned into
-    the actuator's settings by `backend.kubernetes_settings` and the elector's by
-    `roles.lease_settings`.
+    `namespace` is policyd's own namespace (where the Lease and the move records live), not
+    the training jobs': those are `namespaces` (empty: every namespace) matching
+    `label_selector`. `policy_resources`: also run the policies found as custom resources
+    (`kubectl apply -f policies/flowcon.yaml`; `policy_resources`), alongside `policies`.
+    Turned into the actuator's settings by `backend.kubernetes_settings` and the elector's
+    by `roles.lease_settings`.
     """
+
+    policy_resources: bool = True
 
 
 class HttpSettings(SettingsModel):
@@ -217,9 +221,12 @@ def backend_problems(settings: DaemonSettings,
     problems: Problems = []
     backend, prometheus = settings.backend, settings.prometheus
     if backend in ("docker", "kubernetes"):
-        if not settings.policies and missing("policies"):
+        resources = backend == "kubernetes" and settings.kubernetes.policy_resources
+        if not settings.policies and missing("policies") and not resources:
+            where = ("in policies, or kubernetes.policy_resources: true"
+                     if backend == "kubernetes" else "in policies")
             problems.append((("backend",), f"the {backend} backend needs at least one policy "
-                                           "file in policies"))
+                                           f"file {where}"))
         if backend == "docker" and not settings.docker.hosts and missing("docker", "hosts"):
             problems.append((("backend",), "the docker backend needs docker.hosts (node -> "
                                            "Docker engine URL)"))

@@ -4,7 +4,7 @@ Docker containers carry them as labels (set when policyd creates a replacement c
 Kubernetes pods and Jobs as annotations and labels. The actuators write them, the sources read
 them back into `Markers`, and the engine's default opt-out key is `OPT_OUT`. Values are
 strings: "true" for flags, epoch seconds for times, a node name for `MIGRATED_FROM` and
-`MIGRATING_TO`.
+`MIGRATING_TO`, a move record's name for `MOVE` on a pod.
 
 Prometheus exporters rename them (`prometheus_label`): cAdvisor exposes a Docker label as
 `container_label_policyd_io_migrated`, kube-state-metrics a pod annotation as
@@ -34,6 +34,10 @@ MIGRATING = PREFIX + "migrating"
 """Label of a Kubernetes Job while policyd moves its pod (suspended, re-pinned, resumed)."""
 MIGRATING_TO = PREFIX + "migrating-to"
 """Annotation of that Job: the node it is being moved to (what recovery finishes)."""
+
+MOVE = PREFIX + "move"
+"""Label (`true`) of policyd's move records (ConfigMaps in its own namespace), and annotation of
+a pod policyd created in a move (the record's name): recovery tells its own pods by it."""
 
 MANAGED = PREFIX + "managed"
 """The default managed label (`policyd.io/managed=true`): only workloads carrying it are

@@ -7,9 +7,12 @@ the label selector, and on a node agent the field selector of its node), one nod
 (evaluation, CPU). The pod list gives what kube-state-metrics
 would need an allowlist for: node, start time, labels, annotations (the markers
 `policyd.io/migrated` etc., written by the actuator), and the CPU request / limit (the current
-allocation). `facts_vector` turns it into the facts instant vector that `parse.parse_cycle`
-already reads (tagged `policyd_fact` samples), so matching, warnings and markers are the
-Prometheus source's own code; only Prometheus's facts query is not sent.
+allocation: the CPU the kubelet has *applied*, `status.containerStatuses[].resources`, not the
+spec, which holds what was asked and may be pending, deferred or infeasible; the spec only for
+a container with no status yet or a server that reports none, before 1.33). `facts_vector`
+turns it into the facts instant vector that `parse.parse_cycle` already reads (tagged
+`policyd_fact` samples), so matching, warnings and markers are the Prometheus source's own
+code; only Prometheus's facts query is not sent.
 
 A container is `namespace/pod/container` (the `kubernetes` profile's identity); the training
 container is `container_name`, else the pod's first container. `PodWatch` is the
@@ -31,10 +34,12 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, cast
 
+import urllib3
 from kubernetes import watch as k8s_watch  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from policyd.clients import kubernetes_quantity
+from policyd.clients.kubernetes_watch import Stoppable
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.model import labels as keys
@@ -115,11 +120,12 @@ def pod_facts(pod: Mapping[str, Any], container_name: str | None) -> PodFacts | 
     if chosen is None or not spec.get("nodeName"):
         return None
     name = str(chosen.get("name"))
-    state = next(((s.get("state") or {}) for s in status.get("containerStatuses") or []
-                  if s.get("name") == name), {})
+    seen: Mapping[str, Any] = next((s for s in status.get("containerStatuses") or []
+                                    if s.get("name") == name), {})
+    state = seen.get("state") or {}
     started = parse_time((state.get("running") or {}).get("startedAt")) or parse_time(
         status.get("startTime"))
-    res = chosen.get("resources") or {}
+    res = seen.get("resources") or chosen.get("resources") or {}  # applied, else asked
     return PodFacts(
         namespace=str(meta.get("namespace", "")), pod=str(meta.get("name", "")),
         container=name, node=str(spec["nodeName"]), uid=str(meta.get("uid", "")),
@@ -252,6 +258,20 @@ class KubernetesPodSource:
         return query_range(self._prometheus, self.url, query, start_seconds=q.start_seconds,
                            end_seconds=q.now_seconds, step_seconds=q.step_seconds)
 
+    def _from_api(self) -> tuple[list[dict[str, Any]], dict[str, float]]:
+        """The pod list and the nodes' allocatable CPU; API failures are SourceErrors."""
+        where = str(getattr(getattr(getattr(self.core, "api_client", None),
+                                    "configuration", None), "host", "the Kubernetes API"))
+        try:
+            items, _ = list_pods(self.core, self.scope)
+            return items, list_allocatable(self.core, self.scope.node_name)
+        except ApiException as exc:
+            raise SourceError(kind="http", url=where, what="list", query="pods, nodes",
+                              detail=f"HTTP {exc.status} {exc.reason or ''}".strip()) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise SourceError(kind="connection", url=where, what="list", query="pods, nodes",
+                              detail=str(exc)) from exc
+
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:
         now = float(math.floor(self._clock()))
@@ -259,14 +279,13 @@ class KubernetesPodSource:
         evaluation = self._range(q.evaluation, q)
         cpu = self._range(q.cpu, q) if q.cpu is not None else []
         progress, missed = read_progress(self._prometheus, self.url, q)
-        items, _ = list_pods(self.core, self.scope)
+        items, allocatable = self._from_api()
         found = [f for f in (pod_facts(p, self.scope.container_name) for p in items)
                  if f is not None and f.running]
         try:
             parsed = merge(evaluation=evaluation, cpu=cpu, found=found,
-                           allocatable=list_allocatable(self.core, self.scope.node_name),
-                           queries=q, settings=self.settings, intervals=intervals,
-                           progress=progress)
+                           allocatable=allocatable, queries=q, settings=self.settings,
+                           intervals=intervals, progress=progress)
         except ResponseShapeError as exc:
             raise SourceError(kind="bad_response", url=self.url, what="cycle",
                               query=q.evaluation, detail=str(exc)) from exc
@@ -291,13 +310,17 @@ class PodWatch:
 
     List, then `watch.Watch().stream(list_namespaced_pod | list_pod_for_all_namespaces,
     resource_version=<list's>, timeout_seconds=...)`; each window ends after
-    `window_seconds` (so `stop` is seen; with `timeout_seconds` set the client does not
-    resume by itself and raises ApiException(410) at once) and the next resumes from the
-    last resourceVersion seen. 410 Gone (that version expired): relist, report the
-    difference. Other failures: relist after a back-off doubling up to
-    `max_backoff_seconds`. One watch per configured namespace runs in turn on this
-    thread, so with several namespaces an event may wait up to a window while another
-    namespace is watched (none is lost: the version carries on). All namespaces: one watch.
+    `window_seconds` (with `timeout_seconds` set the client does not resume by itself and
+    raises ApiException(410) at once) and the next resumes from the last resourceVersion seen.
+    410 Gone (that version expired): relist, report the difference. Other failures: relist
+    after a back-off doubling up to `max_backoff_seconds`. One watch per configured namespace
+    runs in turn on this thread, so with several namespaces an event may wait up to a window
+    while another namespace is watched (none is lost: the version carries on). All
+    namespaces: one watch.
+
+    Stopping does not wait for an event or the end of a window: when `stop` is set, the open
+    watch response is shut down (`policyd.clients.kubernetes_watch`), so `watch` returns at
+    once (a daemon's shutdown, and with it the release of the leader's Lease, waits for it).
     """
 
     def __init__(self, core: Any, scope: PodScope, *, window_seconds: int = 30,
@@ -319,6 +342,8 @@ class PodWatch:
         return out
 
     def watch(self, on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
+        stoppable = Stoppable(stop)
+        stopper = stoppable.close_on_stop()
         known: dict[str, PodFacts] | None = None
         delay = self.backoff_seconds
         while not stop.is_set():
@@ -330,9 +355,11 @@ class PodWatch:
                     for event in diff(known, fresh, self._clock()):
                         on_event(event)
                 known = fresh
-                self._follow(known, version, on_event, stop)
+                self._follow(known, version, on_event, stoppable)
                 delay = self.backoff_seconds
             except ApiException as exc:
+                if stop.is_set():
+                    break
                 if exc.status == GONE:
                     LOG.info("kubernetes watch: resourceVersion expired (410 Gone); relisting")
                     continue
@@ -340,20 +367,24 @@ class PodWatch:
                 stop.wait(delay)
                 delay = min(delay * 2, self.max_backoff_seconds)
             except Exception as exc:  # connection problems of every kind: relist later
+                if stop.is_set():
+                    break  # the stopper closed the stream under the client
                 LOG.warning("kubernetes watch: %s; relisting in %.1f s", exc, delay)
                 stop.wait(delay)
                 delay = min(delay * 2, self.max_backoff_seconds)
+        stopper.join(timeout=1)
 
     def _follow(self, known: dict[str, PodFacts], version: str,
-                on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
+                on_event: Callable[[ContainerEvent], None], stoppable: Stoppable) -> None:
         """Watch windows until `stop`; raises ApiException(410) when the version expired."""
+        stop = stoppable.stop
         while not stop.is_set():
             for ns in self.scope.namespaces or (None,):
                 w = self._make_watch()
                 args: tuple[Any, ...] = (ns,) if ns is not None else ()
                 method = (self.core.list_namespaced_pod if ns is not None
                           else self.core.list_pod_for_all_namespaces)
-                for raw in w.stream(method, *args, **selectors(self.scope),
+                for raw in w.stream(stoppable.method(method), *args, **selectors(self.scope),
                                     resource_version=version, allow_watch_bookmarks=True,
                                     timeout_seconds=self.window_seconds):
                     kind: str = raw.get("type", "")
@@ -363,6 +394,9 @@ class PodWatch:
                     if stop.is_set():
                         w.stop()
                         break
+                stoppable.done()
+                if stop.is_set():
+                    return
 
     def _apply(self, known: dict[str, PodFacts], kind: str, obj: Mapping[str, Any],
                on_event: Callable[[ContainerEvent], None]) -> None:

@@ -231,12 +231,15 @@ ERRORS = {
         "backend: dokcer\n",
         ["s.yaml:1: backend: 'dokcer' is not one of: simulated, docker, kubernetes; did you "
          "mean 'docker'?"]),
-    "kubernetes-needs-policies-prometheus": (
+    "kubernetes-needs-prometheus": (  # policies may all be resources (policy_resources)
         "backend: kubernetes\n",
-        ["s.yaml:1: backend: the kubernetes backend needs at least one policy file in "
-         "policies",
-         "s.yaml:1: backend: the kubernetes backend needs prometheus.url (where the training "
+        ["s.yaml:1: backend: the kubernetes backend needs prometheus.url (where the training "
          "jobs' loss and CPU are scraped)"]),
+    "kubernetes-needs-policies-without-resources": (
+        "backend: kubernetes\nprometheus: {url: 'http://p:9090'}\n"
+        "kubernetes: {policy_resources: false}\n",
+        ["s.yaml:1: backend: the kubernetes backend needs at least one policy file in "
+         "policies, or kubernetes.policy_resources: true"]),
     "kubernetes-profile": (
         "policies: [p.yaml]\nbackend: kubernetes\nprometheus:\n  url: http://p:9090\n"
         "  profile: cadvisor-docker\n",
@@ -342,9 +345,7 @@ ERRORS = {
     "backend-needs-reported-with-field-problems": (
         "backend: kubernetes\nhttp:\n  port: -1\nkubernetes:\n  burst: 0\n"
         "  renew_deadline_seconds: 30\nalertmanager: {url: 'http://am:9093', retries: 3}\n",
-        ["s.yaml:1: backend: the kubernetes backend needs at least one policy file in "
-         "policies",
-         "s.yaml:1: backend: the kubernetes backend needs prometheus.url (where the training "
+        ["s.yaml:1: backend: the kubernetes backend needs prometheus.url (where the training "
          "jobs' loss and CPU are scraped)",
          "s.yaml:3: http.port: -1 is not allowed: must be at least 0",
          "s.yaml:5: kubernetes.burst: 0 is not allowed: must be at least 1",
@@ -409,7 +410,8 @@ def test_values_check_themselves() -> None:
         HttpSettings(port=-1)
     assert errors_of(caught) == [("port", "greater_than_equal")]
     with pytest.raises(ValueError, match=r"the kubernetes backend needs at least one policy"):
-        DaemonSettings(backend="kubernetes")
+        DaemonSettings(backend="kubernetes",
+                       kubernetes=KubernetesSection(policy_resources=False))
     with pytest.raises(ValueError, match=r"got 5, 10, 2 \(a leader must stop acting"):
         KubernetesSection(lease_duration_seconds=5)
     with pytest.raises(ValueError, match=r"got 5, 10, 2 \(a leader must stop acting"):

@@ -161,7 +161,9 @@ def test_watch_backs_off_on_other_errors() -> None:
     real_wait = stop.wait
 
     def wait(seconds: float | None = None) -> bool:
-        waits.append(seconds or 0)
+        if seconds is None:  # the helper thread that closes the watch on stop
+            return real_wait()
+        waits.append(seconds)
         if len(waits) == 3:
             stop.set()
         return real_wait(0)
