@@ -233,9 +233,14 @@ class Daemon:
                     job.running = False
                     if report is not None and report.outcome is not None:
                         job.schedule = job.schedule.ran(report.outcome.decision, self._clock())
-                    self.metrics.set_interval(name, job.interval)
-                    self._reschedule_if_changed(name, job)
-                    wake = job.reset
+                    # A policy removed while its tick ran keeps no series and no job.
+                    current = self._jobs.get(name) is job
+                    if current:
+                        self.metrics.set_interval(name, job.interval)
+                        self._reschedule_if_changed(name, job)
+                    else:
+                        self.metrics.forget_policy(name)
+                    wake = job.reset and current
             if wake:
                 self._wake(name)
             assert report is not None

@@ -203,3 +203,20 @@ def test_sigterm_lets_the_running_tick_finish(registry: CollectorRegistry) -> No
     assert value(registry, "policyd_ticks_total", policy=POLICY, result="ok") == 1
     assert events.stopped.is_set()
     assert not daemon.scheduler.running
+
+
+def test_a_policy_removed_during_its_tick_leaves_no_series(registry: CollectorRegistry) -> None:
+    """The tick in flight finishes, but the removed policy's interval and category series are
+    not written back after the removal (a reload during a slow tick did that)."""
+    actuator = FakeActuator(block_seconds=0.3)
+    daemon = make(registry, FakeSource(one_to_limit), actuator)
+    ticking = threading.Thread(target=daemon.tick_policy, args=(POLICY,))
+    ticking.start()
+    assert actuator.entered.wait(3)
+    daemon.replace_policies([flowcon(name="fc-other")])
+    ticking.join(5)
+    assert not ticking.is_alive()
+    assert registry.get_sample_value("policyd_interval_seconds", {"policy": POLICY}) is None
+    assert value(registry, "policyd_ticks_total", policy=POLICY, result="ok") == 1
+    assert [p.name for p in daemon.policies] == ["fc-other"]
+    daemon.shutdown()
