@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from policyd.model import Action
-from policyd.model.decision import MarkMigrated, Migrate, SetCpu
+from policyd.model.decision import MarkMigrated, Migrate, SetCpu, Stop
 
 MIGRATION = "PolicydMigration"
 ACTION_FAILED = "PolicydActionFailed"
@@ -97,6 +97,8 @@ def describe(action: Action) -> str:
                     f"to {action.fraction:g} ({action.mode})")
         case MarkMigrated():
             return f"mark_migrated of job {action.container} on node {action.node}"
+        case Stop():
+            return f"stop of job {action.container} on node {action.node} ({action.event})"
 
 
 def failure_alert(action: Action, failure: str, *, dry_run: bool, starts_at: float,

@@ -18,7 +18,16 @@ from collections import defaultdict
 from datetime import UTC, datetime
 
 from policyd.engine.registry import KINDS
-from policyd.model import Action, Assessment, Decision, MarkMigrated, Migrate, SetCpu, Snapshot
+from policyd.model import (
+    Action,
+    Assessment,
+    Decision,
+    MarkMigrated,
+    Migrate,
+    SetCpu,
+    Snapshot,
+    Stop,
+)
 
 _BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
 
@@ -53,6 +62,8 @@ def _target(action: Action, names: dict[str, str]) -> str:
             return f"{verb:<14} {name} {action.from_node} -> {action.to_node}"
         case MarkMigrated():
             return f"mark_migrated  {name} stays on {action.node}"
+        case Stop():
+            return f"stop           {name} on {action.node} ({action.event}: delivered)"
 
 
 def duration(seconds: float) -> str:

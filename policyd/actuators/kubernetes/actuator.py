@@ -1,5 +1,5 @@
-"""`KubernetesActuator`: SetCpu, Migrate and MarkMigrated on a Kubernetes cluster
-(policyd.tick.Actuator).
+"""`KubernetesActuator`: SetCpu, Migrate, MarkMigrated and Stop on a Kubernetes cluster
+(policyd.tick.Actuator; Stop: `stop`).
 
 Only pods matching `settings.label_selector` (and not labelled or annotated
 `policyd.io/opt-out=true`, the policies' default opt-out key) are touched. Every failure
@@ -30,7 +30,8 @@ from policyd.actuators.kubernetes.migration import Migration
 from policyd.actuators.kubernetes.pods import PodRef
 from policyd.actuators.kubernetes.recovery import Recovered, recover
 from policyd.actuators.kubernetes.settings import KubernetesSettings
-from policyd.model import Action, Decision, MarkMigrated, Migrate, SetCpu
+from policyd.actuators.kubernetes.stop import Stopper
+from policyd.model import Action, Decision, MarkMigrated, Migrate, SetCpu, Stop
 
 LOG = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class KubernetesActuator:
         self.events = EventRecorder(events_api, self.caller, clock,
                                     settings.reporting_controller, settings.reporting_instance)
         self.migration = Migration(core, batch, self.caller, settings, clock=clock, sleep=sleep)
+        self.stopper = Stopper(core, batch, self.caller, settings, clock=clock, sleep=sleep)
         self._allocatable: dict[str, tuple[float, int]] = {}
         self._recovered = False
         self._lock = threading.Lock()
@@ -82,6 +84,12 @@ class KubernetesActuator:
                     self._reported(action, lambda: self.migrate(action))
                 case MarkMigrated():
                     self._reported(action, lambda: self.mark_migrated(action))
+                case Stop():
+                    self._reported(action, lambda: self.stopper.run(
+                        action, self._pod(PodRef.parse(action.container,
+                                                       self.settings.container_name)),
+                        grace_seconds=(self.settings.grace_seconds if action.grace_seconds
+                                       is None else action.grace_seconds)))
                 case _:
                     assert_never(action)
 
@@ -93,8 +101,8 @@ class KubernetesActuator:
 
     def _reported(self, action: Action, run: Callable[[], Mapping[str, Any]]) -> None:
         """Run the action; an Event either way (Warning with the error on failure)."""
-        verb = {"set_cpu": "SetCpu", "migrate": "Migrate", "mark_migrated": "MarkMigrated"}[
-            action.kind]
+        verb = {"set_cpu": "SetCpu", "migrate": "Migrate", "mark_migrated": "MarkMigrated",
+                "stop": "Stop"}[action.kind]
         ref = PodRef.parse(action.container, self.settings.container_name)
         regarding: Mapping[str, Any] = {"apiVersion": "v1", "kind": "Pod",
                                         "namespace": ref.namespace, "name": ref.name}
