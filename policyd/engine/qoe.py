@@ -20,6 +20,10 @@ interval, per worker:
    one worker can meet), the rest stay short, and what is left goes to the jobs without a
    target, then to those left short, then to the satisfied ones. The decision's notes say how
    many targets the worker can meet and which are left short.
+   Settling: a short job takes the whole step; a job meeting its target by up to three
+   headrooms keeps the cores it has; beyond, it gives back half its surplus an interval
+   (`settled`). A speed model wrong by some percent then walks a job up in steps and down by
+   halves instead of back and forth across its target.
 4. Turn cores into limits: cores / capacity in both modes (`shares`: weights that split the
    worker as planned while every job is busy; `quota`: hard caps). A limit that would move by no
    more than `min_change` of its current cores stays, so allocations settle.
@@ -37,7 +41,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -162,8 +166,14 @@ class _Job:
     note: str  # why it is left alone ("" when it is not)
 
 
-def _speed(snapshot: Snapshot, containers: Sequence[Container]) -> dict[str, SpeedModel]:
-    """Each container's fitted speed model (one row each), from the forecast's histories."""
+def _speed(snapshot: Snapshot, containers: Sequence[Container], *,
+           soft: bool) -> dict[str, SpeedModel]:
+    """Each container's fitted speed model (one row each), from the forecast's histories.
+
+    With soft limits (`shares`), the most cores a job can use is read from the intervals its
+    node had cores to spare: CPU shares are work-conserving, so a job then used all it could.
+    It is the largest such use in the window (the model's own reading, from the last interval
+    only, would forget it as soon as the job is given less); with none, the model's."""
     if not containers:
         return {}
     h = histories(snapshot, containers)
@@ -171,6 +181,13 @@ def _speed(snapshot: Snapshot, containers: Sequence[Container]) -> dict[str, Spe
                       seconds=np.diff(h.times_seconds, axis=1), cores=h.cores[:, 1:],
                       allocation_cores=h.allocation_cores, max_cores=h.max_cores,
                       busy=h.busy[:, 1:])
+    cap = model.cap_cores
+    if soft:
+        with np.errstate(invalid="ignore"):
+            spare = (h.busy[:, 1:] == 0) & np.isfinite(h.cores[:, 1:]) & (h.cores[:, 1:] > 0)
+        used = np.max(np.where(spare, h.cores[:, 1:], -np.inf), axis=1, initial=-np.inf)
+        cap = np.where(np.isfinite(used), np.minimum(used, h.max_cores), cap)
+    model = replace(model, cap_cores=cap)
     out = {}
     for i, c in enumerate(containers):
         rows = np.array([i])
@@ -204,10 +221,29 @@ def cores_for_rate(model: SpeedModel, rate: float, scale: float) -> float:
     return cores if cores <= cap + 1e-9 else math.inf
 
 
-def _need(target: Target, got: Measured, model: SpeedModel | None, headroom: float,
-          cap: float) -> float:
-    """Cores meeting `target` with headroom (module docstring, 2)."""
-    aim = target.value * (1.0 + headroom) if target.comparison == ">=" else (
+def catch_up_rate(target: Target, container: Container, now: float) -> float:
+    """The steps per second a throughput target asks of a job now: the target itself, or, for
+    a job that reports its total steps and has fallen behind (its average since its container
+    started is below the target), the rate that brings that average back to the target by the
+    time the target allows it to end (inf when that time has passed)."""
+    if target.metric != STEPS_PER_SECOND or target.comparison != ">=" or \
+            container.total_steps is None or len(container.steps) == 0:
+        return target.value
+    done = float(container.steps.values[-1])
+    remaining = container.total_steps - done
+    if not (math.isfinite(done) and remaining > 0):
+        return target.value
+    left = container.started_at + container.total_steps / target.value - now
+    return max(target.value, remaining / left) if left > 0 else math.inf
+
+
+def _need(target: Target, got: Measured, model: SpeedModel | None, *, headroom: float,
+          cap: float, rate: float) -> float:
+    """Cores meeting `target` (at `rate`, for a throughput target) with headroom (module
+    docstring, 2)."""
+    if not math.isfinite(rate):
+        return math.inf
+    aim = rate * (1.0 + headroom) if target.comparison == ">=" else (
         target.value / (1.0 + headroom))
     cores_now = got.cores
     if target.metric == STEPS_PER_SECOND and model is not None and bool(model.usable[0]):
@@ -224,6 +260,29 @@ def _need(target: Target, got: Measured, model: SpeedModel | None, headroom: flo
     return need if need <= cap + 1e-9 else math.inf
 
 
+SETTLE_HEADROOMS = 3.0
+"""A job that meets its target by no more than this many headrooms keeps the cores it has."""
+RELEASE = 0.5
+"""A job beyond that band gives back this share of its surplus per interval."""
+
+
+def settled(need: float, target: Target, got: Measured, headroom: float, *,
+            behind: bool = False) -> float:
+    """The need, settled (module docstring, 3): a short job takes the whole step up; a job
+    meeting its target within SETTLE_HEADROOMS x headroom keeps what it gets; beyond, it gives
+    back RELEASE of its surplus. A speed model that is wrong by some percent then moves a job
+    up in steps and down by halves, rather than back and forth."""
+    held = got.cores
+    if not (math.isfinite(need) and math.isfinite(held) and held > 0):
+        return need
+    ratio = target.ratio(got.value)
+    if ratio < 1.0 or behind:
+        return need
+    if ratio <= 1.0 + SETTLE_HEADROOMS * headroom:
+        return held
+    return max(need, held - RELEASE * (held - need))
+
+
 def _jobs(policy: QoEPolicy, snapshot: Snapshot, chosen: Sequence[Container]) -> list[_Job]:
     spec = policy.spec
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
@@ -234,7 +293,7 @@ def _jobs(policy: QoEPolicy, snapshot: Snapshot, chosen: Sequence[Container]) ->
         text = declaration(c)
         targets[c.id] = None if text is None else read_target(text, known)
     models = _speed(snapshot, [c for c in chosen if isinstance(targets[c.id], Target)
-                               and len(c.steps) > 0])
+                               and len(c.steps) > 0], soft=spec.mode == "shares")
     jobs = []
     for c in chosen:
         cap = capacity[c.node]
@@ -257,7 +316,9 @@ def _jobs(policy: QoEPolicy, snapshot: Snapshot, chosen: Sequence[Container]) ->
             jobs.append(_Job(container=c, target=found, measured=None, need=None, cap=cap,
                              note="" if young else got))
             continue
-        need = _need(found, got, model, spec.headroom, cap)
+        rate = catch_up_rate(found, c, snapshot.time)
+        need = settled(_need(found, got, model, headroom=spec.headroom, cap=cap, rate=rate),
+                       found, got, spec.headroom, behind=rate > found.value)
         jobs.append(_Job(container=c, target=found, measured=got,
                          need=None if math.isnan(need) else need, cap=cap, note=""))
     return jobs
@@ -312,14 +373,22 @@ def _reason(job: _Job, status: QoeStatus | None, cores: float, *, selected: bool
             f"{lead} (floor {floor:.2f})")
 
 
+def _served(job: _Job) -> bool:
+    """An incumbent: it meets its target now, or already gets the cores it needs."""
+    m, t, need = job.measured, job.target, job.need
+    if m is None or t is None or need is None or not math.isfinite(need):
+        return False
+    return t.met_by(m.value) or (math.isfinite(m.cores) and m.cores >= 0.95 * need)
+
+
 def _node(jobs: list[_Job], capacity: float, spec: QoESpec) -> list[_Outcome]:
     acting = [j for j in jobs if not j.note]
     idle = sum(min(j.container.cpu_allocation * capacity, capacity) for j in jobs if j.note)
     room = max(capacity - idle, 0.0) if acting else 0.0
-    claims = [Claim(key=j.container.id, need=j.need, cap=j.cap,
-                    satisfied=j.measured is not None and j.target is not None
-                    and j.target.met_by(j.measured.value)) for j in acting]
-    shared = share(claims, room, beta=spec.beta, hysteresis=spec.hysteresis) if acting else None
+    claims = [Claim(key=j.container.id, need=j.need, cap=j.cap, incumbent=_served(j))
+              for j in acting]
+    shared = share(claims, room, beta=spec.beta, hysteresis=spec.hysteresis,
+                   soft=spec.mode == "shares") if acting else None
     out = []
     k = 0
     for j in jobs:
