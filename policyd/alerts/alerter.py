@@ -21,6 +21,10 @@ with the next call (`on_outcome` or `flush`); nothing is ever raised into the da
   interval, unchanged (their `endsAt` still comes from the last tick that confirmed the failure):
   this restores them in an Alertmanager that restarted without its state, and never keeps alive
   a failure no tick confirms. Failure alerts whose `endsAt` has passed are forgotten.
+* Delivered jobs are seen again every tick while they last (a job at its target loss or
+  converged, `Assessment.delivery`, under any response): `PolicydJobDelivered` is posted when a
+  tick first finds the job so, and again once `resend_interval_seconds` have passed, each time
+  with `endsAt = now + hold`; a stopped job is gone from the next ticks, so it ends by itself.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from policyd.alerts.client import AlertmanagerClient
 from policyd.alerts.payload import (
     Alert,
     AlertKey,
+    delivered_alert,
     failure_alert,
     migration_alert,
     resolved,
@@ -78,6 +83,7 @@ class Alerter:
         self._lock = threading.Lock()
         self._pending: dict[AlertKey, Alert] = {}
         self._firing: dict[FailureKey, _Firing] = {}
+        self._delivered: dict[AlertKey, float] = {}  # when each delivery was last sent
         self.dropped_total = 0
         """Queued alerts dropped because the queue was full."""
 
@@ -111,6 +117,7 @@ class Alerter:
                     self._queue(migration_alert(
                         action, dry_run=decision.dry_run, now=now, visible_seconds=visible,
                         generator_url=self.settings.generator_url))
+            self._deliveries(outcome, now, hold)
             still_failing: set[FailureKey] = set()
             for action, failure in outcome.failed:
                 key: FailureKey = (action.policy, action.container, action.kind)
@@ -131,6 +138,21 @@ class Alerter:
                          if k[0] == decision.policy and k not in still_failing]:
                 self._queue(resolved(self._firing.pop(gone).alert, now))
             self._post()
+
+    def _deliveries(self, outcome: Outcome, now: float, hold: float) -> None:
+        decision = outcome.decision
+        for a in decision.assessments:
+            if a.delivery is None:
+                continue
+            alert = delivered_alert(decision.policy, a, dry_run=decision.dry_run, now=now,
+                                    ends_at=now + hold,
+                                    generator_url=self.settings.generator_url)
+            sent = self._delivered.get(alert.key)
+            if sent is None or now - sent >= self.settings.resend_interval_seconds:
+                self._queue(alert)
+                self._delivered[alert.key] = now
+        for key in [k for k, sent in self._delivered.items() if now - sent > hold]:
+            del self._delivered[key]  # ended by itself
 
     def retire(self, policy: str, now: float) -> None:
         """Resolve every failure alert of `policy` (call when a policy is removed)."""

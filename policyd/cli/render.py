@@ -18,7 +18,16 @@ from collections import defaultdict
 from datetime import UTC, datetime
 
 from policyd.engine.registry import KINDS
-from policyd.model import Action, Assessment, Decision, MarkMigrated, Migrate, SetCpu, Snapshot
+from policyd.model import (
+    Action,
+    Assessment,
+    Decision,
+    MarkMigrated,
+    Migrate,
+    SetCpu,
+    Snapshot,
+    Stop,
+)
 
 _BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
 
@@ -53,6 +62,8 @@ def _target(action: Action, names: dict[str, str]) -> str:
             return f"{verb:<14} {name} {action.from_node} -> {action.to_node}"
         case MarkMigrated():
             return f"mark_migrated  {name} stays on {action.node}"
+        case Stop():
+            return f"stop           {name} on {action.node} ({action.event}: delivered)"
 
 
 def duration(seconds: float) -> str:
@@ -76,9 +87,28 @@ def _eta(a: Assessment) -> str:
             f"({duration(f.low_seconds)}-{duration(f.high_seconds)})")
 
 
+def _standing(a: Assessment) -> str:
+    """`short 25% 5m00s ALERT`, `satisfied`, `infeasible`, `delivered: converged (stop)`, or
+    `-`: the job against its declared targets."""
+    parts = []
+    if a.qoe is not None:
+        q = a.qoe
+        text: str = q.state
+        if q.state != "satisfied":
+            text += f" {100 * q.shortfall:.0f}%"
+            if q.short_seconds > 0:
+                text += f" {duration(q.short_seconds)}"
+        parts.append(text + (" ALERT" if q.alerting else ""))
+    if a.delivery is not None:
+        parts.append(f"delivered: {a.delivery.event} ({a.delivery.response})")
+    return "; ".join(parts) or "-"
+
+
 def _rows(assessments: list[Assessment], names: dict[str, str], kind: str) -> list[str]:
     gain = KINDS[kind].gain_label if kind in KINDS else "GAIN"
-    header = ("CONTAINER", "CATEGORY", gain, "CPU NOW -> NEXT", "ETA (RANGE)", "NOTE")
+    targets = any(a.qoe is not None or a.delivery is not None for a in assessments)
+    header = ("CONTAINER", "CATEGORY", gain, "CPU NOW -> NEXT", "ETA (RANGE)",
+              *(("TARGET",) if targets else ()), "NOTE")
     table = [header]
     for a in assessments:
         cpu = ("" if a.cpu_fraction_now is None and a.cpu_fraction_next is None
@@ -87,13 +117,14 @@ def _rows(assessments: list[Assessment], names: dict[str, str], kind: str) -> li
         if a.forecast is None and a.forecast_note:
             note = f"{note}; no ETA: {a.forecast_note}" if note else f"no ETA: {a.forecast_note}"
         table.append((names.get(a.container, a.container), a.category or "-", _gain(a.gain),
-                      cpu, _eta(a), note))
-    widths = [max(len(row[i]) for row in table) for i in range(5)]
+                      cpu, _eta(a), *((_standing(a),) if targets else ()), note))
+    padded = len(header) - 1
+    widths = [max(len(row[i]) for row in table) for i in range(padded)]
     lines = []
     for row in table:
-        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]),
-                 row[3].ljust(widths[3]), row[4].ljust(widths[4]), row[5]]
-        lines.append("  " + "   ".join(cells).rstrip())
+        cells = [row[i].rjust(widths[i]) if i == 2 else row[i].ljust(widths[i])
+                 for i in range(padded)]
+        lines.append("  " + "   ".join([*cells, row[padded]]).rstrip())
     return lines
 
 

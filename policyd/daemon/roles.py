@@ -75,15 +75,13 @@ class NodeScopedEvents:
 
 def watched_kinds(node: str | None, leader: bool) -> list[str]:
     """The kinds whose policy custom resources a process watches, by its role: a node agent
-    the kinds of scope node (the only ones it runs), an elected manager those of scope cluster,
-    a lone `policyd run` every kind. A kind whose scope depends on the policy (Predictive: node,
-    cluster-wide with `migrate`) is watched by both; each runs the policies of its own scope."""
+    the kinds of scope node (the only ones it may run), an elected manager and a lone
+    `policyd run` every kind: any policy runs cluster-wide when it may stop or move jobs
+    (`on_target`/`on_converged: stop`, Predictive's `migrate`: `Kind.scope_of`). Each process
+    runs the policies of its own scope."""
     if node is not None:
         return [name for name, kind in KINDS.items()
                 if kind.scope == NODE_AGENT_SCOPE or kind.policy_scope is not None]
-    if leader:
-        return [name for name, kind in KINDS.items()
-                if kind.scope != NODE_AGENT_SCOPE or kind.policy_scope is not None]
     return list(KINDS)
 
 

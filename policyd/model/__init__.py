@@ -12,8 +12,10 @@ from policyd.model.decision import (
     MarkMigrated,
     Migrate,
     SetCpu,
+    Stop,
 )
 from policyd.model.forecast import JobForecast
+from policyd.model.qoe import Delivery, QoeStatus
 from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
 
 __all__ = [
@@ -21,12 +23,15 @@ __all__ = [
     "Assessment",
     "Container",
     "Decision",
+    "Delivery",
     "JobForecast",
     "MarkMigrated",
     "Markers",
     "Migrate",
     "Node",
+    "QoeStatus",
     "Series",
     "SetCpu",
     "Snapshot",
+    "Stop",
 ]

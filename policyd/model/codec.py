@@ -14,8 +14,17 @@ from typing import Any
 
 import numpy as np
 
-from policyd.model.decision import Action, Assessment, Decision, MarkMigrated, Migrate, SetCpu
+from policyd.model.decision import (
+    Action,
+    Assessment,
+    Decision,
+    MarkMigrated,
+    Migrate,
+    SetCpu,
+    Stop,
+)
 from policyd.model.forecast import JobForecast
+from policyd.model.qoe import Delivery, QoeStatus
 from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
 
 
@@ -99,6 +108,15 @@ def _series(raw: Mapping[str, Any], key: str, path: str, problems: list[str]) ->
         return Series.empty()
 
 
+def _metrics(raw: Mapping[str, Any], path: str, problems: list[str]) -> dict[str, Series]:
+    """`metrics`: an object of metric name -> `[[time_seconds, value], ...]` (optional)."""
+    value = raw.get("metrics", {})
+    if not isinstance(value, dict):
+        problems.append(f"{path}.metrics: expected an object of metric name -> series")
+        return {}
+    return {str(name): _series(value, name, f"{path}.metrics", problems) for name in value}
+
+
 def _markers(raw: Any, path: str, problems: list[str]) -> Markers:
     if raw is None:
         return Markers()
@@ -165,6 +183,7 @@ def _container(raw: Any, path: str, problems: list[str],
     labels = _string_map(raw, "labels", path, problems)
     annotations = _string_map(raw, "annotations", path, problems)
     markers = _markers(raw.get("markers"), f"{path}.markers", problems)
+    metrics = _metrics(raw, path, problems)
     if len(problems) > before or started_at is None or allocation is None:
         return None
     try:
@@ -172,7 +191,7 @@ def _container(raw: Any, path: str, problems: list[str],
             id=cid, name=str(name), node=node, started_at=started_at,
             evaluation=evaluation, cpu_usage=usage, cpu_allocation=allocation,
             namespace=str(namespace), labels=labels, annotations=annotations, markers=markers,
-            steps=steps, total_steps=total_steps,
+            steps=steps, total_steps=total_steps, metrics=metrics,
         )
     except ValueError as exc:
         problems.append(f"{path}: {exc}")
@@ -240,6 +259,8 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
                     "last_action_at": c.markers.last_action_at,
                 },
                 "steps": c.steps.pairs(), "total_steps": c.total_steps,
+                **({"metrics": {name: series.pairs() for name, series in c.metrics.items()}}
+                   if c.metrics else {}),
             }
             for c in snapshot.containers
         ],
@@ -269,6 +290,10 @@ def action_to_dict(action: Action) -> dict[str, Any]:
             return {"kind": action.kind, "policy": action.policy, "container": action.container,
                     "node": action.node, "converged_at": action.converged_at,
                     "reason": action.reason, "scores": dict(action.scores)}
+        case Stop():
+            return {"kind": action.kind, "policy": action.policy, "container": action.container,
+                    "node": action.node, "event": action.event, "reason": action.reason,
+                    "grace_seconds": action.grace_seconds}
 
 
 def forecast_to_dict(f: JobForecast) -> dict[str, Any]:
@@ -278,7 +303,21 @@ def forecast_to_dict(f: JobForecast) -> dict[str, Any]:
             "finish_at": f.finish_at, "low_seconds": f.low_seconds,
             "high_seconds": f.high_seconds, "steps_per_second": f.steps_per_second,
             "basis": f.basis, "target_loss": f.target_loss,
-            "target_eta_seconds": f.target_eta_seconds, "note": f.note}
+            "target_eta_seconds": f.target_eta_seconds, "note": f.note,
+            **({"remaining_improvement": f.remaining_improvement}
+               if f.remaining_improvement is not None else {})}
+
+
+def qoe_to_dict(q: QoeStatus) -> dict[str, Any]:
+    """A job's QoE standing in JSON form (`policyd.model.qoe`)."""
+    return {"target": q.target, "metric": q.metric, "comparison": q.comparison,
+            "target_value": q.target_value, "measured": q.measured, "state": q.state,
+            "shortfall": q.shortfall, "short_seconds": q.short_seconds, "alerting": q.alerting,
+            "cores_needed": q.cores_needed}
+
+
+def delivery_to_dict(d: Delivery) -> dict[str, Any]:
+    return {"event": d.event, "response": d.response, "reason": d.reason}
 
 
 def _assessment_to_dict(a: Assessment) -> dict[str, Any]:
@@ -286,7 +325,10 @@ def _assessment_to_dict(a: Assessment) -> dict[str, Any]:
             "cpu_fraction_now": a.cpu_fraction_now, "cpu_fraction_next": a.cpu_fraction_next,
             "note": a.note,
             "forecast": forecast_to_dict(a.forecast) if a.forecast is not None else None,
-            "forecast_note": a.forecast_note}
+            "forecast_note": a.forecast_note,
+            # added keys only where there is something to say (older outputs stay as they were)
+            **({"qoe": qoe_to_dict(a.qoe)} if a.qoe is not None else {}),
+            **({"delivery": delivery_to_dict(a.delivery)} if a.delivery is not None else {})}
 
 
 def decision_to_dict(decision: Decision) -> dict[str, Any]:

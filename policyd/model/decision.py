@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from policyd.model.forecast import JobForecast
+from policyd.model.qoe import Delivery, DeliveryEvent, QoeStatus
 
 
 def _check_common(policy: str, container: str, reason: str) -> None:
@@ -100,7 +101,32 @@ class MarkMigrated:
         object.__setattr__(self, "scores", MappingProxyType(dict(self.scores)))
 
 
-Action = SetCpu | Migrate | MarkMigrated
+@dataclass(frozen=True, kw_only=True)
+class Stop:
+    """Stop a job for good: it reached its declared target loss or converged (`event`), and its
+    policy says `on_target` / `on_converged: stop`.
+
+    The actuator uses the checkpoint protocol (SIGTERM; the job writes its checkpoint and
+    exits), keeps the checkpoint, reports where it is, and marks the job delivered so that it is
+    never restarted or migrated. `grace_seconds` is how long the job may take to checkpoint and
+    exit (the policy's `stop_grace_seconds`; None: the actuator's configured default).
+    """
+
+    policy: str
+    container: str
+    node: str
+    event: DeliveryEvent
+    reason: str
+    grace_seconds: float | None = None
+    kind: Literal["stop"] = "stop"
+
+    def __post_init__(self) -> None:
+        _check_common(self.policy, self.container, self.reason)
+        if self.grace_seconds is not None and not (0 <= self.grace_seconds < float("inf")):
+            raise ValueError(f"grace_seconds must be finite and >= 0, got {self.grace_seconds}")
+
+
+Action = SetCpu | Migrate | MarkMigrated | Stop
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,6 +148,11 @@ class Assessment:
     forecast: JobForecast | None = None
     """Where the job is going (`policyd.model.forecast`), or None with `forecast_note`."""
     forecast_note: str = ""
+    qoe: QoeStatus | None = None
+    """The job against its QoE target (`policyd.model.qoe`), when it declares one and the
+    policy measures it."""
+    delivery: Delivery | None = None
+    """The job reached its target loss or converged, and what the policy does about it."""
 
 
 @dataclass(frozen=True, kw_only=True)

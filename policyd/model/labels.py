@@ -53,6 +53,23 @@ TARGET_LOSS = PREFIX + "target-loss"
 """Label or annotation a job sets to declare the loss it is trained to reach (a number): the
 forecast says when it gets there."""
 
+QOE_TARGET = PREFIX + "qoe-target"
+"""Label or annotation a job sets to declare its quality-of-experience target: a metric, a
+comparison and a number, `steps_per_second>=40` or `p95_latency_ms<=80` (`policyd.engine.qoe`
+reads it; the metric names a QoE policy knows are `steps_per_second` and its `spec.metrics`)."""
+
+DELIVERED = PREFIX + "delivered"
+"""When policyd stopped the job because it reached its target loss or converged (epoch
+seconds): a delivered job is never restarted or migrated."""
+DELIVERED_REASON = PREFIX + "delivered-reason"
+"""Why it was stopped (the engine's reason, cut to fit an annotation)."""
+CHECKPOINT = PREFIX + "checkpoint"
+"""Where a delivered job's final checkpoint is (the path the job reported)."""
+STOP_REQUESTED = PREFIX + "stop"
+"""Annotation policyd sets on a Kubernetes pod just before it stops it for good (value: the
+event, `target` or `converged`): a trainer that reads its pod's annotations (a downward-API
+volume) exits 0 after its checkpoint then, so that its Job ends as succeeded."""
+
 _NOT_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_]")
 
 

@@ -152,7 +152,9 @@ class Container:
     as a fraction of the node (1.0 = unrestricted). `steps` is the job's count of training steps
     done (the exporter's `policyd_training_steps_total`, empty when not reported) and
     `total_steps` the steps of the whole run when the job knows them (None otherwise): the
-    forecast of where the job is going reads both.
+    forecast of where the job is going reads both. `metrics` are the job's QoE metrics by the
+    name a policy gives them (`QoE.spec.metrics`: one PromQL per name), each a series; empty
+    when no policy asks.
     """
 
     id: str
@@ -168,6 +170,7 @@ class Container:
     markers: Markers = field(default_factory=Markers)
     steps: Series = field(default_factory=Series.empty)
     total_steps: float | None = None
+    metrics: Mapping[str, Series] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -181,6 +184,8 @@ class Container:
             raise ValueError("started_at must be a finite time in seconds")
         object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
         object.__setattr__(self, "annotations", MappingProxyType(dict(self.annotations)))
+        if self.metrics:
+            object.__setattr__(self, "metrics", MappingProxyType(dict(self.metrics)))
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

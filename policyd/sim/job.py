@@ -53,6 +53,12 @@ class SimJob:
     measured_since: float = 0.0
     quality_at: float | None = None
     finish_at: float | None = None
+    cpu_seconds_total: float = 0.0  # core-seconds used over the whole run
+    stopped: str | None = None  # why a policy stopped it (a `Stop` action's event)
+    limits: list[tuple[float, float]] = field(default_factory=list)  # (time, fraction) set
+    scraped_progress: float = 0.0  # iterations done at the last scrape
+    rate_met_seconds: float = 0.0  # scrape intervals whose rate met its QoE target
+    rate_seconds: float = 0.0  # every scrape interval it ran in
 
     @property
     def id(self) -> str:
@@ -116,6 +122,7 @@ class SimJob:
         if self.phase != "running" or seconds <= 0:
             return
         self.cpu_seconds += self.cores * seconds
+        self.cpu_seconds_total += self.cores * seconds
         if self.rate <= 0:
             return
         before = self.progress
@@ -137,7 +144,7 @@ class SimJob:
             evaluation=Series.of(eval_times, eval_values),  # copies: the rings move on
             cpu_usage=Series.of(cpu_times, cpu_values),
             cpu_allocation=self.fraction, namespace=NAMESPACE,
-            labels={"app": "train", "model": model}, markers=self.markers,
+            labels={"app": "train", "model": model, **self.spec.labels}, markers=self.markers,
             steps=Series.of(step_times, step_values),
             total_steps=float(self.iterations) if self.spec.reports_total else None,
         )

@@ -6,7 +6,8 @@
   placement, never migrated). In the simulator both are the same thing: DS placement and no
   actions at all, so there is one code path.
 * `oracle`: the same placement, with each node's cores given by shortest remaining processing
-  time (`policyd.sim.oracle`): a per-node reference without migrations.
+  time (`policyd.sim.oracle`), or for the qoe-* scenarios so that the most QoE targets are met
+  (`policyd.sim.qoe_oracle`): a per-node reference without migrations.
 
 A scenario is fully drawn in advance (its seed made the jobs), and the world has no randomness,
 so every strategy sees the same jobs at the same times and a run is deterministic.
@@ -34,7 +35,7 @@ def run(scenario: Scenario, strategy: Strategy, *,
         case "baseline":
             world = World(scenario, record_timeline=record_timeline)
         case "oracle":
-            world = World(scenario, allocation="srpt", record_timeline=record_timeline)
+            world = World(scenario, allocation=scenario.oracle, record_timeline=record_timeline)
         case _:
             assert_never(strategy)
     world.run()

@@ -119,6 +119,15 @@ class JobSpec:
     reports_total: bool = True
     """Whether the job's exporter shows its total steps (`policyd_training_progress_ratio`), as
     a framework that knows its epochs and batches does; False: only the steps done."""
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """Labels the job's container carries beside policyd's own (its declared targets:
+    `policyd.io/qoe-target`, `policyd.io/target-loss`)."""
+
+    def rate_at(self, cores: float) -> float:
+        """Iterations per second on `cores` cores (0 on none)."""
+        if cores <= 0:
+            return 0.0
+        return 1.0 / (self.profile.iteration_seconds(cores) * self.work_scale)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,6 +143,9 @@ class Scenario:
     jobs: tuple[JobSpec, ...]
     policies: tuple[PolicyDocument, ...]
     baseline: Literal["NA", "DS"]
+    oracle: Literal["srpt", "qoe"] = "srpt"
+    """The oracle's CPU sharing: shortest remaining work first (`policyd.sim.oracle`), or the
+    most QoE targets met (`policyd.sim.qoe_oracle`, for the qoe-* scenarios)."""
     scrape_seconds: float = 5.0
     migration_seconds: float = 5.0
     thesis: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
@@ -149,6 +161,24 @@ class Scenario:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TargetResult:
+    """How a job with a declared target did: `kind` "qoe" (a steps-per-second target, met when
+    its iterations over its completion time reach it: its throughput over the whole run) or
+    "loss" (a target loss, met when its final loss is at or below it); for QoE targets also
+    the share of its running time whose scrape intervals met the rate, and how many times the
+    policy's CPU limit on it changed direction after its first minute."""
+
+    kind: Literal["qoe", "loss"]
+    declared: str
+    value: float
+    achieved: float
+    met: bool
+    time_satisfied: float | None = None
+    direction_changes: int = 0
+    limit_changes: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
 class JobResult:
     id: str
     model: str
@@ -156,6 +186,13 @@ class JobResult:
     finish: float
     time_to_quality: float
     nodes: tuple[str, ...]
+    final_loss: float = float("nan")
+    """The loss it reported when it ended (finished, or stopped by a policy)."""
+    full_loss: float = float("nan")
+    """The loss its whole run ends at (what it would have reached had it not been stopped)."""
+    stopped: str | None = None
+    """Why a policy stopped it ("target", "converged"), None when it ran to its end."""
+    target: TargetResult | None = None
 
     @property
     def jct(self) -> float:
@@ -180,6 +217,16 @@ class RunResult:
     jobs: tuple[JobResult, ...]
     migrations: int
     timeline: tuple[Sample, ...] = ()
+    core_seconds: float = 0.0
+    """CPU-seconds used by every job together (cores x seconds)."""
+
+    @property
+    def target_jobs(self) -> int:
+        return sum(1 for j in self.jobs if j.target is not None)
+
+    @property
+    def targets_met(self) -> int:
+        return sum(1 for j in self.jobs if j.target is not None and j.target.met)
 
     @property
     def avg_jct(self) -> float:

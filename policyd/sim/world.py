@@ -25,8 +25,10 @@ The world contains no policy logic: it shares CPU, runs, pauses and moves jobs, 
 Placement of new jobs imitates the Kubernetes default scheduler (DS): the node with the fewest
 jobs (running, or being restored there), ties by the fewest cores in use, then by name.
 
-As an actuator it carries out `SetCpu`, `Migrate` and `MarkMigrated` (`policyd.sim.actuator`);
-a decision marked dry-run is not applied.
+As an actuator it carries out `SetCpu`, `Migrate`, `MarkMigrated` and `Stop`
+(`policyd.sim.actuator`); a decision marked dry-run is not applied. It also keeps the score of
+the jobs' declared targets (`policyd.sim.targets`): each scrape interval's rate against a QoE
+target, and every job's CPU-seconds.
 """
 
 from __future__ import annotations
@@ -37,20 +39,24 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
+import numpy as np
+
 from policyd.engine.kind import EventKind
 from policyd.engine.ownership import precedence
 from policyd.engine.schedule import Schedule, base_interval_seconds, wakes_on
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Action, Decision, Migrate, Node, Snapshot
+from policyd.model import Action, Decision, Migrate, Node, Snapshot, Stop
 from policyd.sim.actuator import carry_out
 from policyd.sim.cpu import share_node
 from policyd.sim.job import SimJob, quality_iteration
 from policyd.sim.oracle import srpt_share
+from policyd.sim.qoe_oracle import OracleJob, deadline_need, qoe_share
 from policyd.sim.source import EPOCH_SECONDS, Ring, history_seconds, ring_capacity
+from policyd.sim.targets import declared, score
 from policyd.sim.types import JobResult, RunResult, Sample, Scenario
 from policyd.tick import Outcome, tick
 
-Allocation = Literal["fair", "srpt"]
+Allocation = Literal["fair", "srpt", "qoe"]
 
 
 class World:
@@ -82,6 +88,7 @@ class World:
                    evaluation=Ring(capacity), cpu=Ring(capacity), steps=Ring(capacity))
             for j in scenario.jobs
         ]
+        self._targets = {j.id: declared(j.spec) for j in self._jobs}
         self._pending = sorted(self._jobs, key=lambda j: j.spec.submit_seconds)  # stable
         self._scrapes = 0  # index of the next scrape
         first = self._pending[0].spec.submit_seconds if self._pending else 0.0
@@ -184,11 +191,20 @@ class World:
             if self._allocation == "srpt":
                 cores = srpt_share(capacity, demands,
                                    [j.remaining_work_seconds(capacity) for j in jobs])
+            elif self._allocation == "qoe":
+                cores = np.array(qoe_share(capacity, [self._oracle_job(j, capacity)
+                                                      for j in jobs]))
             else:
                 cores = share_node(capacity, demands, [j.fraction for j in jobs],
                                    [j.mode for j in jobs])
             for j, c in zip(jobs, cores.tolist(), strict=True):
                 j.set_cores(c)
+
+    def _oracle_job(self, job: SimJob, capacity: float) -> OracleJob:
+        rate = self._targets[job.id].rate
+        need = None if rate is None else deadline_need(
+            job.spec, rate, progress=job.progress, now=self.now, capacity=capacity)
+        return OracleJob(demand=job.demand, need=need)
 
     def _scrape(self) -> None:
         now, stamp = self.now, EPOCH_SECONDS + self.now
@@ -199,6 +215,12 @@ class World:
             j.evaluation.append(stamp, j.loss)
             j.steps.append(stamp, j.steps_done)
             span = now - j.measured_since
+            rate = self._targets[j.id].rate
+            if rate is not None and span > 0:  # the scoring's view of this interval
+                j.rate_seconds += span
+                if (j.progress - j.scraped_progress) / span >= rate * (1 - 1e-9):
+                    j.rate_met_seconds += span
+            j.scraped_progress = j.progress
             used = j.cpu_seconds / span if span > 0 else j.cores
             if span > 0:  # a container started this instant has no interval to average yet
                 j.cpu.append(stamp, used)
@@ -264,6 +286,7 @@ class World:
                   nodes=self._capacity)
         if isinstance(action, Migrate):
             self.migrations += 1
+        if isinstance(action, Migrate | Stop):
             self._events.add("stopped")  # its container disappears
         self._share()
 
@@ -282,12 +305,16 @@ class World:
         for j in self._jobs:
             if j.finish_at is None or j.quality_at is None:
                 raise RuntimeError(f"job {j.id!r} has not finished")
+            final = j.loss
             jobs.append(JobResult(
                 id=j.id, model=j.spec.profile.model, submit=j.spec.submit_seconds,
                 finish=j.finish_at, time_to_quality=j.quality_at - j.spec.submit_seconds,
-                nodes=tuple(j.nodes)))
+                nodes=tuple(j.nodes), final_loss=final,
+                full_loss=j.spec.profile.loss_after(j.iterations), stopped=j.stopped,
+                target=score(j, self._targets[j.id], final_loss=final)))
         return RunResult(strategy=strategy, jobs=tuple(jobs), migrations=self.migrations,
-                         timeline=tuple(self.timeline))
+                         timeline=tuple(self.timeline),
+                         core_seconds=sum(j.cpu_seconds_total for j in self._jobs))
 
 
 def _check(scenario: Scenario) -> None:

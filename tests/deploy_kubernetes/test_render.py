@@ -38,6 +38,7 @@ def test_the_kustomization_renders_the_whole_deployment() -> None:
         "CustomResourceDefinition/flowcons.policyd.io",
         "CustomResourceDefinition/specons.policyd.io",
         "CustomResourceDefinition/predictives.policyd.io",
+        "CustomResourceDefinition/qoes.policyd.io",
         *(f"ConfigMap/{d['metadata']['name']}" for d in rendered() if d["kind"] == "ConfigMap"),
         "Deployment/policyd-manager", "PodDisruptionBudget/policyd-manager",
         "DaemonSet/policyd-node-agent", "Service/policyd",

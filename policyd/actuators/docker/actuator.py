@@ -1,4 +1,5 @@
-"""`DockerActuator`: SetCpu, Migrate and MarkMigrated on Docker engines (policyd.tick.Actuator).
+"""`DockerActuator`: SetCpu, Migrate, MarkMigrated and Stop on Docker engines
+(policyd.tick.Actuator; Stop: `stop`).
 
 Only containers carrying `settings.managed_label` are touched. Every failure raises
 `ActuationError` with a one-line reason; engine calls are retried on daemon and connection
@@ -26,9 +27,10 @@ from policyd.actuators.docker.migration import Migration
 from policyd.actuators.docker.recovery import Recovered, Recovery
 from policyd.actuators.docker.settings import DockerSettings
 from policyd.actuators.docker.state import ActuatorState
+from policyd.actuators.docker.stop import Stopper
 from policyd.actuators.errors import ActuationError
 from policyd.actuators.grace import grace_seconds
-from policyd.model import Action, Decision, Markers, MarkMigrated, Migrate, SetCpu
+from policyd.model import Action, Decision, Markers, MarkMigrated, Migrate, SetCpu, Stop
 
 LOG = logging.getLogger(__name__)
 
@@ -54,6 +56,7 @@ class DockerActuator:
         self._grace = settings.grace_seconds
         self.migration = Migration(self.engines, self.state, clock=clock, sleep=sleep)
         self.recovery = Recovery(self.engines, self.state, grace_seconds=lambda: self._grace)
+        self.stopper = Stopper(self.engines, self.state, clock=clock)
         self._recovered = False
         self._next_recovery = -math.inf
         self._lock = threading.Lock()
@@ -75,6 +78,9 @@ class DockerActuator:
                     self.migrate(action)
                 case MarkMigrated():
                     self.mark_migrated(action)
+                case Stop():
+                    self.stopper.run(action, grace_seconds=grace_seconds(
+                        action, self.settings.grace_seconds))
                 case _:
                     assert_never(action)
 

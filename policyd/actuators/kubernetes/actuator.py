@@ -1,5 +1,5 @@
-"""`KubernetesActuator`: SetCpu, Migrate and MarkMigrated on a Kubernetes cluster
-(policyd.tick.Actuator).
+"""`KubernetesActuator`: SetCpu, Migrate, MarkMigrated and Stop on a Kubernetes cluster
+(policyd.tick.Actuator; Stop: `stop`).
 
 Only pods matching `settings.label_selector` (and not labelled or annotated
 `policyd.io/opt-out=true`, the policies' default opt-out key) are touched. Every failure
@@ -35,7 +35,8 @@ from policyd.actuators.kubernetes.migration import Migration
 from policyd.actuators.kubernetes.mover import Settled
 from policyd.actuators.kubernetes.pods import PodRef
 from policyd.actuators.kubernetes.settings import KubernetesSettings
-from policyd.model import Action, Decision, MarkMigrated, Migrate, SetCpu
+from policyd.actuators.kubernetes.stop import Stopper
+from policyd.model import Action, Decision, MarkMigrated, Migrate, SetCpu, Stop
 
 LOG = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class KubernetesActuator:
                                     settings.reporting_controller, settings.reporting_instance)
         self.migration = Migration(core, batch, policy_api, self.caller, settings, clock=clock,
                                    sleep=sleep)
+        self.stopper = Stopper(core, batch, self.caller, settings, clock=clock, sleep=sleep)
         self._allocatable: dict[str, tuple[float, int]] = {}
         self._settle_at = NEVER if settings.node_name is not None else -NEVER
         """When to look for pending moves next (never on a node agent: it makes none)."""
@@ -92,6 +94,8 @@ class KubernetesActuator:
                     self._reported(action, lambda: self.migrate(action))
                 case MarkMigrated():
                     self._reported(action, lambda: self.mark_migrated(action))
+                case Stop():
+                    self._reported(action, lambda: self.stop(action))
                 case _:
                     assert_never(action)
 
@@ -134,8 +138,8 @@ class KubernetesActuator:
     def _reported(self, action: Action, run: Callable[[], Done | None]) -> None:
         """Run the action; an Event either way (Warning with the error on failure), none
         when nothing had to change."""
-        verb = {"set_cpu": "SetCpu", "migrate": "Migrate", "mark_migrated": "MarkMigrated"}[
-            action.kind]
+        verb = {"set_cpu": "SetCpu", "migrate": "Migrate", "mark_migrated": "MarkMigrated",
+                "stop": "Stop"}[action.kind]
         ref = PodRef.parse(action.container, self.settings.container_name)
         regarding: Mapping[str, Any] = {"apiVersion": "v1", "kind": "Pod",
                                         "namespace": ref.namespace, "name": ref.name}
@@ -256,6 +260,13 @@ class KubernetesActuator:
         self.annotate(ref, pods.marker_annotations(now=self.clock(), migrated=True,
                                                    converged_at=action.converged_at))
         return Done(pod)
+
+    def stop(self, action: Stop) -> Done:
+        """Deliver a job: checkpoint and stop it for good (`stop.Stopper`); the Event regards
+        the Job, or the pod."""
+        pod = self._pod(PodRef.parse(action.container, self.settings.container_name))
+        return Done(self.stopper.run(
+            action, pod, grace_seconds=grace_seconds(action, self.settings.grace_seconds)))
 
     def migrate(self, action: Migrate) -> Done:
         """Move the pod; the Event regards what runs afterwards (the replacement pod, or the
