@@ -108,6 +108,10 @@ class RemainingWorkShape:
     def steps(self) -> tuple[int, int, int]:
         return (self.medium_steps, self.long_steps, self.short_steps)
 
+    def total_of(self, name: str) -> int:
+        """The steps of the job named `name` (any run's prefix)."""
+        return self.steps[ROLES.index(name.rsplit("-", 1)[1])]
+
     def specs(self, prefix_: str) -> tuple[JobSpec, ...]:
         return tuple(JobSpec(name, steps=steps, lr=self.lr, smoothing=self.smoothing,
                              cpuset="0", print_every=1000)
@@ -238,3 +242,113 @@ def compare(lab_: Lab, shape: RemainingWorkShape, directory: Path, *, round_: in
         if on_run is not None:
             on_run(label, runs[label])
     return Compared(runs=runs, decisions=decisions, decision_errors=errors)
+
+
+# --- reading the runs ----------------------------------------------------------------------------
+
+
+def _steps_at(points: Sequence[tuple[float, int, float]], at: float) -> float:
+    """A job's steps done at `at`, interpolated between its logged steps (0 before the first)."""
+    previous: tuple[float, float] | None = None
+    for t, step, _ in points:
+        if t >= at:
+            if previous is None:
+                return 0.0
+            t0, s0 = previous
+            return s0 + (step - s0) * (at - t0) / (t - t0)
+        previous = (t, float(step))
+    return previous[1] if previous is not None else 0.0
+
+
+def work_done(run: StaggeredRun, at: float) -> float:
+    """Steps every job of `run` had logged by `at`: the work the core had done (every job
+    runs the same model, so a step costs the same whoever takes it)."""
+    return sum(_steps_at(j.points, at) for j in run.jobs.values())
+
+
+def average_jct_steps(run: StaggeredRun) -> float:
+    """The average completion time measured in the core's work instead of seconds: for each
+    job, the steps all jobs logged between its start and its end (`work_done`). Every policy
+    keeps the one core busy with the same work, so this is the average JCT at a constant
+    machine speed: it divides out the load the other users of this shared machine put on it,
+    which moves from run to run (job 1 alone at 828 and at 1858 steps/s in two runs of one
+    CI session) and within a run."""
+    return sum(work_done(run, j.finished) - work_done(run, j.started)
+               for j in run.jobs.values()) / len(run.jobs)
+
+
+def _weight_at(run: StaggeredRun, name: str, at: float) -> int:
+    weight = 1024
+    for change in run.shares.get(name, ()):
+        if change.time <= at:
+            weight = change.shares or 1024
+    return weight
+
+
+@dataclass(frozen=True)
+class Favoured:
+    """Over the time two jobs or more ran: the share of it in which the job with the least
+    remaining work (its total minus its logged steps) had the highest CPU weight alone."""
+
+    seconds: float
+    shortest_alone_on_top: float
+    """Fraction of `seconds`."""
+
+
+def favoured(run: StaggeredRun, shape: RemainingWorkShape, every: float = 0.25) -> Favoured:
+    """`Favoured` of `run` from the engine's weights (`ShareLog`) and the jobs' logs."""
+    jobs = run.jobs.values()
+    start = min(j.started for j in jobs)
+    end = max(j.finished for j in jobs)
+    busy = hits = 0
+    at = start
+    while at < end:
+        running = [j for j in jobs if j.started <= at < j.finished]
+        if len(running) >= 2:
+            busy += 1
+            left = {j.name: shape.total_of(j.name) - _steps_at(j.points, at) for j in running}
+            weights = {j.name: _weight_at(run, j.name, at) for j in running}
+            shortest = min(left, key=lambda n: left[n])
+            top = max(weights.values())
+            hits += weights[shortest] == top and sum(w == top for w in weights.values()) == 1
+        at += every
+    return Favoured(seconds=busy * every, shortest_alone_on_top=hits / busy if busy else 0.0)
+
+
+@dataclass(frozen=True)
+class EtaCheck:
+    """One forecast of a served job (the one Predictive gives the core) against the engine:
+    when it was made, the job, the predicted and the true remaining seconds, and whether the
+    truth lies in the forecast's [low, high]."""
+
+    at: float
+    job: str
+    predicted_seconds: float
+    true_seconds: float
+    inside: bool
+    reason: str
+
+    @property
+    def error(self) -> float:
+        return abs(self.predicted_seconds - self.true_seconds) / self.true_seconds
+
+
+def eta_checks(run: StaggeredRun, decisions: Sequence[Decision], *,
+               min_seconds: float = 5.0) -> list[EtaCheck]:
+    """Every forecast of a SERVED job in `decisions` with at least `min_seconds` of its run
+    left in truth (the engine's FinishedAt), against the truth."""
+    out = []
+    for d in decisions:
+        for a in d.assessments:
+            job = run.jobs.get(a.container)
+            if job is None or a.forecast is None or a.category != "SERVED":
+                continue
+            truth = job.finished - d.time
+            if truth < min_seconds:
+                continue
+            f = a.forecast
+            out.append(EtaCheck(at=d.time, job=a.container, predicted_seconds=f.remaining_seconds,
+                                true_seconds=truth,
+                                inside=f.low_seconds - 1 <= truth <= f.high_seconds + 1,
+                                reason=a.note))
+    return out
