@@ -1,8 +1,10 @@
 """The end-to-end proofs run real engines, servers and trainers: every test here is slow.
 
-`one_core_lab` is one engine as a one-core host (`lab(cpus="0")`) with its Prometheus, shared by
-the tests that run jobs on a single engine (FlowCon's proof, the remaining-work comparison):
-starting engines, building the trainer image and starting Prometheus is done once."""
+`one_core_lab` is one engine as a one-core host (`lab(cpus="0")`) with its Prometheus, for the
+tests that run jobs on a single engine: starting engines, building the trainer image and
+starting Prometheus is done once. The remaining-work comparison uses it; FlowCon's proof still
+starts its own lab on an engine of every core (its recorded figures were taken there), and the
+lab keeps ports for FlowCon's jobs so that it can move here once it has been run on one core."""
 
 from __future__ import annotations
 
