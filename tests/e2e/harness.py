@@ -293,6 +293,22 @@ spec:
 """
 
 
+def predictive_policy(*, interval: float = 4, alpha: float = 0.04) -> str:
+    """Predictive at its defaults but for the interval (FlowCon's e2e interval: these jobs last
+    about a minute) and the evaluation and selector of the FlowCon policy above."""
+    return f"""\
+apiVersion: policyd.io/v1alpha1
+kind: Predictive
+metadata: {{name: e2e-predictive}}
+spec:
+  interval_seconds: {interval}
+  alpha: {alpha}
+  mode: shares
+  evaluation: {{query: policyd_training_loss, normalization: absolute}}
+  selector: {{labels: {{app: train}}}}
+"""
+
+
 @dataclass
 class Policyd:
     """`policyd run --config FILE` as a child process; its HTTP port answers /metrics."""
@@ -417,14 +433,15 @@ class Lab:
 
 
 @contextlib.contextmanager
-def lab(directory: Path, *, engines: int, jobs: Sequence[str], with_alertmanager: bool = False
-        ) -> Iterator[Lab]:
-    """`engines` real engines (the trainer image built on each), a Prometheus scraping one
-    port per job name every 0.5 s, optionally an Alertmanager, and the event and share logs."""
+def lab(directory: Path, *, engines: int, jobs: Sequence[str], with_alertmanager: bool = False,
+        cpus: str | None = None) -> Iterator[Lab]:
+    """`engines` real engines (the trainer image built on each; on the CPUs `cpus` when given,
+    so that each reports that many cores: `Engine.cpus`), a Prometheus scraping one port per
+    job name every 0.5 s, optionally an Alertmanager, and the event and share logs."""
     directory.mkdir(parents=True, exist_ok=True)
     ports = {name: free_port() for name in jobs}
     with contextlib.ExitStack() as stack:
-        started = stack.enter_context(docker_engines(engines, prefix="pd-e2e-"))
+        started = stack.enter_context(docker_engines(engines, prefix="pd-e2e-", cpus=cpus))
         for e in started:
             build_trainer_image(e)
         (directory / "prom").mkdir(exist_ok=True)
@@ -495,13 +512,16 @@ class JobResult:
 
 
 @dataclass
-class FlowConRun:
+class StaggeredRun:
+    """Jobs started one after another on one engine, run to their end: what the engines
+    showed (`JobResult`s from `docker inspect` and the logs, CPU weight changes)."""
+
     label: str
     origin: float
     jobs: dict[str, JobResult]
     shares: dict[str, list[ShareChange]]
     stagger_seconds: float
-    """t: the time job 1 took to reach the shape's stagger_steps alone."""
+    """t: when job 2 started (job 1 alone until then), from the run's origin."""
     alone_steps_per_second: float
     """Job 1's speed alone (its log), before job 2 started."""
     step_at_stagger: int
@@ -512,16 +532,45 @@ class FlowConRun:
         return max(j.finished for j in self.jobs.values()) - min(
             j.started for j in self.jobs.values())
 
+    @property
+    def average_jct(self) -> float:
+        return sum(j.jct for j in self.jobs.values()) / len(self.jobs)
+
     def table(self) -> list[dict[str, Any]]:
         return [{"job": j.name, "start": round(j.started - self.origin, 1),
                  "jct": round(j.jct, 1), "ttq": None if j.ttq is None else round(j.ttq, 1)}
                 for j in self.jobs.values()]
 
 
+def finish_jobs(lab_: Lab, containers: dict[str, Container], *, origin: float,
+                deadline: float, quality: float) -> tuple[dict[str, JobResult],
+                                                          dict[str, list[ShareChange]]]:
+    """Wait until every one of `containers` has exited (the engine's `die` event, before
+    `deadline`); their results (times from `docker inspect`, time-to-quality: the first logged
+    smoothed loss at most `quality`) and CPU weight changes since `origin`; then remove them."""
+    results: dict[str, JobResult] = {}
+    for name, c in containers.items():
+        wait_for(functools.partial(lab_.events.of, name, "die", since=origin),
+                 timeout_seconds=max(1.0, deadline - time.time()), what=f"{name} to finish",
+                 every=0.5)
+        c.reload()
+        state = c.attrs["State"]
+        points = log_points(c)
+        reached = next((t for t, _, mean in points if mean <= quality), None)
+        results[name] = JobResult(name=name, started=docker_time(state["StartedAt"]),
+                                  finished=docker_time(state["FinishedAt"]),
+                                  exit_code=int(state["ExitCode"]), quality_at=reached,
+                                  points=points)
+    shares = {n: [c for c in lab_.shares.of(n) if c.time >= origin] for n in containers}
+    for c in containers.values():
+        c.remove(force=True)
+    return results, shares
+
+
 def run_flowcon_jobs(lab_: Lab, shape: FlowConShape, label: str,
                      during: Callable[[str, Container], None] | None = None, *,
                      converged: Callable[[str], bool] | None = None,
-                     stagger_seconds: float | None = None) -> FlowConRun:
+                     stagger_seconds: float | None = None) -> StaggeredRun:
     """Start job 1 on e1; job 2 at t; job 3 at 2t; wait for all to exit; their results.
     t is `stagger_seconds` when given, else when job 1 has done `shape.stagger_steps` and
     `converged(job 1)` holds (policyd says CL). `during(name, container)` runs right after
@@ -558,26 +607,11 @@ def run_flowcon_jobs(lab_: Lab, shape: FlowConShape, label: str,
     start(three)
     # all the work at job 1's lone speed, twice over, plus start-up
     timeout_seconds = 2 * len(FLOWCON_JOBS) * shape.steps / alone_rate + 60
-    deadline = origin + timeout_seconds
-    results: dict[str, JobResult] = {}
-    for name, c in containers.items():
-        wait_for(functools.partial(lab_.events.of, name, "die", since=origin),
-                 timeout_seconds=max(1.0, deadline - time.time()), what=f"{name} to finish",
-                 every=0.5)
-        c.reload()
-        state = c.attrs["State"]
-        points = log_points(c)
-        quality = next((t for t, _, mean in points if mean <= shape.quality), None)
-        results[name] = JobResult(name=name, started=docker_time(state["StartedAt"]),
-                                  finished=docker_time(state["FinishedAt"]),
-                                  exit_code=int(state["ExitCode"]), quality_at=quality,
-                                  points=points)
-    shares = {n: [c for c in lab_.shares.of(n) if c.time >= origin] for n in FLOWCON_JOBS}
-    for c in containers.values():
-        c.remove(force=True)
-    return FlowConRun(label=label, origin=origin, jobs=results, shares=shares,
-                      stagger_seconds=stagger, alone_steps_per_second=alone_rate,
-                      step_at_stagger=last[1])
+    results, shares = finish_jobs(lab_, containers, origin=origin,
+                                  deadline=origin + timeout_seconds, quality=shape.quality)
+    return StaggeredRun(label=label, origin=origin, jobs=results, shares=shares,
+                        stagger_seconds=stagger, alone_steps_per_second=alone_rate,
+                        step_at_stagger=last[1])
 
 
 # --- scenario (b): SpeCon across two engines ---------------------------------------------------
