@@ -215,7 +215,8 @@ class JobSpec:
 
 
 def run_job(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path) -> Container:
-    """Start the trainer `spec` on `engine` (host network, the managed label, POLICYD_CONTAINER
+    """Start the trainer `spec` on `engine` under an init (`--init`: SIGTERM reaches it; a
+    migration's replacement keeps it) (host network, the managed label, POLICYD_CONTAINER
     = its name, its checkpoint directory under `ckpt_root`, a host path both engines see)."""
     ckpt = ckpt_root / spec.name
     ckpt.mkdir(parents=True, exist_ok=True)
@@ -229,7 +230,7 @@ def run_job(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path) -> Contai
     if spec.cpu_shares is not None:
         kwargs["cpu_shares"] = spec.cpu_shares
     return engine.client().containers.run(
-        TRAINER_TAG, command, name=spec.name, detach=True, network_mode="host",
+        TRAINER_TAG, command, name=spec.name, detach=True, network_mode="host", init=True,
         labels={"policyd.io/managed": "true", "app": "train"},
         environment={"POLICYD_CONTAINER": spec.name, "POLICYD_JOB_NAME": spec.name},
         volumes=host_binds(f"{ckpt}:/ckpt"), **kwargs)
