@@ -158,6 +158,8 @@ def test_a_restarted_policyd_leaves_exactly_one_trainer(point: str, exit_code: i
     assert len(running) == 1, (point, status(a), status(b))
     moved = exit_code == 0 and point != "intent"
     assert running[0] is (b if moved else a), (point, status(a), status(b))
+    if not moved:  # a rolled-back move counts once, so the engine backs off
+        assert restarted.recorded_markers()[old.id].move_failures == 1
     assert restarted.state.migrations == {}
     assert ActuatorState.load(path).migrations == {}
 

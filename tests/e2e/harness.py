@@ -212,6 +212,8 @@ class JobSpec:
     cpuset: str | None = None
     cpu_shares: int | None = None
     print_every: int = 100
+    checkpoint_every: int = 0
+    """Periodic checkpoints every that many steps (0: only on SIGTERM and at the end)."""
 
 
 def run_job(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path) -> Container:
@@ -222,7 +224,7 @@ def run_job(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path) -> Contai
     ckpt.mkdir(parents=True, exist_ok=True)
     command = trainer_command(port, steps=spec.steps, step_sleep=spec.step_sleep, extra=[
         "--lr", str(spec.lr), "--smoothing-steps", str(spec.smoothing),
-        "--print-every", str(spec.print_every), "--checkpoint-every", "0",
+        "--print-every", str(spec.print_every), "--checkpoint-every", str(spec.checkpoint_every),
         "--job-name", spec.name])
     kwargs: dict[str, Any] = {}
     if spec.cpuset is not None:
@@ -336,9 +338,11 @@ class Policyd:
 
 @contextlib.contextmanager
 def policyd_run(directory: Path, policy: str, *, engines: Sequence[Engine], prometheus_url: str,
-                alertmanager_url: str | None = None, grace_seconds: float = 20
-                ) -> Iterator[Policyd]:
-    """Write the settings and the policy, start `policyd run`, wait for /readyz."""
+                alertmanager_url: str | None = None, grace_seconds: float = 20,
+                crash_at: str | None = None) -> Iterator[Policyd]:
+    """Write the settings and the policy, start `policyd run`, wait for /readyz.
+    `crash_at`: `docker.test_crash_at` (the chaos test: policyd SIGKILLs itself after that
+    step of a migration). A second run in the same `directory` keeps the state file."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "policy.yaml").write_text(policy)
     port = free_port()
@@ -352,9 +356,10 @@ def policyd_run(directory: Path, policy: str, *, engines: Sequence[Engine], prom
         f"  scrape_interval_seconds: {SCRAPE_SECONDS}\n  timeout_seconds: 5\n"
         f"docker:\n  hosts:{hosts}\n  grace_seconds: {grace_seconds}\n"
         f"  state_path: {directory / 'docker-state.json'}\n"
+        + (f"  test_crash_at: {crash_at}\n" if crash_at else "") +
         f"{alerts}http:\n  addr: {LOOPBACK}\n  port: {port}\n")
     log = directory / "policyd.log"
-    with log.open("wb") as out:
+    with log.open("ab") as out:  # a second run (after a crash) goes on in the same log
         process = subprocess.Popen([str(POLICYD), "run", "--config", str(settings)],
                                    stdout=out, stderr=subprocess.STDOUT, cwd=directory,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})

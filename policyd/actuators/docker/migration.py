@@ -195,7 +195,7 @@ class Migration:
     def settle_after(self, name: str, src_node: str, dst_node: str) -> str:
         """Settle a failed move by the recovery table; what it came to, in words."""
         try:
-            done = self.recovery.settle(name, src_node, dst_node)
+            done = self.recovery.settle(name, src_node, dst_node, count_failure=False)
         except ActuationError as exc:
             return f"not settled yet ({exc}); tried again next cycle"
         match done.outcome:

@@ -171,12 +171,19 @@ class Recovery:
             raise ActuationError("pending moves: " + "; ".join(errors))
         return done
 
-    def settle(self, name: str, src: str, dst: str) -> Recovered:
-        """Observe, decide, act, until the verdict is final (see the module docstring)."""
+    def settle(self, name: str, src: str, dst: str, *, count_failure: bool = True
+               ) -> Recovered:
+        """Observe, decide, act, until the verdict is final (see the module docstring).
+        `count_failure`: a pending move rolled back counts as a failed move of the job (the
+        engine backs off on it); False when the caller counts it itself."""
         steps: list[Step] = []
         for _ in range(MAX_ROUNDS):
             situation, old, new = self.observe(name, src, dst)
             verdict = decide(situation)
+            if count_failure and verdict.outcome == "roll_back" and old is not None \
+                    and situation.intent in ("moving", "starting"):
+                count_failure = False
+                self.state.record_failed_move(name, old.id or "", self.steps.clock())
             LOG.warning("docker: half-done migration of %s (%s -> %s, intent %s): old %s, "
                         "new %s: %s: %s (%s)", name, src, dst, situation.intent, situation.old,
                         situation.new, verdict.outcome, ", ".join(verdict.steps) or "no step",
