@@ -35,13 +35,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import docker
 import docker.errors
+import requests
+from docker.models.containers import Container
 
 from tests.e2e.harness import (
     JobSpec,
     Lab,
     Policyd,
-    find,
     lab,
     policyd_run,
     wait_for,
@@ -61,8 +63,9 @@ class Case:
     crash_at: str | None = None
     grace_seconds: float = GRACE_SECONDS
     stop_target: bool = False
-    moves: bool = True
-    """Whether the job ends on the target (else it was rolled back to where it was)."""
+    moves: bool | None = True
+    """Whether the job ends on the target (False: rolled back to where it was; None: either,
+    by how the race with the engine went)."""
 
 
 CASES = (
@@ -73,7 +76,9 @@ CASES = (
     Case("crash-after-start", crash_at="start"),
     # grace 0: `docker stop -t 0` SIGKILLs the trainer while it checkpoints on the SIGTERM
     Case("trainer-killed-in-checkpoint", grace_seconds=0.0, moves=False),
-    Case("target-engine-stopped", stop_target=True, moves=False),
+    # stopped on the SIGTERM: down before the start (rolled back at once, the replacement
+    # removed when the engine is back) or during it (finished or rolled back when it is back)
+    Case("target-engine-stopped", stop_target=True, moves=None),
 )
 
 
@@ -117,6 +122,36 @@ def chaos_lab(directory: Path, names: Sequence[str]) -> Iterator[Lab]:
                 network_mode="host", stop_signal="SIGKILL", volumes=host_binds(),
                 labels={"policyd.io/managed": "true", "app": "train"})
         yield world
+
+
+def clients(world: Lab) -> dict[str, docker.DockerClient]:
+    """One client per engine for the whole lab, its API version fixed (a client made while an
+    engine is down would open, and leak, a connection to negotiate one)."""
+    made: dict[str, docker.DockerClient] = world.extra.setdefault("chaos_clients", {})
+    for e in world.engines:
+        if e.name not in made:
+            version = e.client().api.api_version
+            made[e.name] = docker.DockerClient(base_url=e.url, version=version, timeout=60)
+            e.clients.append(made[e.name])
+    return made
+
+
+def find_job(world: Lab, name: str) -> tuple[str, Container] | None:
+    """(node, container) of the container `name` on the engines that answer, or None."""
+    for node, client in clients(world).items():
+        if world.engine(node).down:
+            continue
+        with contextlib.suppress(docker.errors.DockerException,
+                                 requests.exceptions.RequestException):
+            found: Container = client.containers.get(name)
+            return node, found
+    return None
+
+
+def remove_job(world: Lab, name: str) -> None:
+    for client in clients(world).values():
+        with contextlib.suppress(docker.errors.NotFound):
+            client.containers.get(name).remove(force=True)
 
 
 # --- what happened -------------------------------------------------------------------------
@@ -237,9 +272,7 @@ def run_case(world: Lab, case: Case, directory: Path, run: int = 0,
     """Start a trainer on e1 and a policyd that moves it to e2; disrupt the move as `case`
     says; wait until it is settled; the outcome (problems listed, not raised)."""
     name = job_name(case, run)
-    for e in world.engines:
-        with contextlib.suppress(docker.errors.NotFound):
-            e.client().containers.get(name).remove(force=True)
+    remove_job(world, name)
     ckpt = world.ckpt / name
     shutil.rmtree(ckpt, ignore_errors=True)
     where = directory / name
@@ -266,7 +299,10 @@ def run_case(world: Lab, case: Case, directory: Path, run: int = 0,
                          every=0.05, state=lambda: first.text()[-2000:])
                 logs.append(first.text())
             else:
-                settled(world, watch, where, first, timeout_seconds=120)
+                wait_for(lambda: sigtermed(world, name, origin), timeout_seconds=120,
+                         every=0.05, what=f"policyd to start moving {name}",
+                         state=lambda: first.text()[-2000:])
+                settled(world, watch, where, first, timeout_seconds=settle_timeout_seconds)
         if case.crash_at is not None:
             time.sleep(RESTART_DELAY_SECONDS)
             began = time.monotonic()
@@ -282,9 +318,7 @@ def run_case(world: Lab, case: Case, directory: Path, run: int = 0,
     seconds = time.time() - origin
     outcome = judge(world, case, watch, where, name, run=run, seconds=seconds,
                     downtime=downtime)
-    for e in world.engines:  # keep the machine quiet for the next case
-        with contextlib.suppress(docker.errors.NotFound):
-            e.client().containers.get(name).remove(force=True)
+    remove_job(world, name)  # keep the machine quiet for the next case
     return outcome
 
 
@@ -297,23 +331,31 @@ def settled(world: Lab, watch: Watch, where: Path, policyd: Policyd,
         running = [r for r in runs if r[1] == float("inf")]
         if len(running) != 1 or time.time() - running[0][0] < 2.0 or state_intents(where):
             return False
-        found = find(world.engines, watch.name)
-        if found is None:
+        found = find_job(world, watch.name)
+        if found is None or found[0] != running[0][2]:
             return False
         log = found[1].logs().decode(errors="replace")
-        return bool(re.search(r"(resumed: step=\d+|fresh start)[\s\S]*step=\d+ loss", log))
+        starts = [r for r in runs if r[2] == found[0]]
+        # every start of this container has said where it resumed, and the last one trained
+        return len(resumes(log)) == len(starts) and bool(
+            re.search(r"(resumed: step=\d+|fresh start)(?![\s\S]*(resumed: |fresh start))"
+                      r"[\s\S]*step=\d+ loss", log))
     wait_for(done, timeout_seconds=timeout_seconds, every=0.25,
              what=f"{watch.name}: exactly one running and no move pending",
              state=lambda: (watch.intervals(), state_intents(where), policyd.text()[-3000:]))
 
 
+def sigtermed(world: Lab, name: str, since: float) -> bool:
+    """Whether the job got its SIGTERM on e1 (the engine's `kill` event, signal 15)."""
+    return any(e.node == "e1" and e.attributes.get("signal") == "15"
+               for e in world.events.of(name, "kill", since=since))
+
+
 def stop_target_on_sigterm(world: Lab, name: str, since: float) -> None:
     """As soon as the job gets its SIGTERM on e1, stop e2's engine; start it again after
     `OUTAGE_SECONDS`."""
-    def signalled() -> bool:
-        return any(e.node == "e1" and e.attributes.get("signal") == "15"
-                   for e in world.events.of(name, "kill", since=since))
-    wait_for(signalled, timeout_seconds=120, every=0.01, what=f"the SIGTERM of {name}")
+    wait_for(lambda: sigtermed(world, name, since), timeout_seconds=120, every=0.01,
+             what=f"the SIGTERM of {name}")
     target = world.engine("e2")
     target.stop()
     time.sleep(OUTAGE_SECONDS)
@@ -345,21 +387,25 @@ def judge(world: Lab, case: Case, watch: Watch, where: Path, name: str, *, run: 
     if len(running) != 1:
         problems.append(f"{len(running)} running at the end: {runs}")
     node = running[0][2] if running else "-"
-    if (node == "e2") != case.moves:
+    if case.moves is not None and (node == "e2") != case.moves:
         problems.append(f"ends on {node}, expected {'e2' if case.moves else 'e1'}")
+    if case.crash_at != "intent" and not watch.stops:
+        problems.append("the job was never stopped: the disruption did not happen")
     intents = state_intents(where)
     if intents:
         problems.append(f"intent left: {intents}")
     pairs: list[tuple[int | None, int | None]] = []
-    found = find(world.engines, name)
+    found = find_job(world, name)
     if found is not None:
         # the final container's starts, each with what its log says it resumed from; the
         # original container's first start is the job's fresh start, not a resume
-        starts = [r[0] for r in runs if r[2] == found[0].name]
+        starts = [r[0] for r in runs if r[2] == found[0]]
         seen = resumes(found[1].logs().decode(errors="replace"))
-        if found[0].name == "e1":
+        if found[0] == "e1":
             starts, seen = starts[1:], seen[1:]
-        for began, resumed in zip(starts, seen[-len(starts):] if starts else [], strict=True):
+        if len(seen) != len(starts):
+            problems.append(f"{len(starts)} restarts but {len(seen)} resume lines in its log")
+        for began, resumed in zip(starts, seen, strict=False):
             before = [stop for stop in watch.stops if stop.time <= began]
             newest = before[-1].newest if before else None
             pairs.append((resumed, newest))

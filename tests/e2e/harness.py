@@ -113,21 +113,52 @@ class EventLog:
         self._ready.wait(timeout=30)
 
     def _follow(self, engine: Engine) -> None:
-        client = docker.DockerClient(base_url=engine.url, version="auto", timeout=86400)
-        stream = client.events(decode=True, filters={"type": "container"})
-        self._streams.append(stream)
-        self._ready.wait(timeout=30)
-        with contextlib.suppress(Exception):
-            for raw in stream:
-                attrs = dict((raw.get("Actor") or {}).get("Attributes") or {})
-                event = Event(time=int(raw["timeNano"]) / 1e9, node=engine.name,
-                              action=str(raw.get("Action", "")),
-                              name=attrs.get("name", ""), attributes=attrs)
-                with self._lock:
-                    self.events.append(event)
-                if self._stop.is_set():
-                    break
-        client.close()
+        """Follow the engine's events; when the stream ends (the engine stopped, e.g. the chaos
+        test's outage), connect again and go on from the last event seen."""
+        since: int | None = None
+        version = "auto"  # negotiated once; "auto" would open a connection to ask again
+        seen: set[tuple[str, str, str]] = set()
+        waiting = True
+        while not self._stop.is_set():
+            if engine.down:  # stopped on purpose: asking it would only fail
+                self._stop.wait(0.1)
+                continue
+            client = None
+            try:
+                client = docker.DockerClient(base_url=engine.url, version=version,
+                                             timeout=86400)
+                version = client.api.api_version
+                stream = client.events(decode=True, filters={"type": "container"},
+                                       since=since)
+            except Exception:  # the engine is down: try again shortly
+                if client is not None:
+                    client.close()
+                self._stop.wait(0.2)
+                continue
+            self._streams.append(stream)
+            if waiting:
+                self._ready.wait(timeout=30)
+                waiting = False
+            with contextlib.suppress(Exception):
+                for raw in stream:
+                    nanos = int(raw["timeNano"])
+                    key = (str(nanos), str(raw.get("Action", "")), str(raw.get("id", "")))
+                    since = nanos // 10**9
+                    if key in seen:  # `since` is whole seconds, inclusive: some come again
+                        continue
+                    seen.add(key)
+                    attrs = dict((raw.get("Actor") or {}).get("Attributes") or {})
+                    event = Event(time=nanos / 1e9, node=engine.name,
+                                  action=str(raw.get("Action", "")),
+                                  name=attrs.get("name", ""), attributes=attrs)
+                    with self._lock:
+                        self.events.append(event)
+                    if self._stop.is_set():
+                        break
+            with contextlib.suppress(Exception):
+                stream.close()
+            client.close()
+            self._stop.wait(0.1)
 
     def close(self) -> None:
         self._stop.set()
@@ -159,6 +190,7 @@ class ShareLog:
         self.changes: list[ShareChange] = []
         self._last: dict[tuple[str, str], int] = {}
         self._stop = threading.Event()
+        self._engines = list(engines)
         self._apis = [(e.name, docker.APIClient(base_url=e.url, version="auto", timeout=30))
                       for e in engines]
         self._every = every
@@ -167,7 +199,9 @@ class ShareLog:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for node, api in self._apis:
+            for engine, (node, api) in zip(self._engines, self._apis, strict=True):
+                if engine.down:  # stopped on purpose (chaos test): leave it alone
+                    continue
                 with contextlib.suppress(docker.errors.DockerException, OSError):
                     for c in api.containers(all=False):
                         with contextlib.suppress(docker.errors.DockerException, OSError):

@@ -42,6 +42,9 @@ class Engine:
     log: Path
     process: subprocess.Popen[bytes] | None = None
     clients: list[docker.DockerClient] = field(default_factory=list)
+    down: bool = False
+    """Set from the moment `stop()` begins until `start()` has it answering again: pollers
+    leave it alone meanwhile (docker-py leaks a socket for every connect that fails)."""
 
     @property
     def socket(self) -> Path:
@@ -65,6 +68,7 @@ class Engine:
             self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
                                             start_new_session=True)
         self.wait_ready(timeout_seconds)
+        self.down = False
 
     def wait_ready(self, timeout_seconds: float) -> None:
         """Until `docker version` answers; fail with the log if dockerd dies or is slow."""
@@ -97,6 +101,7 @@ class Engine:
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             return
+        self.down = True
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(timeout=30)
