@@ -159,3 +159,12 @@ def test_daemon_error_while_stopping_is_retried() -> None:
     clock = Clock()
     actuator(a, b, clock=clock).apply(migrate(), decision())
     assert a.log == ["kill job SIGTERM", "stop job 60", "remove job"] and 0.5 in clock.slept
+
+
+@pytest.mark.parametrize("policy", ["always", "unless-stopped", "on-failure"])
+def test_a_job_the_engine_would_restart_gets_docker_stop_alone(policy: str) -> None:
+    a, b = FakeEngine(), FakeEngine()
+    a.containers.add("job", host={"RestartPolicy": {"Name": policy, "MaximumRetryCount": 0}})
+    actuator(a, b).apply(migrate(), decision())
+    assert a.log == ["stop job 60", "remove job"]
+    assert b.containers.by_name["job"].status == "running"

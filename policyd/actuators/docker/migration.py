@@ -93,9 +93,10 @@ def replacement_spec(attrs: Mapping[str, Any], *, name: str, image: str, from_no
     return spec
 
 
-RESTARTING_POLICIES = frozenset({"always", "unless-stopped"})
-"""Restart policies under which the engine would start a job again after its checkpoint exit
-if it were signalled before `docker stop` marked it stopped: such jobs get `docker stop` alone."""
+NO_RESTART = frozenset({"", "no"})
+"""Restart policies under which a signalled job stays down after its exit. Under any other
+(always, unless-stopped, on-failure) the engine could start it again before `docker stop` has
+marked it stopped, so such jobs get `docker stop` alone (no separate SIGTERM first)."""
 
 
 @dataclass
@@ -151,7 +152,7 @@ class Migration:
         new = self.create(dst_node, spec)
         self.steps.crash("create")
         restart = ((src.attrs.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name")
-        if restart not in RESTARTING_POLICIES:
+        if (restart or "") in NO_RESTART:
             self.steps.signal_stop(src_node, src)
             self.steps.crash("sigterm")
         code = self.steps.stop(src_node, src, grace_seconds)
