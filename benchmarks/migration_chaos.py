@@ -65,6 +65,9 @@ def main() -> int:
                           f"(allowed {outcome.allowed_none_seconds}), resumed/newest "
                           f"{outcome.resumed}, {outcome.seconds} s {outcome.problems or ''}",
                           flush=True)
+                    if not outcome.ok:
+                        print("  policyd said:\n    " + "\n    ".join(outcome.policyd_log),
+                              flush=True)
     table = {name: summary(found) for name, found in results.items()}
     if args.json:
         print(json.dumps({"cases": table, "runs": {n: [asdict(o) for o in found]

@@ -236,6 +236,8 @@ class Outcome:
     intent_left: bool
     moved: bool
     problems: list[str]
+    policyd_log: list[str] = field(default_factory=list)
+    """What policyd said beyond its routine tick lines (kept for a reader of a failure)."""
 
     @property
     def ok(self) -> bool:
@@ -411,7 +413,12 @@ def judge(world: Lab, case: Case, watch: Watch, where: Path, name: str, *, run: 
             pairs.append((resumed, newest))
             if resumed != newest:
                 problems.append(f"resumed at step {resumed}, newest checkpoint {newest}")
+    log = where / "policyd.log"
+    said = [line for line in (log.read_text(errors="replace").splitlines() if log.exists()
+                              else []) if "actions (0 failed)" not in line
+            and "skipped: maximum number" not in line]
     return Outcome(case=case.name, run=run, seconds=round(seconds, 1), most_running=most,
+                   policyd_log=said[-40:],
                    longest_none_seconds=round(longest, 2),
                    allowed_none_seconds=round(allowed, 2), restarts=len(watch.stops),
                    resumed=pairs, running_on=node, intent_left=bool(intents),

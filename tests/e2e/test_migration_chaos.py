@@ -47,6 +47,6 @@ def test_a_disrupted_move_leaves_one_trainer_resumed_from_its_newest_checkpoint(
           f"restarts {outcome.restarts}, resumed/newest {outcome.resumed}, at most "
           f"{outcome.most_running} running, longest with none {outcome.longest_none_seconds} s "
           f"(allowed {outcome.allowed_none_seconds} s)")
-    assert outcome.ok, outcome.problems
+    assert outcome.ok, (outcome.problems, outcome.policyd_log)
     if case.crash_at != "intent":
         assert outcome.resumed, "the job was stopped and started again"
