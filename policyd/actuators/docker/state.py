@@ -2,13 +2,13 @@
 
 Docker labels are fixed when a container is created, so policyd writes its markers as labels
 only on containers it creates (the replacement after a migration: `migrated`, `converged_at`,
-`rebalanced`, `migrated-from`, `last_action_at`); those are the facts DESIGN.md requires on
+`rebalanced`, `migrated-from`, `last_action_at`); those are the facts docs/design.md requires on
 the workload, and they survive anything. Two things happen to containers policyd does not
 recreate, and are kept here instead, in a small JSON file (`DockerSettings.state_path`;
 in memory only when it is None):
 
 * `markers[name]`: `last_action_at` of a SetCpu (a cooldown convenience: a lost file means a
-  cooldown restarts, which DESIGN.md accepts) and MarkMigrated's `migrated` + `converged_at`
+  cooldown restarts, which docs/design.md accepts) and MarkMigrated's `migrated` + `converged_at`
   (Algorithm 4 keeps a job in place). Losing these makes SpeCon ask for the job again, and at
   worst move it once more, after which the replacement carries the labels. Entries are keyed
   by container name plus its engine id, so a different container of the same name later does
