@@ -5,8 +5,11 @@
 Runs tests/e2e/chaos.py's cases (policyd SIGKILLed after each step of a move, the trainer
 killed during its checkpoint, the target engine stopped mid-move) `--runs` times each (default
 5) in one shared lab (two dockerd engines, the trainer image, a real Prometheus, real PyTorch
-trainers; needs root), and prints per case: runs, how many held every rule, the longest time
-with no trainer against the allowed bound, the most trainers at once, and every problem seen.
+trainers; needs root), and prints per case: runs, how many held every rule, how many ended
+with no trainer (lost) or ever had two at once (doubled), how many restarts resumed from the
+newest checkpoint on disk, how many ended on the target (moved) or were restarted where they
+were (rolled back), the longest time with no trainer against the allowed bound, and every
+problem seen.
 Run it under `flock /tmp/policyd-slow.lock` on a shared machine.
 """
 
@@ -27,8 +30,14 @@ from tests.e2e.chaos import CASES, Outcome, chaos_lab, job_name, run_case
 
 
 def summary(outcomes: list[Outcome]) -> dict[str, Any]:
+    resumes = [pair for o in outcomes for pair in o.resumed]
     return {"runs": len(outcomes), "held": sum(o.ok for o in outcomes),
+            "lost": sum(o.running_on == "-" for o in outcomes),
+            "doubled": sum(o.most_running > 1 for o in outcomes),
+            "restarts": len(resumes),
+            "resumed_newest": sum(resumed == newest for resumed, newest in resumes),
             "moved": sum(o.moved for o in outcomes),
+            "rolled_back": sum(o.rolled_back for o in outcomes),
             "longest_none_seconds": max(o.longest_none_seconds for o in outcomes),
             "allowed_none_seconds": min(o.allowed_none_seconds for o in outcomes),
             "most_running": max(o.most_running for o in outcomes),
@@ -74,11 +83,13 @@ def main() -> int:
                                                    for n, found in results.items()},
                           "seconds": round(time.monotonic() - began)}))
     else:
-        print(f"\n{'case':32} runs held moved none_max allowed most_running s/run")
+        print(f"\n{'case':30} runs held lost doubled resumed/restarts moved rolled_back "
+              "none_max allowed s/run")
         for name, s in table.items():
-            print(f"{name:32} {s['runs']:4} {s['held']:4} {s['moved']:5} "
-                  f"{s['longest_none_seconds']:8.2f} {s['allowed_none_seconds']:7.2f} "
-                  f"{s['most_running']:12} {s['seconds_per_run']:5}")
+            print(f"{name:30} {s['runs']:4} {s['held']:4} {s['lost']:4} {s['doubled']:7} "
+                  f"{s['resumed_newest']:8}/{s['restarts']:<7} {s['moved']:5} "
+                  f"{s['rolled_back']:11} {s['longest_none_seconds']:8.2f} "
+                  f"{s['allowed_none_seconds']:7.2f} {s['seconds_per_run']:5}")
         print(f"total {time.monotonic() - began:.0f} s")
     return 0 if all(s["held"] == s["runs"] for s in table.values()) else 1
 

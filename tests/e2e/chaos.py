@@ -66,6 +66,9 @@ class Case:
     moves: bool | None = True
     """Whether the job ends on the target (False: rolled back to where it was; None: either,
     by how the race with the engine went)."""
+    backoff_seconds: float = 600.0
+    """The policy's `move_backoff_seconds`: long, so that a rolled-back job stays rolled back,
+    unless the case is about moving it again."""
 
 
 CASES = (
@@ -76,17 +79,24 @@ CASES = (
     Case("crash-after-start", crash_at="start"),
     # grace 0: `docker stop -t 0` SIGKILLs the trainer while it checkpoints on the SIGTERM
     Case("trainer-killed-in-checkpoint", grace_seconds=0.0, moves=False),
-    # stopped on the SIGTERM: down before the start (rolled back at once, the replacement
-    # removed when the engine is back) or during it (finished or rolled back when it is back)
-    Case("target-engine-stopped", stop_target=True, moves=None),
+    # stopped once the replacement is created: down when it is to start (rolled back at once,
+    # the replacement removed when the engine is back: F2), or, if the engine is slower to go
+    # than the trainer to checkpoint, during the start (finished or rolled back when it is
+    # back); a short back-off, so a rolled-back trainer is moved again as soon as it shows it
+    # runs, and that second SIGTERM must find it ready to checkpoint (F3): it ends on e2
+    Case("target-engine-stopped", stop_target=True, backoff_seconds=1.0),
 )
+"""The issue's failures: F1 (recovery discarded a move whose SIGTERM was sent) is
+crash-after-sigterm and crash-after-create; F2 (target engine down at the start, no rollback)
+and F3 (a rolled-back trainer moved again at once lost its work) are target-engine-stopped;
+F4 (a create retried after a lost answer) is its own test in test_migration_chaos.py."""
 
 
 def job_name(case: Case, run: int = 0) -> str:
     return f"ch-{case.name}" + (f"-{run}" if run else "")
 
 
-def chaos_policy(*, grace_seconds: float, now: float) -> str:
+def chaos_policy(*, grace_seconds: float, now: float, backoff_seconds: float = 600.0) -> str:
     """SpeCon every second; the trainer's evaluation decays slower and slower from `now` on
     (gains below alpha and falling: Algorithm 3's "converged and still falling"), the idle
     ones' falls by one a second (always learning)."""
@@ -107,7 +117,7 @@ spec:
   evaluation: {{query: '{query}', normalization: absolute}}
   selector: {{labels: {{app: train}}}}
   safety: {{max_migrations_per_cycle: 1, max_migrations_per_node: 1, cooldown_seconds: 0,
-           min_job_age_seconds: 0, move_backoff_seconds: 600}}
+           min_job_age_seconds: 0, move_backoff_seconds: {backoff_seconds:g}}}
 """
 
 
@@ -236,6 +246,9 @@ class Outcome:
     intent_left: bool
     moved: bool
     problems: list[str]
+    rolled_back: bool = False
+    """Whether the job was started again on e1 after a stop there (a rollback that restarted
+    it), whatever came after."""
     policyd_log: list[str] = field(default_factory=list)
     """What policyd said beyond its routine tick lines (kept for a reader of a failure)."""
 
@@ -284,13 +297,14 @@ def run_case(world: Lab, case: Case, directory: Path, run: int = 0,
     watch.start()
     world.run("e1", JobSpec(name, steps=10_000_000, lr=0.02, step_sleep=0.002,
                             smoothing=50, print_every=500, checkpoint_every=300))
-    policy = chaos_policy(grace_seconds=case.grace_seconds, now=origin)
+    policy = chaos_policy(grace_seconds=case.grace_seconds, now=origin,
+                          backoff_seconds=case.backoff_seconds)
     downtime = 0.0
     logs: list[str] = []
     stopper: threading.Thread | None = None
     try:
         if case.stop_target:
-            stopper = threading.Thread(target=stop_target_on_sigterm,
+            stopper = threading.Thread(target=stop_target_on_create,
                                        args=(world, name, origin), daemon=True)
             stopper.start()
         with policyd_run(where, policy, engines=world.engines,
@@ -304,14 +318,16 @@ def run_case(world: Lab, case: Case, directory: Path, run: int = 0,
                 wait_for(lambda: sigtermed(world, name, origin), timeout_seconds=120,
                          every=0.05, what=f"policyd to start moving {name}",
                          state=lambda: first.text()[-2000:])
-                settled(world, watch, where, first, timeout_seconds=settle_timeout_seconds)
+                settled(world, case, watch, where, first,
+                        timeout_seconds=settle_timeout_seconds)
         if case.crash_at is not None:
             time.sleep(RESTART_DELAY_SECONDS)
             began = time.monotonic()
             with policyd_run(where, policy, engines=world.engines,
                              prometheus_url=world.prometheus.url) as second:
                 downtime = RESTART_DELAY_SECONDS + (time.monotonic() - began)
-                settled(world, watch, where, second, timeout_seconds=settle_timeout_seconds)
+                settled(world, case, watch, where, second,
+                        timeout_seconds=settle_timeout_seconds)
                 logs.append(second.text())
     finally:
         if stopper is not None:
@@ -324,15 +340,18 @@ def run_case(world: Lab, case: Case, directory: Path, run: int = 0,
     return outcome
 
 
-def settled(world: Lab, watch: Watch, where: Path, policyd: Policyd,
+def settled(world: Lab, case: Case, watch: Watch, where: Path, policyd: Policyd, *,
             timeout_seconds: float) -> None:
-    """Until one container of the job runs (and has for 2 s), none is pending in the state
-    file, and, if it was restarted, it printed a step after its resume."""
+    """Until one container of the job runs (and has for 2 s) on the node the case ends on,
+    none is pending in the state file, and, if it was restarted, it printed a step after its
+    resume."""
     def done() -> bool:
         runs = watch.intervals()
         running = [r for r in runs if r[1] == float("inf")]
         if len(running) != 1 or time.time() - running[0][0] < 2.0 or state_intents(where):
             return False
+        if case.moves is not None and (running[0][2] == "e2") != case.moves:
+            return False  # judged wrong by `judge` if it stays so until the timeout
         found = find_job(world, watch.name)
         if found is None or found[0] != running[0][2]:
             return False
@@ -353,11 +372,11 @@ def sigtermed(world: Lab, name: str, since: float) -> bool:
                for e in world.events.of(name, "kill", since=since))
 
 
-def stop_target_on_sigterm(world: Lab, name: str, since: float) -> None:
-    """As soon as the job gets its SIGTERM on e1, stop e2's engine; start it again after
-    `OUTAGE_SECONDS`."""
-    wait_for(lambda: sigtermed(world, name, since), timeout_seconds=120, every=0.01,
-             what=f"the SIGTERM of {name}")
+def stop_target_on_create(world: Lab, name: str, since: float) -> None:
+    """As soon as the job's replacement is created on e2 (policyd sends the SIGTERM next),
+    stop e2's engine; start it again after `OUTAGE_SECONDS`."""
+    wait_for(lambda: any(e.node == "e2" for e in world.events.of(name, "create", since=since)),
+             timeout_seconds=120, every=0.01, what=f"the replacement of {name} on e2")
     target = world.engine("e2")
     target.stop()
     time.sleep(OUTAGE_SECONDS)
@@ -393,6 +412,11 @@ def judge(world: Lab, case: Case, watch: Watch, where: Path, name: str, *, run: 
         problems.append(f"ends on {node}, expected {'e2' if case.moves else 'e1'}")
     if case.crash_at != "intent" and not watch.stops:
         problems.append("the job was never stopped: the disruption did not happen")
+    lost = [(s.node, s.code) for s in watch.stops if s.code != 0]
+    if case.grace_seconds > 0 and lost:
+        # with a grace, every stop is a SIGTERM the trainer answers with a checkpoint and
+        # exit 0 (policyd's, or the engine's own on its shutdown); anything else lost work
+        problems.append(f"stopped without its checkpoint (node, exit code): {lost}")
     intents = state_intents(where)
     if intents:
         problems.append(f"intent left: {intents}")
@@ -422,4 +446,5 @@ def judge(world: Lab, case: Case, watch: Watch, where: Path, name: str, *, run: 
                    longest_none_seconds=round(longest, 2),
                    allowed_none_seconds=round(allowed, 2), restarts=len(watch.stops),
                    resumed=pairs, running_on=node, intent_left=bool(intents),
-                   moved=node == "e2", problems=problems)
+                   moved=node == "e2", problems=problems,
+                   rolled_back=sum(1 for r in runs if r[2] == "e1") > 1)
