@@ -1,6 +1,7 @@
 """The chaos test's longer version: each disrupted-move case run many times on real engines.
 
-    .venv/bin/python benchmarks/migration_chaos.py [--runs N] [--case NAME ...] [--json]
+    .venv/bin/python benchmarks/migration_chaos.py [--runs N] [--max-minutes M] [--case NAME ...]
+                                                   [--json]
 
 Runs tests/e2e/chaos.py's cases (policyd SIGKILLed after each step of a move, the trainer
 killed during its checkpoint, the target engine stopped mid-move) `--runs` times each (default
@@ -48,6 +49,8 @@ def summary(outcomes: list[Outcome]) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="begin no further round of the cases after this long")
     parser.add_argument("--case", action="append", choices=[c.name for c in CASES])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -58,6 +61,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="pd-chaos-") as tmp, \
             chaos_lab(Path(tmp) / "lab", names) as world:
         for run in range(1, args.runs + 1):  # round-robin: a slow spell hits every case
+            if args.max_minutes is not None and time.monotonic() - began > 60 * args.max_minutes:
+                break
             for case in cases:
                 try:
                     outcome = run_case(world, case, Path(tmp) / "runs", run=run)

@@ -24,6 +24,8 @@ Stable CLI (integration tests and containers depend on it):
   --grace-seconds S      the orchestrator's grace period, for the log (default 30)
   --stop-exit-code N     exit status after SIGTERM's checkpoint (default 0; 143 in a Kubernetes
                          Job, whose podFailurePolicy ignores it: a Job reads 0 as "done")
+  --stop-save-seconds S  the checkpoint on SIGTERM takes S seconds more, as a large model's
+                         write would (default 0; the chaos test's policyd is back meanwhile)
 
 Output on stdout, one line each, flushed (parse these, they are stable):
   metrics: http://ADDR:PORT/metrics
@@ -82,6 +84,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--stop-exit-code", type=int, default=0,
                    help="exit status after SIGTERM's checkpoint: 0 (the protocol), 143 in a "
                         "Kubernetes Job whose podFailurePolicy ignores it")
+    p.add_argument("--stop-save-seconds", type=float, default=0.0)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.02)
     return p.parse_args(argv)
@@ -156,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.stop_exit_code)
         if checkpointer is not None:
             if checkpointer.should_stop():
+                time.sleep(args.stop_save_seconds)  # before the write: `latest` is older
                 path = checkpointer.save(step)
                 print(f"checkpoint: step={step} path={path}", flush=True)
                 server.close()

@@ -69,26 +69,32 @@ class Case:
     backoff_seconds: float = 600.0
     """The policy's `move_backoff_seconds`: long, so that a rolled-back job stays rolled back,
     unless the case is about moving it again."""
+    stop_save_seconds: float = 0.0
+    """How long the trainer's checkpoint on SIGTERM takes (a large model's write)."""
+    must_log: str = ""
+    """What policyd's log must say: the disruption happened as the case means it to."""
 
 
 CASES = (
     Case("crash-after-intent", crash_at="intent", moves=False),
     Case("crash-after-create", crash_at="create"),
-    Case("crash-after-sigterm", crash_at="sigterm"),
+    # the checkpoint takes 6 s: policyd is back while the old one still writes it (F1)
+    Case("crash-after-sigterm", crash_at="sigterm", stop_save_seconds=6.0,
+         must_log="old running, new created: continue"),
     Case("crash-after-exit", crash_at="exit"),
     Case("crash-after-start", crash_at="start"),
     # grace 0: `docker stop -t 0` SIGKILLs the trainer while it checkpoints on the SIGTERM
     Case("trainer-killed-in-checkpoint", grace_seconds=0.0, moves=False),
-    # stopped once the replacement is created: down when it is to start (rolled back at once,
-    # the replacement removed when the engine is back: F2), or, if the engine is slower to go
-    # than the trainer to checkpoint, during the start (finished or rolled back when it is
-    # back); a short back-off, so a rolled-back trainer is moved again as soon as it shows it
-    # runs, and that second SIGTERM must find it ready to checkpoint (F3): it ends on e2
-    Case("target-engine-stopped", stop_target=True, backoff_seconds=1.0),
+    # killed once the replacement is created: down when that is to start, so the move is
+    # rolled back at once and the replacement removed when the engine is back (F2); a short
+    # back-off, so the rolled-back trainer is moved again as soon as it shows it runs, and
+    # that second SIGTERM must find it ready to checkpoint (F3): it ends on e2
+    Case("target-engine-killed", stop_target=True, backoff_seconds=1.0,
+         must_log="rolled back: it runs on node e1 again"),
 )
 """The issue's failures: F1 (recovery discarded a move whose SIGTERM was sent) is
 crash-after-sigterm and crash-after-create; F2 (target engine down at the start, no rollback)
-and F3 (a rolled-back trainer moved again at once lost its work) are target-engine-stopped;
+and F3 (a rolled-back trainer moved again at once lost its work) are target-engine-killed;
 F4 (a create retried after a lost answer) is its own test in test_migration_chaos.py."""
 
 
@@ -296,7 +302,8 @@ def run_case(world: Lab, case: Case, directory: Path, run: int = 0,
     watch = Watch(world, name, ckpt, since=origin)
     watch.start()
     world.run("e1", JobSpec(name, steps=10_000_000, lr=0.02, step_sleep=0.002,
-                            smoothing=50, print_every=500, checkpoint_every=300))
+                            smoothing=50, print_every=500, checkpoint_every=300,
+                            extra=("--stop-save-seconds", f"{case.stop_save_seconds:g}")))
     policy = chaos_policy(grace_seconds=case.grace_seconds, now=origin,
                           backoff_seconds=case.backoff_seconds)
     downtime = 0.0
@@ -374,11 +381,12 @@ def sigtermed(world: Lab, name: str, since: float) -> bool:
 
 def stop_target_on_create(world: Lab, name: str, since: float) -> None:
     """As soon as the job's replacement is created on e2 (policyd sends the SIGTERM next),
-    stop e2's engine; start it again after `OUTAGE_SECONDS`."""
+    kill e2's engine; start it again after `OUTAGE_SECONDS`. (Stopped gently instead, it
+    went on answering until the trainer had checkpointed: the move never saw it gone.)"""
     wait_for(lambda: any(e.node == "e2" for e in world.events.of(name, "create", since=since)),
              timeout_seconds=120, every=0.01, what=f"the replacement of {name} on e2")
     target = world.engine("e2")
-    target.stop()
+    target.kill()
     time.sleep(OUTAGE_SECONDS)
     target.start()
 
@@ -438,8 +446,11 @@ def judge(world: Lab, case: Case, watch: Watch, where: Path, name: str, *, run: 
             if resumed != newest:
                 problems.append(f"resumed at step {resumed}, newest checkpoint {newest}")
     log = where / "policyd.log"
-    said = [line for line in (log.read_text(errors="replace").splitlines() if log.exists()
-                              else []) if "actions (0 failed)" not in line
+    text = log.read_text(errors="replace") if log.exists() else ""
+    if case.must_log and case.must_log not in text:
+        problems.append(f"policyd never said {case.must_log!r}: the case did not happen as "
+                        "meant")
+    said = [line for line in text.splitlines() if "actions (0 failed)" not in line
             and "skipped: maximum number" not in line]
     return Outcome(case=case.name, run=run, seconds=round(seconds, 1), most_running=most,
                    policyd_log=said[-40:],

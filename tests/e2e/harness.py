@@ -248,6 +248,8 @@ class JobSpec:
     print_every: int = 100
     checkpoint_every: int = 0
     """Periodic checkpoints every that many steps (0: only on SIGTERM and at the end)."""
+    extra: tuple[str, ...] = ()
+    """More arguments for the trainer."""
 
 
 def run_job(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path) -> Container:
@@ -259,7 +261,7 @@ def run_job(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path) -> Contai
     command = trainer_command(port, steps=spec.steps, step_sleep=spec.step_sleep, extra=[
         "--lr", str(spec.lr), "--smoothing-steps", str(spec.smoothing),
         "--print-every", str(spec.print_every), "--checkpoint-every", str(spec.checkpoint_every),
-        "--job-name", spec.name])
+        "--job-name", spec.name, *spec.extra])
     kwargs: dict[str, Any] = {}
     if spec.cpuset is not None:
         kwargs["cpuset_cpus"] = spec.cpuset
