@@ -155,9 +155,9 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
                 actuator, recover=parts.recover)
             actuator = election.gate
         daemon = Daemon(policies, source=source, actuator=actuator, events=events,
-                        observer=observer, metrics=metrics, health=health,
-                        watcher=watcher,
-                        scope=roles.NODE_AGENT_SCOPE if node is not None else None)
+                        observer=observer, metrics=metrics, health=health, watcher=watcher,
+                        scope=roles.NODE_AGENT_SCOPE if node is not None else None,
+                        settle=parts.settle)
         if once:
             if election is not None and not election.try_once():
                 LOG.info("leader: %s does not hold the lease: deciding, applying nothing",

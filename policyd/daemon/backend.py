@@ -59,6 +59,9 @@ class Parts:
     policy_api: Any = None
     """policyd.io's custom objects (a CustomObjectsApi): the policies as custom resources;
     kubernetes only."""
+    settle: Callable[[], object] | None = None
+    """Finishes or rolls back the moves still pending; the daemon calls it at the start of
+    every cycle (cheap when none is)."""
 
 
 def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
@@ -99,12 +102,13 @@ def docker_parts(settings: DaemonSettings) -> Parts:
     """Source, actuator (after `recover()`: half-done migrations are finished or rolled back)
     and listener for the docker backend. (A migration's grace period travels on the action.)"""
     from policyd.actuators.docker import DockerActuator  # noqa: PLC0415
+    from policyd.actuators.docker.steps import crash_at  # noqa: PLC0415
     from policyd.sources.docker_events import DockerEvents  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
 
     prometheus = settings.prometheus
     assert prometheus.url is not None
     docker = docker_settings(settings.docker)
-    actuator = DockerActuator(docker)
+    actuator = DockerActuator(docker, crash=crash_at(docker.test_crash_at))
     try:
         actuator.recover()
     except Exception as exc:  # an engine down at start: the actuator retries before acting
@@ -129,7 +133,8 @@ def docker_parts(settings: DaemonSettings) -> Parts:
             raise BackendError(f"prometheus.cadvisor: {exc}") from None
     else:
         source = prometheus_source(prometheus)
-    return Parts(source=source, actuator=actuator, events=DockerEvents(docker))
+    return Parts(source=source, actuator=actuator, events=DockerEvents(docker),
+                 settle=actuator.settle_pending)
 
 
 def kubernetes_settings(section: KubernetesSection, node: str | None = None

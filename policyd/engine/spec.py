@@ -102,7 +102,19 @@ class Safety(Strict):
         description="No action on a workload within this many seconds of policyd's last one.",
     )
     min_job_age_seconds: float = Field(
-        default=0.0, ge=0, description="No action on a workload younger than this."
+        default=0.0, ge=0,
+        description=(
+            "No action on a workload younger than this, counted from its latest (re)start: "
+            "after a rolled-back move, the time the job needs to load its checkpoint and be "
+            "ready to write one again."
+        ),
+    )
+    move_backoff_seconds: float = Field(
+        default=60.0, ge=0,
+        description=(
+            "After a failed move, no action on the workload for this long, doubled for each "
+            "further failure in a row (at most 64 times; 0 = no back-off)."
+        ),
     )
 
 

@@ -135,7 +135,17 @@ def _markers(raw: Any, path: str, problems: list[str]) -> Markers:
         rebalanced=flags["rebalanced"],
         converged_at=_number(raw, "converged_at", path, problems, optional=True),
         last_action_at=_number(raw, "last_action_at", path, problems, optional=True),
+        move_failures=_count(raw, "move_failures", path, problems),
+        move_failed_at=_number(raw, "move_failed_at", path, problems, optional=True),
     )
+
+
+def _count(raw: Mapping[str, Any], key: str, path: str, problems: list[str]) -> int:
+    value = raw.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        problems.append(f"{path}.{key}: expected a whole number >= 0, got {value!r}")
+        return 0
+    return value
 
 
 def _required_string(raw: Mapping[str, Any], key: str, path: str, problems: list[str]) -> str:
@@ -257,6 +267,8 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
                     "migrated": c.markers.migrated, "rebalanced": c.markers.rebalanced,
                     "converged_at": c.markers.converged_at,
                     "last_action_at": c.markers.last_action_at,
+                    "move_failures": c.markers.move_failures,
+                    "move_failed_at": c.markers.move_failed_at,
                 },
                 "steps": c.steps.pairs(), "total_steps": c.total_steps,
                 **({"metrics": {name: series.pairs() for name, series in c.metrics.items()}}

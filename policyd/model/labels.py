@@ -30,6 +30,9 @@ MARKERS = (MIGRATED, REBALANCED, CONVERGED_AT, LAST_ACTION_AT)
 
 MIGRATED_FROM = PREFIX + "migrated-from"
 """On a replacement: the node its predecessor ran on (recovery tells old from new by it)."""
+MOVE_ID = PREFIX + "move-id"
+"""On a replacement: the id of the move that created it (the intent record holds the same id), so
+a create retried after a lost answer adopts the container it already made."""
 MIGRATING = PREFIX + "migrating"
 """Label of a Kubernetes Job while policyd moves its pod (suspended, re-pinned, resumed)."""
 MIGRATING_TO = PREFIX + "migrating-to"

@@ -122,6 +122,14 @@ class Markers:
     rebalanced: bool = False
     converged_at: float | None = None
     last_action_at: float | None = None
+    move_failures: int = 0
+    """Moves of this workload that failed in a row (rolled back, or left pending)."""
+    move_failed_at: float | None = None
+    """When the last of them failed (epoch seconds): the back-off counts from here."""
+
+    def __post_init__(self) -> None:
+        if self.move_failures < 0:
+            raise ValueError(f"move_failures must be >= 0, got {self.move_failures}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -121,6 +121,28 @@ def test_failing_action_is_counted_as_failed(registry: CollectorRegistry) -> Non
                  category="CL") == 1
 
 
+def test_pending_moves_are_settled_before_every_snapshot(registry: CollectorRegistry) -> None:
+    order: list[str] = []
+    source = FakeSource(one_to_limit)
+    real_snapshot = source.snapshot
+
+    def snapshot(*args: object, **kwargs: object) -> object:
+        order.append("snapshot")
+        return real_snapshot(*args, **kwargs)  # type: ignore[arg-type]
+
+    source.snapshot = snapshot  # type: ignore[method-assign,assignment]
+
+    def settle() -> None:
+        order.append("settle")
+        if len(order) == 1:
+            raise RuntimeError("node e2: connection refused")  # an engine still down
+
+    daemon = make(registry, source, settle=settle)
+    assert [r.result for r in daemon.run_once()] == ["ok"]
+    assert [r.result for r in daemon.run_once()] == ["ok"]
+    assert order == ["settle", "snapshot", "settle", "snapshot"]
+
+
 def test_dry_run_policies_use_the_dry_run_actuator(registry: CollectorRegistry) -> None:
     actuator = FakeActuator()
     daemon = make(registry, FakeSource(one_to_limit), actuator,

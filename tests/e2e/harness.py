@@ -113,21 +113,52 @@ class EventLog:
         self._ready.wait(timeout=30)
 
     def _follow(self, engine: Engine) -> None:
-        client = docker.DockerClient(base_url=engine.url, version="auto", timeout=86400)
-        stream = client.events(decode=True, filters={"type": "container"})
-        self._streams.append(stream)
-        self._ready.wait(timeout=30)
-        with contextlib.suppress(Exception):
-            for raw in stream:
-                attrs = dict((raw.get("Actor") or {}).get("Attributes") or {})
-                event = Event(time=int(raw["timeNano"]) / 1e9, node=engine.name,
-                              action=str(raw.get("Action", "")),
-                              name=attrs.get("name", ""), attributes=attrs)
-                with self._lock:
-                    self.events.append(event)
-                if self._stop.is_set():
-                    break
-        client.close()
+        """Follow the engine's events; when the stream ends (the engine stopped, e.g. the chaos
+        test's outage), connect again and go on from the last event seen."""
+        since: int | None = None
+        version = "auto"  # negotiated once; "auto" would open a connection to ask again
+        seen: set[tuple[str, str, str]] = set()
+        waiting = True
+        while not self._stop.is_set():
+            if engine.down:  # stopped on purpose: asking it would only fail
+                self._stop.wait(0.1)
+                continue
+            client = None
+            try:
+                client = docker.DockerClient(base_url=engine.url, version=version,
+                                             timeout=86400)
+                version = client.api.api_version
+                stream = client.events(decode=True, filters={"type": "container"},
+                                       since=since)
+            except Exception:  # the engine is down: try again shortly
+                if client is not None:
+                    client.close()
+                self._stop.wait(0.2)
+                continue
+            self._streams.append(stream)
+            if waiting:
+                self._ready.wait(timeout=30)
+                waiting = False
+            with contextlib.suppress(Exception):
+                for raw in stream:
+                    nanos = int(raw["timeNano"])
+                    key = (str(nanos), str(raw.get("Action", "")), str(raw.get("id", "")))
+                    since = nanos // 10**9
+                    if key in seen:  # `since` is whole seconds, inclusive: some come again
+                        continue
+                    seen.add(key)
+                    attrs = dict((raw.get("Actor") or {}).get("Attributes") or {})
+                    event = Event(time=nanos / 1e9, node=engine.name,
+                                  action=str(raw.get("Action", "")),
+                                  name=attrs.get("name", ""), attributes=attrs)
+                    with self._lock:
+                        self.events.append(event)
+                    if self._stop.is_set():
+                        break
+            with contextlib.suppress(Exception):
+                stream.close()
+            client.close()
+            self._stop.wait(0.1)
 
     def close(self) -> None:
         self._stop.set()
@@ -159,6 +190,7 @@ class ShareLog:
         self.changes: list[ShareChange] = []
         self._last: dict[tuple[str, str], int] = {}
         self._stop = threading.Event()
+        self._engines = list(engines)
         self._apis = [(e.name, docker.APIClient(base_url=e.url, version="auto", timeout=30))
                       for e in engines]
         self._every = every
@@ -167,7 +199,9 @@ class ShareLog:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for node, api in self._apis:
+            for engine, (node, api) in zip(self._engines, self._apis, strict=True):
+                if engine.down:  # stopped on purpose (chaos test): leave it alone
+                    continue
                 with contextlib.suppress(docker.errors.DockerException, OSError):
                     for c in api.containers(all=False):
                         with contextlib.suppress(docker.errors.DockerException, OSError):
@@ -212,24 +246,29 @@ class JobSpec:
     cpuset: str | None = None
     cpu_shares: int | None = None
     print_every: int = 100
+    checkpoint_every: int = 0
+    """Periodic checkpoints every that many steps (0: only on SIGTERM and at the end)."""
+    extra: tuple[str, ...] = ()
+    """More arguments for the trainer."""
 
 
 def run_job(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path) -> Container:
-    """Start the trainer `spec` on `engine` (host network, the managed label, POLICYD_CONTAINER
+    """Start the trainer `spec` on `engine` under an init (`--init`: SIGTERM reaches it; a
+    migration's replacement keeps it) (host network, the managed label, POLICYD_CONTAINER
     = its name, its checkpoint directory under `ckpt_root`, a host path both engines see)."""
     ckpt = ckpt_root / spec.name
     ckpt.mkdir(parents=True, exist_ok=True)
     command = trainer_command(port, steps=spec.steps, step_sleep=spec.step_sleep, extra=[
         "--lr", str(spec.lr), "--smoothing-steps", str(spec.smoothing),
-        "--print-every", str(spec.print_every), "--checkpoint-every", "0",
-        "--job-name", spec.name])
+        "--print-every", str(spec.print_every), "--checkpoint-every", str(spec.checkpoint_every),
+        "--job-name", spec.name, *spec.extra])
     kwargs: dict[str, Any] = {}
     if spec.cpuset is not None:
         kwargs["cpuset_cpus"] = spec.cpuset
     if spec.cpu_shares is not None:
         kwargs["cpu_shares"] = spec.cpu_shares
     return engine.client().containers.run(
-        TRAINER_TAG, command, name=spec.name, detach=True, network_mode="host",
+        TRAINER_TAG, command, name=spec.name, detach=True, network_mode="host", init=True,
         labels={"policyd.io/managed": "true", "app": "train"},
         environment={"POLICYD_CONTAINER": spec.name, "POLICYD_JOB_NAME": spec.name},
         volumes=host_binds(f"{ckpt}:/ckpt"), **kwargs)
@@ -351,9 +390,11 @@ class Policyd:
 
 @contextlib.contextmanager
 def policyd_run(directory: Path, policy: str, *, engines: Sequence[Engine], prometheus_url: str,
-                alertmanager_url: str | None = None, grace_seconds: float = 20
-                ) -> Iterator[Policyd]:
-    """Write the settings and the policy, start `policyd run`, wait for /readyz."""
+                alertmanager_url: str | None = None, grace_seconds: float = 20,
+                crash_at: str | None = None) -> Iterator[Policyd]:
+    """Write the settings and the policy, start `policyd run`, wait for /readyz.
+    `crash_at`: `docker.test_crash_at` (the chaos test: policyd SIGKILLs itself after that
+    step of a migration). A second run in the same `directory` keeps the state file."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "policy.yaml").write_text(policy)
     port = free_port()
@@ -367,9 +408,10 @@ def policyd_run(directory: Path, policy: str, *, engines: Sequence[Engine], prom
         f"  scrape_interval_seconds: {SCRAPE_SECONDS}\n  timeout_seconds: 5\n"
         f"docker:\n  hosts:{hosts}\n  grace_seconds: {grace_seconds}\n"
         f"  state_path: {directory / 'docker-state.json'}\n"
+        + (f"  test_crash_at: {crash_at}\n" if crash_at else "") +
         f"{alerts}http:\n  addr: {LOOPBACK}\n  port: {port}\n")
     log = directory / "policyd.log"
-    with log.open("wb") as out:
+    with log.open("ab") as out:  # a second run (after a crash) goes on in the same log
         process = subprocess.Popen([str(POLICYD), "run", "--config", str(settings)],
                                    stdout=out, stderr=subprocess.STDOUT, cwd=directory,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -47,6 +47,9 @@ class Engine:
     clients: list[docker.DockerClient] = field(default_factory=list)
     cpus: str | None = None
     """A CPU list (`taskset -c`): the engine's own CPUs, and its NCPU; None: all."""
+    down: bool = False
+    """Set from the moment `stop()` begins until `start()` has it answering again: pollers
+    leave it alone meanwhile (docker-py leaks a socket for every connect that fails)."""
 
     @property
     def socket(self) -> Path:
@@ -71,6 +74,7 @@ class Engine:
             self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
                                             start_new_session=True)
         self.wait_ready(timeout_seconds)
+        self.down = False
 
     def wait_ready(self, timeout_seconds: float) -> None:
         """Until `docker version` answers; fail with the log if dockerd dies or is slow."""
@@ -103,12 +107,23 @@ class Engine:
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             return
+        self.down = True
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+    def kill(self) -> None:
+        """Crash the engine: SIGKILL dockerd and its containerd (its process group, which
+        holds no container's shim while none runs), so that it stops answering at once,
+        connections already open included. `start()` brings it back with its state."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.down = True
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
 
     def restart(self) -> None:
         self.stop()
