@@ -26,6 +26,8 @@ from typing import Any, assert_never
 from policyd.actuators.docker.settings import DockerSettings
 from policyd.actuators.kubernetes.settings import KubernetesSettings
 from policyd.alerts.settings import AlertSettings
+from policyd.clients.access_settings import HttpAccessFields
+from policyd.clients.http_access import HttpAccess, check_files
 from policyd.daemon.ports import OutcomeObserver
 from policyd.daemon.settings import (
     AlertmanagerSection,
@@ -78,12 +80,25 @@ def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
             assert_never(prometheus.profile)
 
 
+def checked_access(section: HttpAccessFields, name: str) -> HttpAccess | None:
+    """The section's `HttpAccess`, its certificate, key and CA files checked readable now (a
+    BackendError naming the section) rather than at the first TLS handshake."""
+    access = section.access()
+    if access is not None:
+        try:
+            check_files(access)
+        except ValueError as exc:
+            raise BackendError(f"{name}.tls_config: {exc}") from None
+    return access
+
+
 def prometheus_source(prometheus: PrometheusSettings) -> Source:
     from policyd.sources.prometheus import PrometheusSource  # noqa: PLC0415
 
     assert prometheus.url is not None
     return PrometheusSource(prometheus.url, source_settings(prometheus),
-                            timeout_seconds=prometheus.timeout_seconds)
+                            timeout_seconds=prometheus.timeout_seconds,
+                            access=checked_access(prometheus, "prometheus"))
 
 
 def docker_settings(section: DockerSection) -> DockerSettings:
@@ -112,7 +127,8 @@ def docker_parts(settings: DaemonSettings) -> Parts:
 
         source = DockerSnapshotSource(prometheus.url, docker,
                                       extra_markers=actuator.recorded_markers,
-                                      timeout_seconds=prometheus.timeout_seconds)
+                                      timeout_seconds=prometheus.timeout_seconds,
+                                      access=checked_access(prometheus, "prometheus"))
     elif prometheus.profile == "cadvisor-rest":
         from policyd.sources.cadvisor_source import cadvisor_rest_source  # noqa: PLC0415
 
@@ -120,7 +136,8 @@ def docker_parts(settings: DaemonSettings) -> Parts:
             source = cadvisor_rest_source(
                 prometheus.url, {node: str(url) for node, url in prometheus.cadvisor.items()},
                 timeout_seconds=prometheus.timeout_seconds,
-                extra_markers=actuator.recorded_markers)
+                extra_markers=actuator.recorded_markers,
+                access=checked_access(prometheus, "prometheus"))
         except ValueError as exc:
             raise BackendError(f"prometheus.cadvisor: {exc}") from None
     else:
@@ -174,7 +191,8 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
             if done:
                 LOG.info("kubernetes: recovered %d half-done migrations", len(done))
     source = KubernetesPodSource(prometheus.url, scope, core=core,
-                                 timeout_seconds=prometheus.timeout_seconds)
+                                 timeout_seconds=prometheus.timeout_seconds,
+                                 access=checked_access(prometheus, "prometheus"))
     return Parts(source=source, actuator=actuator, events=PodWatch(core, scope),
                  lease_api=k8s.CoordinationV1Api(shared), recover=actuator.recover)
 
@@ -185,5 +203,6 @@ def alerter(section: AlertmanagerSection | None) -> OutcomeObserver | None:
         return None
     from policyd.alerts.alerter import Alerter  # noqa: PLC0415
 
+    checked_access(section, "alertmanager")
     observer: OutcomeObserver = Alerter(AlertSettings.from_section(section))
     return observer

@@ -32,6 +32,7 @@ from pydantic import (
 from policyd.actuators.docker.settings import DockerHost, DockerSection
 from policyd.actuators.kubernetes.settings import KubernetesScope
 from policyd.alerts.settings import AlertmanagerSection
+from policyd.clients.access_settings import HttpAccessFields
 from policyd.clients.settings import (
     HttpUrl,
     NonEmptyStr,
@@ -75,14 +76,16 @@ def _scenario_names() -> Sequence[str]:
     return tuple(SCENARIOS)
 
 
-class PrometheusSettings(SettingsModel):
+class PrometheusSettings(HttpAccessFields):
     """Where the snapshot comes from (docker and kubernetes backends).
 
     `profile` names a `policyd.sources.settings` profile, or one that reads the CPU elsewhere
     (`docker-stats`: the Docker engines' stats API; `cadvisor-rest`: each Docker host's
     cAdvisor REST API, at `cadvisor[node]`); the loss always comes from Prometheus at `url`.
     `node_names` maps a scrape target (`instance`) to a node name; `capacity_cores` and
-    `process_job` apply to `process` only.
+    `process_job` apply to `process` only. `bearer_token_file`, `basic_auth`, `tls_config` and
+    `headers` say how to get through to a Prometheus (or Thanos, Mimir, VictoriaMetrics) behind
+    TLS and authentication (`policyd.clients.access_settings`).
     """
 
     url: HttpUrl | None = None

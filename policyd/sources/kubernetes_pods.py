@@ -35,6 +35,7 @@ from kubernetes import watch as k8s_watch  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from policyd.clients import kubernetes_quantity
+from policyd.clients.http_access import HttpAccess
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.model import labels as keys
@@ -238,13 +239,14 @@ class KubernetesPodSource:
 
     def __init__(self, prometheus_url: str, scope: PodScope, *, core: Any,
                  prometheus: PrometheusClient | None = None, timeout_seconds: float = 10,
-                 retries: int = 2, clock: Callable[[], float] = time.time) -> None:
+                 retries: int = 2, access: HttpAccess | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.url = prometheus_url.rstrip("/")
         self.scope, self.core, self._clock = scope, core, clock
         self.settings = api_settings()
         if prometheus is None:
             prometheus = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
-                                            retries=retries)
+                                            retries=retries, access=access)
         self._prometheus: PrometheusClient = prometheus
         self.last_warnings: tuple[str, ...] = ()
 

@@ -84,7 +84,10 @@ ERRORS = [
     pytest.param(None, (200, json.dumps({"status": "success"})), "bad_response",
                  id="json-without-data"),
     pytest.param(None, (200, json.dumps(envelope("x"))), "bad_response", id="result-not-a-list"),
-    pytest.param(None, (403, "forbidden"), "http", id="403"),
+    pytest.param(None, (403, "forbidden"), "auth", id="403"),
+    pytest.param(None, (401, "Unauthorized"), "auth", id="401"),
+    pytest.param(requests.exceptions.SSLError("certificate verify failed"), None, "tls",
+                 id="tls"),
 ]
 
 
