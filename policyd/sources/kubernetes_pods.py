@@ -7,9 +7,9 @@ the label selector, and on a node agent the field selector of its node), one nod
 (evaluation, CPU). The pod list gives what kube-state-metrics
 would need an allowlist for: node, start time, labels, annotations (the markers
 `policyd.io/migrated` etc., written by the actuator), and the CPU request / limit (the current
-allocation). `facts_vector` turns it into the facts instant vector that `parse.parse_cycle`
-already reads (tagged `policyd_fact` samples), so matching, warnings and markers are the
-Prometheus source's own code; only Prometheus's facts query is not sent.
+allocation). `facts_vector` turns it into the facts' instant vectors that `parse.parse_cycle`
+already reads (fact -> samples), so matching, warnings and markers are the Prometheus source's
+own code; only Prometheus's fact queries are not sent.
 
 A container is `namespace/pod/container` (the `kubernetes` profile's identity); the training
 container is `container_name`, else the pod's first container. `PodWatch` is the
@@ -178,28 +178,30 @@ def list_allocatable(core: Any, node_name: str | None = None) -> dict[str, float
 
 
 def facts_vector(found: Iterable[PodFacts], allocatable: Mapping[str, float], now: float
-                 ) -> list[dict[str, Any]]:
-    """The facts instant vector `parse_cycle` reads, built from the API (pure): capacity per
-    node, start time, CPU request as shares (x1024, read back as cores by the `kubernetes`
-    profile), limit as quota/period, and the markers as `annotation_policyd_io_*` labels."""
-    def sample(fact: str, labels: Mapping[str, str], value: float) -> dict[str, Any]:
-        return {"metric": {**labels, promql.FACT_LABEL: fact}, "value": [now, repr(value)]}
+                 ) -> dict[str, list[dict[str, Any]]]:
+    """The facts' instant vectors `parse_cycle` reads (fact -> samples), built from the API
+    (pure): capacity per node, start time, CPU request as shares (x1024, read back as cores by
+    the `kubernetes` profile), limit in cores, and the markers as `annotation_policyd_io_*`
+    labels."""
+    out: dict[str, list[dict[str, Any]]] = {}
 
-    out = [sample(promql.FACT_CAPACITY, {"node": n}, c) for n, c in sorted(allocatable.items())]
+    def sample(fact: str, labels: Mapping[str, str], value: float) -> None:
+        out.setdefault(fact, []).append({"metric": dict(labels), "value": [now, repr(value)]})
+
+    for n, c in sorted(allocatable.items()):
+        sample(promql.FACT_CAPACITY, {"node": n}, c)
     for f in found:
         ident = {"namespace": f.namespace, "pod": f.pod, "container": f.container,
                  "node": f.node}
         if f.started_at is not None:
-            out.append(sample(promql.FACT_STARTED, ident, f.started_at))
+            sample(promql.FACT_STARTED, ident, f.started_at)
         if f.cpu_request is not None:
-            out.append(sample(promql.FACT_SHARES, ident, f.cpu_request * 1024))
+            sample(promql.FACT_SHARES, ident, f.cpu_request * 1024)
         if f.cpu_limit is not None:
-            out.append(sample(promql.FACT_QUOTA, ident, f.cpu_limit * 100_000))
-            out.append(sample(promql.FACT_PERIOD, ident, 100_000.0))
+            sample(promql.FACT_LIMIT, ident, f.cpu_limit)
         marks = {keys.prometheus_label(k, "annotation_"): v
                  for k, v in f.annotations.items() if k in keys.MARKERS}
-        out.append(sample(promql.FACT_ANNOTATIONS,
-                          {"namespace": f.namespace, "pod": f.pod, **marks}, 1.0))
+        sample(promql.FACT_ANNOTATIONS, {"namespace": f.namespace, "pod": f.pod, **marks}, 1.0)
     return out
 
 
@@ -220,7 +222,7 @@ def merge(*, evaluation: Any, cpu: Any, found: Sequence[PodFacts],
     kept = [e for e in evaluation or [] if tuple(
         (e.get("metric") or {}).get(n, "") for n in settings.evaluation_identity_labels)
         in by_key]
-    parsed = parse_cycle(evaluation=kept, cpu=cpu, facts_result=facts_vector(
+    parsed = parse_cycle(evaluation=kept, cpu=cpu, facts_results=facts_vector(
         found, allocatable, queries.now_seconds), queries=queries, settings=settings,
         intervals=intervals, progress=progress)
     containers = []

@@ -1,4 +1,5 @@
-"""`PrometheusSource`: the cluster as Prometheus sees it, one snapshot per call, three queries.
+"""`PrometheusSource`: the cluster as Prometheus sees it, one snapshot per call, a few queries
+(`promql`).
 
 This class owns the HTTP (through prometheus-api-client, on a session that authenticates as
 `policyd.clients.http_access` says) and the clock; the queries come from
@@ -201,6 +202,10 @@ class PrometheusSource:
         return query_range(self._client, self.url, query, start_seconds=q.start_seconds,
                            end_seconds=q.now_seconds, step_seconds=q.step_seconds, what=what)
 
+    def _instant(self, query: str, q: CycleQueries) -> Any:
+        return self._ask("query", query, lambda: self._client.custom_query(
+            query, params={"time": _seconds(q.now_seconds)}))
+
     def observe(self, policies: Sequence[PolicyDocument], *,
                 intervals: Mapping[str, float] | None = None) -> Parsed:
         """One cycle: its queries (`promql`), parsed; raises SourceError (counted and logged)."""
@@ -216,11 +221,10 @@ class PrometheusSource:
             evaluation = self._range("query_range", queries.evaluation, queries)
             cpu = (self._range("query_range", queries.cpu, queries)
                    if queries.cpu is not None else [])
-            facts = self._ask("query", queries.facts, lambda: self._client.custom_query(
-                queries.facts, params={"time": _seconds(queries.now_seconds)}))
+            facts = {fact: self._instant(query, queries) for fact, query in queries.facts}
             progress, missed = read_progress(self._client, self.url, queries)
             try:
-                parsed = parse_cycle(evaluation=evaluation, cpu=cpu, facts_result=facts,
+                parsed = parse_cycle(evaluation=evaluation, cpu=cpu, facts_results=facts,
                                      queries=queries, settings=self.settings,
                                      intervals=intervals, progress=progress)
             except ResponseShapeError as exc:

@@ -114,6 +114,10 @@ class SourceSettings:
     annotation_identity_labels: tuple[str, ...] = ()
     label_prefix: str | None = None
     scrape_interval_seconds: float = 15.0
+    series_id_label: str | None = None
+    """A resource label telling two cgroups of one container apart (the kubelet's `id`): kept
+    on the per-container series when the others are dropped (`kept_labels`), so a restarted
+    container's old and new series stay two."""
 
     def __post_init__(self) -> None:
         if not self.identity_labels:
@@ -130,7 +134,8 @@ class SourceSettings:
                 _check_label(name, what)
         for what, one in (("short_id_label", self.short_id_label), ("name_label", self.name_label),
                           ("namespace_label", self.namespace_label),
-                          ("node_label", self.node_label)):
+                          ("node_label", self.node_label),
+                          ("series_id_label", self.series_id_label)):
             if one is not None:
                 _check_label(one, what)
         for what, metric in (("cpu_counter", self.cpu_counter),
@@ -156,6 +161,20 @@ class SourceSettings:
             raise ValueError("scrape_interval_seconds must be positive")
         object.__setattr__(self, "static_capacity_cores", _frozen_map(self.static_capacity_cores))
         object.__setattr__(self, "node_names", _frozen_map(self.node_names))
+
+    @property
+    def kept_labels(self) -> tuple[str, ...] | None:
+        """The labels of a resource series policyd reads (identity, node, short id, and the
+        markers when they are resource labels), or None when it reads them all (a profile with
+        `label_prefix`: a job's labels are resource labels whose names no query can list)."""
+        if self.label_prefix is not None:
+            return None
+        names = [*self.identity_labels, self.node_label]
+        if self.short_id_label is not None:
+            names.append(self.short_id_label)
+        if self.annotations_metric is None:
+            names.extend(self.marker_labels.names())
+        return tuple(dict.fromkeys(names))
 
 
 def _exposed_markers(prefix: str) -> MarkerLabels:
@@ -195,6 +214,7 @@ def kubernetes(*, scrape_interval_seconds: float = 15.0,
         annotations_metric="kube_pod_annotations",
         annotation_identity_labels=("namespace", "pod"),
         scrape_interval_seconds=scrape_interval_seconds,
+        series_id_label="id",
     )
 
 

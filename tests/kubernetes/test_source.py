@@ -29,7 +29,7 @@ class Scope:
 
 def queries(now: float = 1000.0) -> CycleQueries:
     return CycleQueries(now_seconds=now, start_seconds=now - 90, step_seconds=30,
-                        evaluation="loss", cpu="rate", facts="", allocation_mode="shares")
+                        evaluation="loss", cpu="rate", facts=(), allocation_mode="shares")
 
 
 def series(name: str, values: list[float], metric: str = "loss") -> dict[str, Any]:

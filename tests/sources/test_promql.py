@@ -8,45 +8,56 @@ from policyd.sources import promql
 from policyd.sources.settings import Matcher, cadvisor_docker, kubernetes, process
 from tests.sources.builders import NOW, flowcon, queries, specon
 
-TAGGED = 'label_replace({0}, "policyd_fact", "{1}", "__name__", ".*")'
+K8S_KEPT = "namespace, pod, container, node, id"
+ANNOTATIONS = ("max by (namespace, pod, annotation_policyd_io_migrated, "
+               "annotation_policyd_io_rebalanced, annotation_policyd_io_converged_at, "
+               "annotation_policyd_io_last_action_at) (kube_pod_annotations)")
 
 
 def test_kubernetes_queries_are_exact() -> None:
     q = queries(kubernetes())
     sel = '{container!="",container!="POD"}'
     assert q.evaluation == "policyd_training_loss"
-    assert q.cpu == ('rate(container_cpu_usage_seconds_total{container!="",container!="POD",'
-                     'cpu="total"}[30s])')
-    assert q.facts == " or ".join([
-        TAGGED.format("machine_cpu_cores", "capacity"),
-        TAGGED.format("container_start_time_seconds" + sel, "started_at"),
-        TAGGED.format("container_spec_cpu_shares" + sel, "shares"),
-        TAGGED.format("container_spec_cpu_quota" + sel, "quota"),
-        TAGGED.format("container_spec_cpu_period" + sel, "period"),
-        TAGGED.format("kube_pod_annotations", "annotations"),
-    ])
+    assert q.cpu == (f"max by ({K8S_KEPT}) (rate(container_cpu_usage_seconds_total"
+                     '{container!="",container!="POD",cpu="total"}[30s]))')
+    assert q.facts == (
+        ("capacity", "max by (node) (machine_cpu_cores)"),
+        ("started_at", f"max by ({K8S_KEPT}) (container_start_time_seconds{sel})"),
+        ("shares", f"max by ({K8S_KEPT}) (container_spec_cpu_shares{sel})"),
+        ("annotations", ANNOTATIONS))
     assert (q.steps, q.progress) == ("policyd_training_steps_total",
                                      "policyd_training_progress_ratio")
-    assert (q.start_seconds, q.now_seconds, q.step_seconds, q.count) == (NOW - 100, NOW, 20, 5)
+    assert (q.start_seconds, q.now_seconds, q.step_seconds, q.count) == (NOW - 100, NOW, 20, 8)
 
 
-def test_docker_queries_are_exact() -> None:
+def test_quota_mode_asks_for_the_limit_in_cores_and_not_the_shares() -> None:
+    sel = '{container!="",container!="POD"}'
+    q = queries(kubernetes(), mode="quota")
+    assert dict(q.facts)["limit_cores"] == (
+        f"max by ({K8S_KEPT}) (container_spec_cpu_quota{sel}) / "
+        f"max by ({K8S_KEPT}) (container_spec_cpu_period{sel})")
+    assert [fact for fact, _ in q.facts] == ["capacity", "started_at", "limit_cores",
+                                             "annotations"]
+
+
+def test_docker_queries_keep_every_label_for_the_container_labels() -> None:
     q = queries(cadvisor_docker())
     assert q.cpu == 'rate(container_cpu_usage_seconds_total{name!="",cpu="total"}[30s])'
-    assert q.facts.startswith(TAGGED.format("machine_cpu_cores", "capacity") + " or ")
-    assert TAGGED.format('container_spec_cpu_shares{name!=""}', "shares") in q.facts
-    assert "kube_pod_annotations" not in q.facts
+    assert q.facts == (("capacity", "max by (instance) (machine_cpu_cores)"),
+                       ("started_at", 'container_start_time_seconds{name!=""}'),
+                       ("shares", 'container_spec_cpu_shares{name!=""}'))
 
 
 def test_process_queries_are_exact() -> None:
     q = queries(process(capacity_cores=4, job="train"))
-    assert q.cpu == 'rate(process_cpu_seconds_total{job="train"}[30s])'
-    assert q.facts == TAGGED.format('process_start_time_seconds{job="train"}', "started_at")
+    assert q.cpu == 'max by (job, instance) (rate(process_cpu_seconds_total{job="train"}[30s]))'
+    assert q.facts == (("started_at",
+                        'max by (job, instance) (process_start_time_seconds{job="train"})'),)
 
 
 def test_rate_window_is_the_interval_when_it_holds_two_scrapes() -> None:
-    assert queries(kubernetes(), interval_seconds=60).cpu.endswith("[60s])")
-    assert queries(kubernetes(scrape_interval_seconds=5)).cpu.endswith("[20s])")
+    assert queries(kubernetes(), interval_seconds=60).cpu.endswith("[60s]))")
+    assert queries(kubernetes(scrape_interval_seconds=5)).cpu.endswith("[20s]))")
 
 
 HOSTILE = [
@@ -72,7 +83,8 @@ def test_hostile_label_values_stay_one_string(value: str) -> None:
 def test_hostile_matcher_in_a_profile() -> None:
     settings = process(capacity_cores=4, job='a"} or vector(1) or {x="')
     q = queries(settings)
-    assert q.cpu == r'rate(process_cpu_seconds_total{job="a\"} or vector(1) or {x=\""}[30s])'
+    assert q.cpu == (r'max by (job, instance) (rate(process_cpu_seconds_total{job="a\"} or '
+                     r'vector(1) or {x=\""}[30s]))')
 
 
 def test_namespaces_become_an_escaped_regex_alternative() -> None:
