@@ -66,7 +66,8 @@ def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
     nodes = dict(prometheus.node_names)
     match prometheus.profile:
         case "kubernetes":
-            return kubernetes(scrape_interval_seconds=scrape)
+            return kubernetes(scrape_interval_seconds=scrape,
+                              evaluation_node_label=prometheus.evaluation_node_label)
         case "cadvisor-docker":
             return cadvisor_docker(node_names=nodes, scrape_interval_seconds=scrape)
         case "process":
@@ -192,7 +193,8 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
                 LOG.info("kubernetes: recovered %d half-done migrations", len(done))
     source = KubernetesPodSource(prometheus.url, scope, core=core,
                                  timeout_seconds=prometheus.timeout_seconds,
-                                 access=checked_access(prometheus, "prometheus"))
+                                 access=checked_access(prometheus, "prometheus"),
+                                 evaluation_node_label=prometheus.evaluation_node_label)
     return Parts(source=source, actuator=actuator, events=PodWatch(core, scope),
                  lease_api=k8s.CoordinationV1Api(shared), recover=actuator.recover)
 

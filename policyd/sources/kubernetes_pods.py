@@ -205,10 +205,10 @@ def facts_vector(found: Iterable[PodFacts], allocatable: Mapping[str, float], no
     return out
 
 
-def api_settings() -> SourceSettings:
+def api_settings(evaluation_node_label: str | None = None) -> SourceSettings:
     """The `kubernetes` profile; its facts (and the `kube_pod_annotations`-shaped markers)
     are built from the API by `facts_vector` rather than queried."""
-    return kubernetes()
+    return kubernetes(evaluation_node_label=evaluation_node_label)
 
 
 def merge(*, evaluation: Any, cpu: Any, found: Sequence[PodFacts],
@@ -242,10 +242,11 @@ class KubernetesPodSource:
     def __init__(self, prometheus_url: str, scope: PodScope, *, core: Any,
                  prometheus: PrometheusClient | None = None, timeout_seconds: float = 10,
                  retries: int = 2, access: HttpAccess | None = None,
+                 evaluation_node_label: str | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.url = prometheus_url.rstrip("/")
         self.scope, self.core, self._clock = scope, core, clock
-        self.settings = api_settings()
+        self.settings = api_settings(evaluation_node_label)
         if prometheus is None:
             prometheus = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
                                             retries=retries, access=access)
@@ -259,7 +260,8 @@ class KubernetesPodSource:
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:
         now = float(math.floor(self._clock()))
-        q = promql.build_queries(policies, self.settings, now_seconds=now, intervals=intervals)
+        q = promql.build_queries(policies, self.settings, now_seconds=now, intervals=intervals,
+                                 node=self.scope.node_name)
         evaluation = self._range(q.evaluation, q)
         cpu = self._range(q.cpu, q) if q.cpu is not None else []
         progress, missed = read_progress(self._prometheus, self.url, q)

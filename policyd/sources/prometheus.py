@@ -177,7 +177,7 @@ class PrometheusSource:
     def __init__(self, url: str, settings: SourceSettings, *, timeout_seconds: float = 10,
                  retries: int = 2, retry_backoff_seconds: float = 0.5,
                  client: PrometheusClient | None = None, disable_ssl: bool = False,
-                 access: HttpAccess | None = None,
+                 access: HttpAccess | None = None, node: str | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         if not timeout_seconds > 0:
             raise ValueError("timeout_seconds must be positive")
@@ -185,6 +185,8 @@ class PrometheusSource:
             raise ValueError("retries must be zero or more")
         self.url = url.rstrip("/")
         self.settings = settings
+        self.node = node
+        """A node agent's node: every query asks for its containers only (`promql`)."""
         self._clock = clock
         if client is None:
             client = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
@@ -210,7 +212,8 @@ class PrometheusSource:
                 intervals: Mapping[str, float] | None = None) -> Parsed:
         """One cycle: its queries (`promql`), parsed; raises SourceError (counted and logged)."""
         now = float(math.floor(self._clock()))
-        queries = build_queries(policies, self.settings, now_seconds=now, intervals=intervals)
+        queries = build_queries(policies, self.settings, now_seconds=now, intervals=intervals,
+                                node=self.node)
         # Three decoded answers and the snapshot built from them: millions of objects, no
         # cycles, so no garbage collection until they are done (policyd.fastjson).
         with fastjson.paused_gc():

@@ -52,7 +52,8 @@ from policyd.engine.kind import FORECAST_INPUTS, Input
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import base_interval_seconds
 from policyd.engine.spec import PolicyDocument
-from policyd.sources.settings import Matcher, SourceSettings
+from policyd.sources.narrow import narrowed
+from policyd.sources.settings import Matcher, SourceSettings, regex_literal
 
 FACT_CAPACITY = "capacity"
 FACT_STARTED = "started_at"
@@ -69,19 +70,11 @@ PROGRESS_METRIC = "policyd_training_progress_ratio"
 MAX_POINTS = 11_000
 """Prometheus refuses a range query with more than this many steps (400 bad_data)."""
 
-_RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
-
-
 def quote(value: str) -> str:
     """`value` as a double-quoted PromQL string that reads back as exactly `value`."""
     out = (value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
            .replace("\r", "\\r").replace("\t", "\\t"))
     return f'"{out}"'
-
-
-def regex_literal(value: str) -> str:
-    """An RE2 pattern matching exactly `value` (its metacharacters backslash-escaped)."""
-    return "".join("\\" + ch if ch in _RE2_SPECIAL else ch for ch in value)
 
 
 def render_matchers(matchers: Iterable[Matcher]) -> str:
@@ -145,11 +138,14 @@ class CycleQueries:
         return tuple((what, query) for what, query in found if query is not None)
 
 
-def _scope(settings: SourceSettings, namespaces: Sequence[str]) -> tuple[Matcher, ...]:
+def _scope(settings: SourceSettings, namespaces: Sequence[str],
+           node: str | None = None) -> tuple[Matcher, ...]:
     scope = settings.container_matchers
     if namespaces and settings.namespace_label is not None:
         pattern = "|".join(regex_literal(n) for n in sorted(set(namespaces)))
         scope = (*scope, Matcher(settings.namespace_label, "=~", pattern))
+    if node is not None:
+        scope = (*scope, settings.node_matcher(node))
     return scope
 
 
@@ -166,13 +162,17 @@ def _reduced(settings: SourceSettings, expr: str) -> str:
 
 
 def facts_queries(settings: SourceSettings, namespaces: Sequence[str] = (),
-                  allocation_mode: str = "shares") -> tuple[tuple[str, str], ...]:
-    """(fact, instant query) for every fact the profile has (see the module docstring)."""
-    sel = render_matchers(_scope(settings, namespaces))
+                  allocation_mode: str = "shares", node: str | None = None
+                  ) -> tuple[tuple[str, str], ...]:
+    """(fact, instant query) for every fact the profile has (see the module docstring), on
+    `node` only for a node agent."""
+    sel = render_matchers(_scope(settings, namespaces, node))
     out: list[tuple[str, str]] = []
     if settings.capacity_metric is not None:
+        on_node = (settings.node_matcher(node),) if node is not None else ()
+        capacity = render_matchers((*settings.capacity_matchers, *on_node))
         out.append((FACT_CAPACITY, f"max by ({settings.node_label}) ("
-                    f"{settings.capacity_metric}{render_matchers(settings.capacity_matchers)})"))
+                    f"{settings.capacity_metric}{capacity})"))
     if settings.start_time_metric is not None:
         out.append((FACT_STARTED, _reduced(settings, settings.start_time_metric + sel)))
     if allocation_mode == "quota":
@@ -181,7 +181,7 @@ def facts_queries(settings: SourceSettings, namespaces: Sequence[str] = (),
                                     f"{_reduced(settings, settings.period_metric + sel)}"))
     elif settings.shares_metric is not None:
         out.append((FACT_SHARES, _reduced(settings, settings.shares_metric + sel)))
-    if settings.annotations_metric is not None:
+    if settings.annotations_metric is not None:  # no node label: the agent gets every pod's
         ann = [m for m in _scope(settings, namespaces) if m.label in
                settings.annotation_identity_labels]
         kept = (*settings.annotation_identity_labels, *settings.marker_labels.names())
@@ -191,10 +191,10 @@ def facts_queries(settings: SourceSettings, namespaces: Sequence[str] = (),
 
 
 def cpu_query(settings: SourceSettings, step_seconds: float,
-              namespaces: Sequence[str] = ()) -> str:
+              namespaces: Sequence[str] = (), node: str | None = None) -> str:
     """Cores used per container, averaged over the window before each step."""
     window = max(step_seconds, 2 * settings.scrape_interval_seconds)
-    sel = render_matchers((*_scope(settings, namespaces), *settings.cpu_matchers))
+    sel = render_matchers((*_scope(settings, namespaces, node), *settings.cpu_matchers))
     return _reduced(settings, f"rate({settings.cpu_counter}{sel}[{duration(window)}])")
 
 
@@ -204,6 +204,7 @@ def build_queries(
     *,
     now_seconds: float,
     intervals: Mapping[str, float] | None = None,
+    node: str | None = None,
 ) -> CycleQueries:
     """The queries of one cycle serving every policy in `policies`.
 
@@ -212,6 +213,11 @@ def build_queries(
     interval), the range the longest window; the step grows if the range would exceed
     Prometheus's 11,000 points. Namespaces narrow the resource queries only when every policy
     names some (a policy without namespaces manages all of them).
+
+    `node` (a node agent): every resource query carries a matcher on the node
+    (`SourceSettings.node_matcher`), and so do the evaluation query, when it is one plain
+    selector (`narrow`), and the progress queries, when the exporter's series carry the node
+    (`evaluation_node_label`); N agents then share the cluster's cost N ways.
     """
     if not policies:
         raise ValueError("a snapshot serves at least one policy")
@@ -231,15 +237,20 @@ def build_queries(
     if all(p.spec.selector.namespaces for p in policies):
         namespaces = [n for p in policies for n in p.spec.selector.namespaces]
     inputs = needed_inputs(policies)
+    evaluation, steps, progress = queries.pop(), STEPS_METRIC, PROGRESS_METRIC
+    if node is not None and settings.evaluation_node_label is not None:
+        on_node = f"{settings.evaluation_node_label}={quote(node)}"
+        evaluation = narrowed(evaluation, on_node) or evaluation
+        steps, progress = f"{steps}{{{on_node}}}", f"{progress}{{{on_node}}}"
     return CycleQueries(
         now_seconds=now_seconds,
         start_seconds=now_seconds - history,
         step_seconds=step,
-        evaluation=queries.pop(),
-        cpu=cpu_query(settings, step, namespaces) if "cpu" in inputs else None,
-        facts=facts_queries(settings, namespaces, allocation_mode(policies)),
+        evaluation=evaluation,
+        cpu=cpu_query(settings, step, namespaces, node) if "cpu" in inputs else None,
+        facts=facts_queries(settings, namespaces, allocation_mode(policies), node),
         allocation_mode=allocation_mode(policies),
         inputs=inputs,
-        steps=STEPS_METRIC if "steps" in inputs else None,
-        progress=PROGRESS_METRIC if "steps" in inputs else None,
+        steps=steps if "steps" in inputs else None,
+        progress=progress if "steps" in inputs else None,
     )

@@ -130,3 +130,29 @@ def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="pair one to one"):
         promql.SourceSettings(profile="x", identity_labels=("a",),
                               evaluation_identity_labels=())
+
+
+def test_a_node_agent_asks_for_its_node_only() -> None:
+    q = promql.build_queries([flowcon()], kubernetes(evaluation_node_label="node"),
+                             now_seconds=NOW, node="w1")
+    assert q.evaluation == 'policyd_training_loss{node="w1"}'
+    assert 'container!="POD",node="w1",cpu="total"' in (q.cpu or "")
+    facts = dict(q.facts)
+    assert facts["capacity"] == 'max by (node) (machine_cpu_cores{node="w1"})'
+    assert 'node="w1"' in facts["started_at"] and 'node="w1"' in facts["shares"]
+    assert "node=" not in facts["annotations"]  # kube-state-metrics' series carry no node
+    assert (q.steps, q.progress) == ('policyd_training_steps_total{node="w1"}',
+                                     'policyd_training_progress_ratio{node="w1"}')
+
+
+def test_without_the_exporters_node_label_the_agent_reads_every_loss() -> None:
+    q = promql.build_queries([flowcon(evaluation={"query": "avg(loss)"})], kubernetes(),
+                             now_seconds=NOW, node="w1")
+    assert q.evaluation == "avg(loss)" and q.steps == "policyd_training_steps_total"
+    assert 'node="w1"' in (q.cpu or "")
+
+
+def test_a_docker_node_is_every_scrape_target_that_names_it() -> None:
+    settings = cadvisor_docker(node_names={"10.0.0.5:8080": "w1", "10.0.0.6:8080": "w2"})
+    q = promql.build_queries([flowcon()], settings, now_seconds=NOW, node="w1")
+    assert r'instance=~"10\\.0\\.0\\.5:8080|w1|w1:[0-9]+|\\[w1\\]:[0-9]+"' in (q.cpu or "")
