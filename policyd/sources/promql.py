@@ -18,12 +18,15 @@ cycle asks Prometheus a small, fixed number of questions, whatever the number of
    Kubernetes, the pod `annotations` holding the markers. At most four: at most eight
    queries a cycle with the progress queries below.
 
-Each resource query keeps only the labels policyd reads (`SourceSettings.kept_labels`:
-identity, node, and the cgroup `id` that tells a restarted container's two series apart), with
-`max by (...)`: the kubelet's series
-carry a dozen long labels (image, cgroup path, endpoint, service...) that would otherwise be
-most of every answer's bytes. A profile whose job labels are resource labels with a prefix
-(Docker's `container_label_*`) keeps every label, since no query can list them. Separate
+Each fact query keeps only the labels policyd reads (`SourceSettings.kept_labels`: identity,
+node, and the cgroup `id` that tells a restarted container's two series apart), with `max by
+(...)`: the kubelet's series carry a dozen long labels (image, container name, endpoint,
+service...) that were most of the facts' bytes. The CPU range query is not reduced: the `id` it
+must keep is its longest label, so dropping the rest saved a fifth of its bytes, and
+aggregating 10,000 series at every step cost Prometheus more time than that saved (1.04 s
+against 0.68 s at 10,000 containers, benchmarks/README.md). A profile whose job labels are
+resource labels with a prefix (Docker's `container_label_*`) keeps every label, since no query
+can list them. Separate
 queries replace the one query this module used to build (operands tagged with `label_replace`
 and joined with `or`), whose evaluation cost grew with every operand: at 10,000 containers it
 was 83 % of Prometheus's time.
@@ -195,7 +198,7 @@ def cpu_query(settings: SourceSettings, step_seconds: float,
     """Cores used per container, averaged over the window before each step."""
     window = max(step_seconds, 2 * settings.scrape_interval_seconds)
     sel = render_matchers((*_scope(settings, namespaces, node), *settings.cpu_matchers))
-    return _reduced(settings, f"rate({settings.cpu_counter}{sel}[{duration(window)}])")
+    return f"rate({settings.cpu_counter}{sel}[{duration(window)}])"
 
 
 def build_queries(

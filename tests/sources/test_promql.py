@@ -18,8 +18,8 @@ def test_kubernetes_queries_are_exact() -> None:
     q = queries(kubernetes())
     sel = '{container!="",container!="POD"}'
     assert q.evaluation == "policyd_training_loss"
-    assert q.cpu == (f"max by ({K8S_KEPT}) (rate(container_cpu_usage_seconds_total"
-                     '{container!="",container!="POD",cpu="total"}[30s]))')
+    assert q.cpu == ('rate(container_cpu_usage_seconds_total{container!="",container!="POD",'
+                     'cpu="total"}[30s])')
     assert q.facts == (
         ("capacity", "max by (node) (machine_cpu_cores)"),
         ("started_at", f"max by ({K8S_KEPT}) (container_start_time_seconds{sel})"),
@@ -50,14 +50,14 @@ def test_docker_queries_keep_every_label_for_the_container_labels() -> None:
 
 def test_process_queries_are_exact() -> None:
     q = queries(process(capacity_cores=4, job="train"))
-    assert q.cpu == 'max by (job, instance) (rate(process_cpu_seconds_total{job="train"}[30s]))'
+    assert q.cpu == 'rate(process_cpu_seconds_total{job="train"}[30s])'
     assert q.facts == (("started_at",
                         'max by (job, instance) (process_start_time_seconds{job="train"})'),)
 
 
 def test_rate_window_is_the_interval_when_it_holds_two_scrapes() -> None:
-    assert queries(kubernetes(), interval_seconds=60).cpu.endswith("[60s]))")
-    assert queries(kubernetes(scrape_interval_seconds=5)).cpu.endswith("[20s]))")
+    assert queries(kubernetes(), interval_seconds=60).cpu.endswith("[60s])")
+    assert queries(kubernetes(scrape_interval_seconds=5)).cpu.endswith("[20s])")
 
 
 HOSTILE = [
@@ -83,8 +83,7 @@ def test_hostile_label_values_stay_one_string(value: str) -> None:
 def test_hostile_matcher_in_a_profile() -> None:
     settings = process(capacity_cores=4, job='a"} or vector(1) or {x="')
     q = queries(settings)
-    assert q.cpu == (r'max by (job, instance) (rate(process_cpu_seconds_total{job="a\"} or '
-                     r'vector(1) or {x=\""}[30s]))')
+    assert q.cpu == r'rate(process_cpu_seconds_total{job="a\"} or vector(1) or {x=\""}[30s])'
 
 
 def test_namespaces_become_an_escaped_regex_alternative() -> None:
