@@ -164,11 +164,13 @@ def test_simulate_runs_a_registered_kind_on_a_scenario(toy: Path) -> None:
 def test_the_source_asks_only_for_the_inputs_the_kind_needs(toy: Path) -> None:
     (policy,) = load_policies_text(TOY_YAML)
     queries = build_queries([policy], cadvisor_docker(), now_seconds=1_700_000_000.0)
-    assert queries.cpu is None and queries.count == 4
+    assert queries.cpu is None and queries.count == 6
     assert queries.allocation_mode == "quota"  # the kind's cpu_mode
-    # No CPU: the kind does not read it; steps and progress: the forecasts always do.
-    assert [what for what, _ in queries.labelled()] == ["evaluation", "facts", "steps",
-                                                        "progress"]
+    # No CPU: the kind does not read it; steps and progress: the forecasts always do; of the
+    # allocation facts only the quota mode's limit.
+    assert [what for what, _ in queries.labelled()] == [
+        "evaluation", "facts:capacity", "facts:started_at", "facts:limit_cores", "steps",
+        "progress"]
 
 
 def test_a_daemon_ticks_and_wakes_a_registered_kind(toy: Path) -> None:

@@ -78,7 +78,8 @@ class Alerter:
         self.settings = settings
         self.max_pending = max_pending
         self.client = AlertmanagerClient(settings.url, timeout_seconds=settings.timeout_seconds,
-                                         retries=settings.retries, session=session)
+                                         retries=settings.retries, session=session,
+                                         access=settings.access())
         self._clock = clock
         self._lock = threading.Lock()
         self._pending: dict[AlertKey, Alert] = {}

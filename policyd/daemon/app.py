@@ -108,7 +108,10 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
                 from None
         server.start()
     try:
-        observer = alerter(settings.alertmanager)
+        try:
+            observer = alerter(settings.alertmanager)
+        except BackendError as exc:
+            raise StartupError([str(exc)], "nothing started") from None
         if settings.backend == "simulated":
             try:
                 simulation = SimulatedRun(settings.simulation, policies, metrics=metrics,

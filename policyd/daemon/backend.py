@@ -27,6 +27,8 @@ from typing import Any, assert_never
 from policyd.actuators.docker.settings import DockerSettings
 from policyd.actuators.kubernetes.settings import KubernetesSettings
 from policyd.alerts.settings import AlertSettings
+from policyd.clients.access_settings import HttpAccessFields
+from policyd.clients.http_access import HttpAccess, check_files
 from policyd.daemon.ports import OutcomeObserver
 from policyd.daemon.settings import (
     AlertmanagerSection,
@@ -71,7 +73,8 @@ def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
     nodes = dict(prometheus.node_names)
     match prometheus.profile:
         case "kubernetes":
-            return kubernetes(scrape_interval_seconds=scrape)
+            return kubernetes(scrape_interval_seconds=scrape,
+                              evaluation_node_label=prometheus.evaluation_node_label)
         case "cadvisor-docker":
             return cadvisor_docker(node_names=nodes, scrape_interval_seconds=scrape)
         case "process":
@@ -85,12 +88,25 @@ def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
             assert_never(prometheus.profile)
 
 
+def checked_access(section: HttpAccessFields, name: str) -> HttpAccess | None:
+    """The section's `HttpAccess`, its certificate, key and CA files checked readable now (a
+    BackendError naming the section) rather than at the first TLS handshake."""
+    access = section.access()
+    if access is not None:
+        try:
+            check_files(access)
+        except ValueError as exc:
+            raise BackendError(f"{name}.tls_config: {exc}") from None
+    return access
+
+
 def prometheus_source(prometheus: PrometheusSettings) -> Source:
     from policyd.sources.prometheus import PrometheusSource  # noqa: PLC0415
 
     assert prometheus.url is not None
     return PrometheusSource(prometheus.url, source_settings(prometheus),
-                            timeout_seconds=prometheus.timeout_seconds)
+                            timeout_seconds=prometheus.timeout_seconds,
+                            access=checked_access(prometheus, "prometheus"))
 
 
 def docker_settings(section: DockerSection) -> DockerSettings:
@@ -120,7 +136,8 @@ def docker_parts(settings: DaemonSettings) -> Parts:
 
         source = DockerSnapshotSource(prometheus.url, docker,
                                       extra_markers=actuator.recorded_markers,
-                                      timeout_seconds=prometheus.timeout_seconds)
+                                      timeout_seconds=prometheus.timeout_seconds,
+                                      access=checked_access(prometheus, "prometheus"))
     elif prometheus.profile == "cadvisor-rest":
         from policyd.sources.cadvisor_source import cadvisor_rest_source  # noqa: PLC0415
 
@@ -128,7 +145,8 @@ def docker_parts(settings: DaemonSettings) -> Parts:
             source = cadvisor_rest_source(
                 prometheus.url, {node: str(url) for node, url in prometheus.cadvisor.items()},
                 timeout_seconds=prometheus.timeout_seconds,
-                extra_markers=actuator.recorded_markers)
+                extra_markers=actuator.recorded_markers,
+                access=checked_access(prometheus, "prometheus"))
         except ValueError as exc:
             raise BackendError(f"prometheus.cadvisor: {exc}") from None
     else:
@@ -182,7 +200,9 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
             if done:
                 LOG.info("kubernetes: settled %d half-done migrations", len(done))
     source = KubernetesPodSource(prometheus.url, scope, core=core,
-                                 timeout_seconds=prometheus.timeout_seconds)
+                                 timeout_seconds=prometheus.timeout_seconds,
+                                 access=checked_access(prometheus, "prometheus"),
+                                 evaluation_node_label=prometheus.evaluation_node_label)
     return Parts(source=source, actuator=actuator, events=PodWatch(core, scope),
                  lease_api=k8s.CoordinationV1Api(shared), recover=actuator.recover,
                  policy_api=k8s.CustomObjectsApi(shared))
@@ -194,5 +214,6 @@ def alerter(section: AlertmanagerSection | None) -> OutcomeObserver | None:
         return None
     from policyd.alerts.alerter import Alerter  # noqa: PLC0415
 
+    checked_access(section, "alertmanager")
     observer: OutcomeObserver = Alerter(AlertSettings.from_section(section))
     return observer

@@ -10,9 +10,9 @@ would need an allowlist for: node, start time, labels, annotations (the markers
 allocation: the CPU the kubelet has *applied*, `status.containerStatuses[].resources`, not the
 spec, which holds what was asked and may be pending, deferred or infeasible; the spec only for
 a container with no status yet or a server that reports none, before 1.33). `facts_vector`
-turns it into the facts instant vector that `parse.parse_cycle` already reads (tagged
-`policyd_fact` samples), so matching, warnings and markers are the Prometheus source's own
-code; only Prometheus's facts query is not sent.
+turns it into the facts' instant vectors that `parse.parse_cycle` already reads (fact ->
+samples), so matching, warnings and markers are the Prometheus source's own code; only
+Prometheus's fact queries are not sent.
 
 A container is `namespace/pod/container` (the `kubernetes` profile's identity); the training
 container is `container_name`, else the pod's first container. `PodWatch` is the
@@ -39,6 +39,7 @@ from kubernetes import watch as k8s_watch  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from policyd.clients import kubernetes_quantity
+from policyd.clients.http_access import HttpAccess
 from policyd.clients.kubernetes_watch import Stoppable
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
@@ -183,35 +184,37 @@ def list_allocatable(core: Any, node_name: str | None = None) -> dict[str, float
 
 
 def facts_vector(found: Iterable[PodFacts], allocatable: Mapping[str, float], now: float
-                 ) -> list[dict[str, Any]]:
-    """The facts instant vector `parse_cycle` reads, built from the API (pure): capacity per
-    node, start time, CPU request as shares (x1024, read back as cores by the `kubernetes`
-    profile), limit as quota/period, and the markers as `annotation_policyd_io_*` labels."""
-    def sample(fact: str, labels: Mapping[str, str], value: float) -> dict[str, Any]:
-        return {"metric": {**labels, promql.FACT_LABEL: fact}, "value": [now, repr(value)]}
+                 ) -> dict[str, list[dict[str, Any]]]:
+    """The facts' instant vectors `parse_cycle` reads (fact -> samples), built from the API
+    (pure): capacity per node, start time, CPU request as shares (x1024, read back as cores by
+    the `kubernetes` profile), limit in cores, and the markers as `annotation_policyd_io_*`
+    labels."""
+    out: dict[str, list[dict[str, Any]]] = {}
 
-    out = [sample(promql.FACT_CAPACITY, {"node": n}, c) for n, c in sorted(allocatable.items())]
+    def sample(fact: str, labels: Mapping[str, str], value: float) -> None:
+        out.setdefault(fact, []).append({"metric": dict(labels), "value": [now, repr(value)]})
+
+    for n, c in sorted(allocatable.items()):
+        sample(promql.FACT_CAPACITY, {"node": n}, c)
     for f in found:
         ident = {"namespace": f.namespace, "pod": f.pod, "container": f.container,
                  "node": f.node}
         if f.started_at is not None:
-            out.append(sample(promql.FACT_STARTED, ident, f.started_at))
+            sample(promql.FACT_STARTED, ident, f.started_at)
         if f.cpu_request is not None:
-            out.append(sample(promql.FACT_SHARES, ident, f.cpu_request * 1024))
+            sample(promql.FACT_SHARES, ident, f.cpu_request * 1024)
         if f.cpu_limit is not None:
-            out.append(sample(promql.FACT_QUOTA, ident, f.cpu_limit * 100_000))
-            out.append(sample(promql.FACT_PERIOD, ident, 100_000.0))
+            sample(promql.FACT_LIMIT, ident, f.cpu_limit)
         marks = {keys.prometheus_label(k, "annotation_"): v
                  for k, v in f.annotations.items() if k in keys.MARKERS}
-        out.append(sample(promql.FACT_ANNOTATIONS,
-                          {"namespace": f.namespace, "pod": f.pod, **marks}, 1.0))
+        sample(promql.FACT_ANNOTATIONS, {"namespace": f.namespace, "pod": f.pod, **marks}, 1.0)
     return out
 
 
-def api_settings() -> SourceSettings:
+def api_settings(evaluation_node_label: str | None = None) -> SourceSettings:
     """The `kubernetes` profile; its facts (and the `kube_pod_annotations`-shaped markers)
     are built from the API by `facts_vector` rather than queried."""
-    return kubernetes()
+    return kubernetes(evaluation_node_label=evaluation_node_label)
 
 
 def merge(*, evaluation: Any, cpu: Any, found: Sequence[PodFacts],
@@ -225,7 +228,7 @@ def merge(*, evaluation: Any, cpu: Any, found: Sequence[PodFacts],
     kept = [e for e in evaluation or [] if tuple(
         (e.get("metric") or {}).get(n, "") for n in settings.evaluation_identity_labels)
         in by_key]
-    parsed = parse_cycle(evaluation=kept, cpu=cpu, facts_result=facts_vector(
+    parsed = parse_cycle(evaluation=kept, cpu=cpu, facts_results=facts_vector(
         found, allocatable, queries.now_seconds), queries=queries, settings=settings,
         intervals=intervals, progress=progress)
     containers = []
@@ -244,13 +247,15 @@ class KubernetesPodSource:
 
     def __init__(self, prometheus_url: str, scope: PodScope, *, core: Any,
                  prometheus: PrometheusClient | None = None, timeout_seconds: float = 10,
-                 retries: int = 2, clock: Callable[[], float] = time.time) -> None:
+                 retries: int = 2, access: HttpAccess | None = None,
+                 evaluation_node_label: str | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.url = prometheus_url.rstrip("/")
         self.scope, self.core, self._clock = scope, core, clock
-        self.settings = api_settings()
+        self.settings = api_settings(evaluation_node_label)
         if prometheus is None:
             prometheus = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
-                                            retries=retries)
+                                            retries=retries, access=access)
         self._prometheus: PrometheusClient = prometheus
         self.last_warnings: tuple[str, ...] = ()
 
@@ -275,7 +280,8 @@ class KubernetesPodSource:
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:
         now = float(math.floor(self._clock()))
-        q = promql.build_queries(policies, self.settings, now_seconds=now, intervals=intervals)
+        q = promql.build_queries(policies, self.settings, now_seconds=now, intervals=intervals,
+                                 node=self.scope.node_name)
         evaluation = self._range(q.evaluation, q)
         cpu = self._range(q.cpu, q) if q.cpu is not None else []
         progress, missed = read_progress(self._prometheus, self.url, q)

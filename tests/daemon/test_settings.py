@@ -352,8 +352,8 @@ ERRORS = {
          "s.yaml:5: kubernetes.burst: 0 is not allowed: must be at least 1",
          f"s.yaml:6: kubernetes.renew_deadline_seconds: {LEASE_RULE}15, 30, 2 (a leader must "
          "stop acting before another replica may take over)",
-         "s.yaml:7: alertmanager.retries: unknown field; allowed: url, "
-         "resend_interval_seconds, timeout_seconds"]),
+         "s.yaml:7: alertmanager.retries: unknown field; allowed: bearer_token_file, "
+         "basic_auth, tls_config, headers, url, resend_interval_seconds, timeout_seconds"]),
     "cadvisor-rest-names-every-docker-host": (
         "policies: [p.yaml]\nbackend: docker\nprometheus:\n  url: http://prom:9090\n"
         "  profile: cadvisor-rest\n  cadvisor:\n    w1: http://10.0.0.1:8080\n"
