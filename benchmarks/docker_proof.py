@@ -1,7 +1,8 @@
 """The end-to-end figures on real Docker engines (benchmarks/README.md, "Docker proof").
 
-    .venv/bin/python benchmarks/docker_proof.py [flowcon|specon|listener|all] [--json]
-        [--steps N] [--stagger-steps K]    (FlowCon: steps a job; job 2 when job 1 is at K)
+    .venv/bin/python benchmarks/docker_proof.py [flowcon|specon|listener|predictive|all]
+        [--json] [--steps N] [--stagger-steps K]    (FlowCon: steps a job; job 2 when job 1 is at K)
+        [--scale F] [--rounds R]    (predictive: the remaining-work shape times F, R rounds)
 
 Drives the code of tests/e2e/ (tests/e2e/harness.py): real dockerd engines as hosts, the
 trainer image, a real Prometheus (and Alertmanager), and `policyd run` as a child process.
@@ -28,6 +29,7 @@ from tests.e2e.harness import (
     SPECON_JOBS,
     FlowConShape,
     SpeConShape,
+    StaggeredRun,
     flowcon_policy,
     lab,
     listener_latencies,
@@ -35,6 +37,16 @@ from tests.e2e.harness import (
     run_flowcon_jobs,
     run_specon,
     specon_policy,
+)
+from tests.e2e.remaining_work import (
+    POLICIES,
+    Compared,
+    RemainingWorkShape,
+    all_job_names,
+    average_jct_steps,
+    compare,
+    eta_checks,
+    favoured,
 )
 
 
@@ -87,20 +99,100 @@ def listener(root: Path) -> dict[str, Any]:
             "neighbour_max": round(max(other), 2)}
 
 
+def predictive(root: Path, *, scale: float = 2.0, rounds: int = 3) -> dict[str, Any]:
+    """The remaining-work shape (tests/e2e/remaining_work.py) times `scale`, `rounds` times on
+    one one-core engine: NA, FlowCon and Predictive each round, the order rotated from round to
+    round (so that a drift of the shared machine's load does not always fall on one policy)."""
+    shape = RemainingWorkShape().scaled(scale)
+    keys = list(POLICIES)
+    found: list[dict[str, Any]] = []
+    with lab(root, engines=1, cpus="0", jobs=all_job_names(rounds)) as world:
+        for r in range(rounds):
+            order = keys[r % len(keys):] + keys[:r % len(keys)]
+
+            def progress(label: str, run: StaggeredRun, r: int = r) -> None:
+                print(f"round {r} {label}: average JCT {run.average_jct:.1f} s "
+                      f"({average_jct_steps(run):.0f} steps), makespan {run.makespan:.1f} s, "
+                      f"job 1 alone {run.alone_steps_per_second:.0f} steps/s",
+                      file=sys.stderr, flush=True)
+            done = compare(world, shape, root / f"round-{r}", round_=r, order=order,
+                           on_run=progress)
+            found.append(round_figures(done, shape, [POLICIES[k] for k in order]))
+            print(json.dumps(found[-1]), file=sys.stderr, flush=True)  # kept if a later round fails
+    return {"shape": {"medium_steps": shape.medium_steps, "long_steps": shape.long_steps,
+                      "short_steps": shape.short_steps, "stagger_steps": shape.stagger_steps,
+                      "lr": shape.lr, "quality_loss": shape.quality},
+            "rounds": found, "summary": summary(found)}
+
+
+def round_figures(done: Compared, shape: RemainingWorkShape, order: list[str]
+                  ) -> dict[str, Any]:
+    """One round: per policy its jobs, average JCT (in seconds, and in the core's work:
+    `average_jct_steps`), makespan and how often the job with the least remaining work had the
+    core's highest weight; Predictive's ETAs against the engine."""
+    out: dict[str, Any] = {"order": order}
+    for label, run in done.runs.items():
+        top = favoured(run, shape)
+        out[label] = {"jobs": run.table(), "average_jct": round(run.average_jct, 1),
+                      "average_jct_steps": round(average_jct_steps(run)),
+                      "makespan": round(run.makespan, 1),
+                      "t_seconds": round(run.stagger_seconds, 1),
+                      "alone_steps_per_second": round(run.alone_steps_per_second),
+                      "shortest_on_top": round(top.shortest_alone_on_top, 3),
+                      "decision_errors": done.decision_errors[label][:3]}
+    checks = eta_checks(done.runs["Predictive"], done.decisions["Predictive"])
+    errors = sorted(c.error for c in checks)
+    out["predictive_eta"] = {
+        "forecasts": len(checks),
+        "median_error": round(statistics.median(errors), 3) if errors else None,
+        "p90_error": round(errors[int(0.9 * (len(errors) - 1))], 3) if errors else None,
+        "inside_range": round(sum(c.inside for c in checks) / len(checks), 3) if checks else None,
+    }
+    return out
+
+
+def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians and spreads over the rounds; per round Predictive's change against NA and
+    FlowCon and the rounds in which its average JCT was below both, in seconds and in the
+    core's work."""
+    out: dict[str, Any] = {}
+    for label in POLICIES.values():
+        values = [r[label]["average_jct"] for r in rounds]
+        steps = [r[label]["average_jct_steps"] for r in rounds]
+        out[label] = {"average_jct_median": round(statistics.median(values), 1),
+                      "average_jct_min": min(values), "average_jct_max": max(values),
+                      "average_jct_steps_median": round(statistics.median(steps)),
+                      "makespan_median": round(statistics.median(
+                          r[label]["makespan"] for r in rounds), 1)}
+    for unit in ("average_jct", "average_jct_steps"):
+        for other in ("NA", "FlowCon"):
+            change = [100 * (r["Predictive"][unit] / r[other][unit] - 1) for r in rounds]
+            out[f"predictive_vs_{other.lower()}_percent_{unit}"] = [round(c, 1) for c in change]
+        out[f"predictive_below_both_{unit}"] = sum(
+            r["Predictive"][unit] < min(r["NA"][unit], r["FlowCon"][unit]) for r in rounds)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("which", nargs="?", default="all",
-                        choices=("flowcon", "specon", "listener", "all"))
+                        choices=("flowcon", "specon", "listener", "predictive", "all"))
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--steps", type=int, default=None,
                         help="FlowCon: steps a job (default 150000)")
     parser.add_argument("--stagger-steps", type=int, default=None,
                         help="FlowCon: job 2 starts when job 1 is at this step, job 3 at 2t "
                              "(default 75000)")
+    parser.add_argument("--scale", type=float, default=2.0,
+                        help="predictive: the remaining-work shape times this (default 2; the "
+                             "CI test runs 1)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="predictive: rounds of NA, FlowCon and Predictive (default 3)")
     args = parser.parse_args()
     runs: dict[str, Callable[[Path], dict[str, Any]]] = {
         "flowcon": partial(flowcon, steps=args.steps, stagger_steps=args.stagger_steps),
-        "specon": specon, "listener": listener}
+        "specon": specon, "listener": listener,
+        "predictive": partial(predictive, scale=args.scale, rounds=args.rounds)}
     chosen = list(runs) if args.which == "all" else [args.which]
     out: dict[str, Any] = {}
     for name in chosen:

@@ -1,14 +1,14 @@
-"""How fast three Prometheus answers become a snapshot (the sources' target: a 10,000-container
-cycle decoded and parsed in <= 1 s).
+"""How fast the Prometheus answers of a cycle become a snapshot (the sources' target: a
+10,000-container cycle decoded and parsed in <= 1 s).
 
 Usage: python benchmarks/prometheus_parse.py [--containers 10000] [--samples 60] [--repeat 5]
                                              [--out DIR]
 
-Writes a large answer in the shape Prometheus sends for the kubernetes() profile's three
+Writes a large answer in the shape Prometheus sends for the kubernetes() profile's
 queries (10 containers per node; values as strings, a few NaN), then times, median of
 `--repeat` each, in this order:
 
-* decoding the three bodies with `json.loads` (what prometheus-api-client's `.json()` did);
+* decoding the bodies with `json.loads` (what prometheus-api-client's `.json()` did);
 * decoding them with `policyd.fastjson.loads` (orjson, what `FastPrometheusConnect` does);
 * `parse_cycle` on the decoded results;
 * the cycle as `PrometheusSource.observe` runs it: decode (fastjson) and parse with the cyclic
@@ -36,7 +36,6 @@ from policyd import fastjson
 from policyd.engine.flowcon import FlowConPolicy
 from policyd.engine.spec import API_VERSION
 from policyd.sources import Parsed, build_queries, kubernetes, parse_cycle
-from policyd.sources.promql import FACT_LABEL
 
 NOW = 1_700_000_000.0
 
@@ -45,7 +44,7 @@ def write_answers(out: Path, containers: int, samples: int, step: float) -> None
     steps = [NOW - step * k for k in range(samples - 1, -1, -1)]
     evaluation: list[dict[str, object]] = []
     cpu: list[dict[str, object]] = []
-    facts: list[dict[str, object]] = []
+    facts: dict[str, list[dict[str, object]]] = {}
     for i in range(containers):
         ident: dict[str, str] = {"namespace": f"team-{i % 7}", "pod": f"job-{i}",
                                  "container": "train"}
@@ -57,16 +56,18 @@ def write_answers(out: Path, containers: int, samples: int, step: float) -> None
                                       "job": "training", "instance": f"10.1.{i // 250}.{i % 250}"
                                       ":9100", **ident},
                            "values": [[t, v] for t, v in zip(steps, loss, strict=True)]})
-        cpu.append({"metric": {**ident, **node, "cpu": "total", "id": f"/kubepods/pod{i}/c",
-                               "image": "train:1", "name": f"k8s_train_job-{i}"},
+        # the labels the reduced queries keep (promql: identity, node, cgroup id)
+        cpu.append({"metric": {**ident, **node, "id": f"/kubepods/pod{i}/c"},
                     "values": [[t, f"{0.5 + (i % 10) / 10:.3f}"] for t in steps]})
-        base = {**ident, **node, "id": f"/kubepods/pod{i}/c", "image": "train:1"}
-        facts.append({"metric": {**base, FACT_LABEL: "started_at"}, "value": [NOW, "1.6e9"]})
-        facts.append({"metric": {**base, FACT_LABEL: "shares"}, "value": [NOW, "1024"]})
+        base = {**ident, **node, "id": f"/kubepods/pod{i}/c"}
+        facts.setdefault("started_at", []).append({"metric": base, "value": [NOW, "1.6e9"]})
+        facts.setdefault("shares", []).append({"metric": base, "value": [NOW, "1024"]})
     for n in range((containers + 9) // 10):
-        facts.append({"metric": {"node": f"w{n}", FACT_LABEL: "capacity"}, "value": [NOW, "16"]})
-    for name, result, kind in (("evaluation", evaluation, "matrix"), ("cpu", cpu, "matrix"),
-                               ("facts", facts, "vector")):
+        facts.setdefault("capacity", []).append({"metric": {"node": f"w{n}"},
+                                                 "value": [NOW, "16"]})
+    answers = [("evaluation", evaluation, "matrix"), ("cpu", cpu, "matrix"),
+               *((f"facts_{fact}", result, "vector") for fact, result in facts.items())]
+    for name, result, kind in answers:
         body = {"status": "success", "data": {"resultType": kind, "result": result}}
         (out / f"{name}.json").write_text(json.dumps(body))
 
@@ -87,13 +88,15 @@ def main() -> None:
         out = args.out or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
         write_answers(out, args.containers, args.samples, queries.step_seconds)
-        texts = {n: (out / f"{n}.json").read_text() for n in ("evaluation", "cpu", "facts")}
+        texts = {p.stem: p.read_text() for p in sorted(out.glob("*.json"))}
     megabytes = sum(len(t) for t in texts.values()) / 1e6
     bodies = {n: t.encode() for n, t in texts.items()}
 
     def parse(decoded: dict[str, Any]) -> Parsed:
         return parse_cycle(evaluation=decoded["evaluation"], cpu=decoded["cpu"],
-                           facts_result=decoded["facts"], queries=queries, settings=settings)
+                           facts_results={n.removeprefix("facts_"): r for n, r in decoded.items()
+                                          if n.startswith("facts_")},
+                           queries=queries, settings=settings)
 
     def cycle() -> Parsed:
         with fastjson.paused_gc():
@@ -112,8 +115,8 @@ def main() -> None:
     whole = timed(cycle)
     print(f"containers={args.containers} samples={args.samples} answer={megabytes:.1f} MB "
           f"queries_per_cycle={queries.count}; each figure of {args.repeat} runs")
-    print(f"json.loads of the three bodies (the client's own decoding): {stdlib}")
-    print(f"fastjson.loads of the three bodies (orjson, GC paused): {fast}")
+    print(f"json.loads of the bodies (the client's own decoding): {stdlib}")
+    print(f"fastjson.loads of the bodies (orjson, GC paused): {fast}")
     print(f"parse_cycle (GC on; {len(parsed.snapshot.containers)} containers, "
           f"{len(parsed.snapshot.nodes)} nodes, {len(parsed.warnings)} warnings): {alone}")
     print(f"the cycle, decoded by fastjson and parsed, GC paused: {whole}")

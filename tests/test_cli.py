@@ -236,3 +236,24 @@ def test_plan_of_a_policy_that_selects_containers_has_no_such_note() -> None:
     code, out, _ = run("plan", "--policy", str(THESIS_SPECON), "--snapshot",
                        str(SPECON_EXAMPLE), "--no-color")
     assert code == 0 and "selects none" not in out
+
+
+def test_plan_shows_each_jobs_forecast_and_eta() -> None:
+    example = ROOT / "examples" / "sim-five-jobs-one-node.json"
+    code, out, _ = run("plan", "--policy", str(ROOT / "policies" / "predictive.yaml"),
+                       "--snapshot", str(example), "--output", "json")
+    assert code == 0
+    decision = json.loads(out)
+    forecasts = {cid: c["forecast"] for cid, c in decision["containers"].items()}
+    assert all(f is not None and f["total_steps"] == 2000 for f in forecasts.values())
+    assert all(f["low_seconds"] <= f["remaining_seconds"] <= f["high_seconds"]
+               for f in forecasts.values())
+    # the job nearest its end is first in line and keeps its CPU
+    first = min(forecasts, key=lambda cid: forecasts[cid]["remaining_steps"])
+    assert decision["containers"][first]["category"] == "SERVED"
+    code, text, _ = run("plan", "--policy", str(ROOT / "policies" / "predictive.yaml"),
+                        "--snapshot", str(example))
+    assert "ETA (RANGE)" in text
+    row = next(line for line in text.splitlines() if line.startswith("  job-1-gru "))
+    eta = forecasts["job-1"]["remaining_seconds"]
+    assert f"{int(eta // 60)}m{round(eta) % 60:02d}s" in row

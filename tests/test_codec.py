@@ -88,6 +88,9 @@ def test_round_trip() -> None:
         pytest.param(doc(containers=[container(markers={"migrated": "yes"})]),
                      ["containers[0].markers.migrated: expected true or false, got 'yes'"],
                      id="marker"),
+        pytest.param(doc(containers=[container(markers={"move_failures": -1})]),
+                     ["containers[0].markers.move_failures: expected a whole number >= 0, got -1"],
+                     id="move-failures"),
         pytest.param(doc(containers=[container(id="", started_at=None)]),
                      ["containers[0].id: required non-empty string, got ''",
                       "containers[0].started_at: required number is missing"],
@@ -101,6 +104,12 @@ def test_malformed_snapshots_name_the_place(raw: Any, expected: list[str]) -> No
     with pytest.raises(SnapshotError) as caught:
         snapshot_from_dict(raw)
     assert caught.value.problems == expected
+
+
+def test_failed_moves_survive_the_round_trip() -> None:
+    raw = doc(containers=[container(markers={"move_failures": 2, "move_failed_at": 1700000200.0})])
+    markers = snapshot_to_dict(snapshot_from_dict(raw))["containers"][0]["markers"]
+    assert (markers["move_failures"], markers["move_failed_at"]) == (2, 1700000200.0)
 
 
 def test_nan_in_a_series_is_not_a_load_error() -> None:

@@ -100,7 +100,7 @@ def test_the_toy_kind_is_unknown_outside_its_registration(tmp_path: Path) -> Non
     path = tmp_path / "toy.yaml"
     path.write_text(TOY_YAML)
     code, _, err = cli("validate", str(path))
-    assert code == 1 and "'Toy' is not one of: FlowCon, SpeCon, Predictive" in err
+    assert code == 1 and "'Toy' is not one of: FlowCon, SpeCon, Predictive, Deadline, QoE" in err
 
 
 def test_validate_and_schema_know_a_registered_kind(toy: Path) -> None:
@@ -112,6 +112,31 @@ def test_validate_and_schema_know_a_registered_kind(toy: Path) -> None:
     bad.write_text(TOY_YAML.replace("share: 0.5", "share: 2"))
     code, _, err = cli("validate", str(bad))
     assert code == 1 and 'policy "toy": spec.share: ' in err and ":6:" in err
+
+
+def test_a_registered_kind_is_a_custom_resource(toy: Path) -> None:
+    """`policyd crds` defines it, and `policyd run` on Kubernetes watches and judges it."""
+    import yaml  # noqa: PLC0415
+    from kubernetes import client as k8s  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    from policyd.daemon.policy_resources import PolicyResources  # noqa: PLC0415
+    from tests.kubernetes.world import served  # noqa: PLC0415
+
+    code, out, _ = cli("crds")
+    (crd,) = [d for d in yaml.safe_load_all(out) if d["metadata"]["name"] == "toys.policyd.io"]
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert code == 0
+    assert spec["properties"]["share"] == {"type": "number", "minimum": 0,
+                                           "exclusiveMinimum": True, "maximum": 1}
+    with served() as (server, _):
+        server.cluster.policy_plurals = {"toys": "Toy"}
+        server.cluster.put_policy("toys", yaml.safe_load(TOY_YAML))
+        with server.api_client() as api:
+            resources = PolicyResources(k8s.CustomObjectsApi(api), ["Toy"])
+            resources.list_all()
+        assert [p.kind for p in resources.current()] == ["Toy"]
+        judged = server.cluster.get("toys", "", "toy")
+        assert judged is not None and judged["status"]["conditions"][0]["status"] == "True"
 
 
 def test_plan_runs_a_registered_kind(toy: Path) -> None:
@@ -139,11 +164,13 @@ def test_simulate_runs_a_registered_kind_on_a_scenario(toy: Path) -> None:
 def test_the_source_asks_only_for_the_inputs_the_kind_needs(toy: Path) -> None:
     (policy,) = load_policies_text(TOY_YAML)
     queries = build_queries([policy], cadvisor_docker(), now_seconds=1_700_000_000.0)
-    assert queries.cpu is None and queries.count == 4
+    assert queries.cpu is None and queries.count == 6
     assert queries.allocation_mode == "quota"  # the kind's cpu_mode
-    # No CPU: the kind does not read it; steps and progress: the forecasts always do.
-    assert [what for what, _ in queries.labelled()] == ["evaluation", "facts", "steps",
-                                                        "progress"]
+    # No CPU: the kind does not read it; steps and progress: the forecasts always do; of the
+    # allocation facts only the quota mode's limit.
+    assert [what for what, _ in queries.labelled()] == [
+        "evaluation", "facts:capacity", "facts:started_at", "facts:limit_cores", "steps",
+        "progress"]
 
 
 def test_a_daemon_ticks_and_wakes_a_registered_kind(toy: Path) -> None:

@@ -112,25 +112,27 @@ CASE_TABLE: list[tuple[str, list[str], list[str]]] = [
         'unknown-field.yaml:6: policy "flowcon-typo": spec.intervl_seconds: unknown field; '
         "did you mean 'interval_seconds'?",
         'unknown-field.yaml:7: policy "flowcon-typo": spec.colour: unknown field; allowed: '
-        "evaluation, selector, dry_run, safety, window_intervals, priority, alpha, "
+        "evaluation, selector, dry_run, safety, window_intervals, priority, on_target, "
+        "on_converged, converged_below, stop_grace_seconds, alpha, "
         "interval_seconds, max_interval_seconds, beta, mode",
         'unknown-field.yaml:14: policy "specon-typo": metadata.labels: unknown field; '
         "allowed: name",
         'unknown-field.yaml:16: policy "specon-typo": spec.beta: unknown field; allowed: '
-        "evaluation, selector, dry_run, safety, window_intervals, priority, alpha, "
+        "evaluation, selector, dry_run, safety, window_intervals, priority, on_target, "
+        "on_converged, converged_below, stop_grace_seconds, alpha, "
         "interval_seconds, weights, balance_factor, rebalance, migration_grace_seconds, "
         "request_scope",
     ]),
     ("unknown-kind", ["unknown-kind.yaml"], [
         "unknown-kind.yaml:2: policy \"kind-case\": kind: 'Flowcon' is not one of: "
-        "FlowCon, SpeCon, Predictive, Deadline; did you mean 'FlowCon'?",
+        "FlowCon, SpeCon, Predictive, Deadline, QoE; did you mean 'FlowCon'?",
         "unknown-kind.yaml:8: policy \"Not_A_Name\": kind: 'Deployment' is not one of: "
-        "FlowCon, SpeCon, Predictive, Deadline",
+        "FlowCon, SpeCon, Predictive, Deadline, QoE",
         "unknown-kind.yaml:10: policy \"Not_A_Name\": metadata.name: 'Not_A_Name' is not "
         "allowed: must be lowercase letters, digits and '-', starting and ending with a letter "
         "or digit (a DNS label)",
         'unknown-kind.yaml:13: policy "kind-missing": kind: required field is missing; '
-        "one of: FlowCon, SpeCon, Predictive, Deadline",
+        "one of: FlowCon, SpeCon, Predictive, Deadline, QoE",
     ]),
     ("api-version", ["api-version.yaml"], [
         "api-version.yaml:1: policy \"api-wrong\": apiVersion: 'policyd.io/v1' is not "

@@ -24,6 +24,8 @@ Stable CLI (integration tests and containers depend on it):
   --grace-seconds S      the orchestrator's grace period, for the log (default 30)
   --stop-exit-code N     exit status after SIGTERM's checkpoint (default 0; 143 in a Kubernetes
                          Job, whose podFailurePolicy ignores it: a Job reads 0 as "done")
+  --stop-save-seconds S  the checkpoint on SIGTERM takes S seconds more, as a large model's
+                         write would (default 0; the chaos test's policyd is back meanwhile)
 
 Output on stdout, one line each, flushed (parse these, they are stable):
   metrics: http://ADDR:PORT/metrics
@@ -37,24 +39,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-try:
+from policyd_exporters import Checkpointer, Identity, TrainingMetrics, catch_stop_signals, serve
+
+if TYPE_CHECKING:
     import torch
-    from torch import nn
-except ImportError:  # pragma: no cover - depends on the environment
-    sys.exit("train_mnist_like.py needs PyTorch: pip install torch (CPU wheels are enough)")
-
-from policyd_exporters import Checkpointer, Identity, TrainingMetrics, serve
 
 
 def load_data(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Digits scaled to [0, 1], or 10 gaussian blobs in 64 dimensions without scikit-learn."""
+    import torch  # noqa: PLC0415 (imported by main() after the SIGTERM handler)
     try:
         from sklearn.datasets import load_digits  # noqa: PLC0415 (optional)
     except ImportError:
@@ -85,13 +84,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--stop-exit-code", type=int, default=0,
                    help="exit status after SIGTERM's checkpoint: 0 (the protocol), 143 in a "
                         "Kubernetes Job whose podFailurePolicy ignores it")
+    p.add_argument("--stop-save-seconds", type=float, default=0.0)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.02)
     return p.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # SIGTERM first (exporters/README.md): from here on a SIGTERM is a stop request, kept
+    # while torch is imported, the data loaded and the checkpoint read, and honoured with a
+    # checkpoint at the first step boundary. Installed later, a SIGTERM in that window would
+    # kill the job without one (or, as PID 1 in a container without an init, be ignored).
+    stop_requested = catch_stop_signals()
     args = parse_args(argv)
+    try:
+        import torch  # noqa: PLC0415
+        from torch import nn  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - depends on the environment
+        sys.exit("train_mnist_like.py needs PyTorch: pip install torch (CPU wheels are enough)")
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     x, y = load_data(args.seed)
@@ -115,13 +125,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return state
 
     checkpointer = None
-    if args.checkpoint_dir is None:  # nothing to save: still leave as agreed when asked to stop
-        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(args.stop_exit_code))
-    else:
+    if args.checkpoint_dir is not None:
         checkpointer = Checkpointer(args.checkpoint_dir, save=save, load=load,
                                     every_steps=args.checkpoint_every or None,
                                     grace_seconds=args.grace_seconds,
-                                    stop_exit_code=args.stop_exit_code)
+                                    stop_exit_code=args.stop_exit_code,
+                                    stop_requested=stop_requested)
         resumed = checkpointer.resume()
         if resumed is not None:
             model.load_state_dict(resumed.state["model"])
@@ -145,8 +154,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             mean = metrics.value
             shown = "none" if mean is None else f"{mean:.6f}"
             print(f"step={step} loss={loss.item():.6f} mean={shown}", flush=True)
+        if checkpointer is None and stop_requested.is_set():  # nothing to save: leave as agreed
+            server.close()
+            return int(args.stop_exit_code)
         if checkpointer is not None:
             if checkpointer.should_stop():
+                time.sleep(args.stop_save_seconds)  # before the write: `latest` is older
                 path = checkpointer.save(step)
                 print(f"checkpoint: step={step} path={path}", flush=True)
                 server.close()

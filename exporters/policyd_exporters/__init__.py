@@ -10,7 +10,12 @@
 The contract with policyd (metric names, labels, the checkpoint protocol) is in README.md.
 """
 
-from policyd_exporters.checkpoint import Checkpointer, CheckpointError, Resumed
+from policyd_exporters.checkpoint import (
+    Checkpointer,
+    CheckpointError,
+    Resumed,
+    catch_stop_signals,
+)
 from policyd_exporters.identity import Identity
 from policyd_exporters.metrics import TrainingMetrics
 from policyd_exporters.server import MetricsServer, serve
@@ -24,5 +29,6 @@ __all__ = [
     "MetricsServer",
     "Resumed",
     "TrainingMetrics",
+    "catch_stop_signals",
     "serve",
 ]

@@ -7,6 +7,10 @@ points `directory/latest` at it and exits 0 (or `stop_exit_code`, for Kubernetes
 grace period; the replacement process, on
 any node that mounts the same volume, calls `resume()` and goes on from step N.
 
+The stop request can be caught before the Checkpointer exists: `catch_stop_signals()` on the
+job's first lines returns the event the Checkpointer then shares (`stop_requested=`), so a
+SIGTERM during imports or the resume is not lost (README.md, "SIGTERM first").
+
 It does not know how to serialise anything: `save(path)` and `load(path)` are the caller's
 (`torch.save` / `torch.load` in the example), so this module imports no framework.
 
@@ -47,6 +51,19 @@ def checkpoint_name(step: int) -> str:
     return f"step-{step}.ckpt"
 
 
+def catch_stop_signals(signals: Sequence[signal.Signals] = (signal.SIGTERM,)
+                       ) -> threading.Event:
+    """Install, first thing in a job (before its slow imports), handlers that only set the
+    returned event; hand it to `Checkpointer(stop_requested=...)`. A SIGTERM that arrives
+    before the model is even loaded is then a stop at the first step boundary, with a
+    checkpoint, instead of a death without one. Standard library only: call it before
+    importing torch. Main thread only."""
+    event = threading.Event()
+    for sig in signals:
+        signal.signal(sig, lambda signum, frame: event.set())
+    return event
+
+
 class CheckpointError(RuntimeError):
     """Checkpoints exist but none could be loaded, or `save` did not write its file."""
 
@@ -76,6 +93,10 @@ class Checkpointer(Generic[T]):
       checkpoint is written"; policyd's Docker and bare-pod moves require it). In a Kubernetes
       Job use 143 (128 + SIGTERM) with a podFailurePolicy rule that ignores it: a Job counts an
       exit 0 as done, and the moved job would be Complete instead of replaced.
+    * `stop_requested`: a `threading.Event` the job's own first-line SIGTERM handler sets
+      (`catch_stop_signals()`), so a SIGTERM that came during imports, data loading or the
+      resume counts: the loop checkpoints at its first step boundary. Without one, the
+      handlers are installed first thing in the constructor.
     * `clock`: monotonic seconds (a seam for tests).
     """
 
@@ -91,6 +112,7 @@ class Checkpointer(Generic[T]):
         signals: Sequence[signal.Signals] = (signal.SIGTERM,),
         clock: Callable[[], float] = time.monotonic,
         stop_exit_code: int = 0,
+        stop_requested: threading.Event | None = None,
     ) -> None:
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
@@ -100,18 +122,22 @@ class Checkpointer(Generic[T]):
             raise ValueError(f"grace_seconds must be positive, got {grace_seconds}")
         if not 0 <= stop_exit_code <= 255:
             raise ValueError(f"stop_exit_code must be in 0..255, got {stop_exit_code}")
+        # First thing after the argument checks (no I/O before it): a SIGTERM from now on is
+        # a stop request, never the default (death without a checkpoint) nor, as PID 1 in a
+        # container without an init, ignored.
+        self._clock = clock
+        self._stop = stop_requested if stop_requested is not None else threading.Event()
+        self._stop_at: float | None = clock() if self._stop.is_set() else None
+        self._previous: dict[signal.Signals, _Handler] = {}
+        for sig in signals:
+            self._previous[sig] = signal.signal(sig, self._on_signal)
         self.stop_exit_code = stop_exit_code
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._save, self._load = save, load
         self._keep, self._every = keep, every_steps
-        self._grace, self._clock = grace_seconds, clock
-        self._stop = threading.Event()
-        self._stop_at: float | None = None
+        self._grace = grace_seconds
         self._last_saved: int | None = None
-        self._previous: dict[signal.Signals, _Handler] = {}
-        for sig in signals:
-            self._previous[sig] = signal.signal(sig, self._on_signal)
 
     # -- stopping -----------------------------------------------------------------------------
 
@@ -121,12 +147,14 @@ class Checkpointer(Generic[T]):
 
     def request_stop(self) -> None:
         """Ask the loop to checkpoint and stop at the next step boundary (what SIGTERM does)."""
-        if not self._stop.is_set():
+        if self._stop_at is None:
             self._stop_at = self._clock()
-            self._stop.set()
+        self._stop.set()
 
     def should_stop(self) -> bool:
         """True once a stop was requested: save and leave the loop."""
+        if self._stop.is_set() and self._stop_at is None:  # set by the job's early handler
+            self._stop_at = self._clock()
         return self._stop.is_set()
 
     def remaining_seconds(self) -> float | None:

@@ -24,6 +24,10 @@ with the next call (`on_outcome` or `flush`); nothing is ever raised into the da
 * Deadlines (`deadlines`): a job at risk is a state like a failure (fires, re-sent, resolved
   when its policy's next decision no longer says so); a missed deadline an event like a
   migration.
+* Delivered jobs are seen again every tick while they last (a job at its target loss or
+  converged, `Assessment.delivery`, under any response): `PolicydJobDelivered` is posted when a
+  tick first finds the job so, and again once `resend_interval_seconds` have passed, each time
+  with `endsAt = now + hold`; a stopped job is gone from the next ticks, so it ends by itself.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from policyd.alerts.deadlines import DeadlineAlerts
 from policyd.alerts.payload import (
     Alert,
     AlertKey,
+    delivered_alert,
     failure_alert,
     migration_alert,
     resolved,
@@ -77,12 +82,14 @@ class Alerter:
         self.settings = settings
         self.max_pending = max_pending
         self.client = AlertmanagerClient(settings.url, timeout_seconds=settings.timeout_seconds,
-                                         retries=settings.retries, session=session)
+                                         retries=settings.retries, session=session,
+                                         access=settings.access())
         self._clock = clock
         self._lock = threading.Lock()
         self._pending: dict[AlertKey, Alert] = {}
         self._firing: dict[FailureKey, _Firing] = {}
         self._deadlines = DeadlineAlerts()
+        self._delivered: dict[AlertKey, float] = {}  # when each delivery was last sent
         self.dropped_total = 0
         """Queued alerts dropped because the queue was full."""
 
@@ -116,6 +123,7 @@ class Alerter:
                     self._queue(migration_alert(
                         action, dry_run=decision.dry_run, now=now, visible_seconds=visible,
                         generator_url=self.settings.generator_url))
+            self._deliveries(outcome, now, hold)
             still_failing: set[FailureKey] = set()
             for action, failure in outcome.failed:
                 key: FailureKey = (action.policy, action.container, action.kind)
@@ -141,6 +149,21 @@ class Alerter:
                     generator_url=self.settings.generator_url):
                 self._queue(alert)
             self._post()
+
+    def _deliveries(self, outcome: Outcome, now: float, hold: float) -> None:
+        decision = outcome.decision
+        for a in decision.assessments:
+            if a.delivery is None:
+                continue
+            alert = delivered_alert(decision.policy, a, dry_run=decision.dry_run, now=now,
+                                    ends_at=now + hold,
+                                    generator_url=self.settings.generator_url)
+            sent = self._delivered.get(alert.key)
+            if sent is None or now - sent >= self.settings.resend_interval_seconds:
+                self._queue(alert)
+                self._delivered[alert.key] = now
+        for key in [k for k, sent in self._delivered.items() if now - sent > hold]:
+            del self._delivered[key]  # ended by itself
 
     def retire(self, policy: str, now: float) -> None:
         """Resolve every failure alert of `policy` (call when a policy is removed)."""

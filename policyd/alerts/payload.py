@@ -22,11 +22,12 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from policyd.model import Action
-from policyd.model.decision import Admit, MarkMigrated, Migrate, SetCpu
+from policyd.model import Action, Assessment
+from policyd.model.decision import Admit, MarkMigrated, Migrate, SetCpu, Stop
 
 MIGRATION = "PolicydMigration"
 ACTION_FAILED = "PolicydActionFailed"
+DELIVERED = "PolicydJobDelivered"
 
 AlertKey = frozenset[tuple[str, str]]
 
@@ -86,6 +87,23 @@ def migration_alert(action: Migrate, *, dry_run: bool, now: float, visible_secon
     )
 
 
+def delivered_alert(policy: str, assessment: Assessment, *, dry_run: bool, now: float,
+                    ends_at: float, generator_url: str | None = None) -> Alert:
+    """A job at its target loss or converged (`assessment.delivery`), and what the policy does
+    about it: firing while ticks keep finding it so, ended by itself `ends_at`."""
+    delivery = assessment.delivery
+    assert delivery is not None
+    done = "reached its target loss" if delivery.event == "target" else "converged"
+    return Alert(
+        labels={"alertname": DELIVERED, "policy": policy, "job": assessment.container,
+                "node": assessment.node, "event": delivery.event,
+                "response": delivery.response, "severity": "info", **_dry_run(dry_run)},
+        annotations={"summary": f"job {assessment.container} {done} ({delivery.response})",
+                     "reason": delivery.reason},
+        starts_at=now, ends_at=ends_at, generator_url=generator_url,
+    )
+
+
 def describe(action: Action) -> str:
     """The action in a few words, for summaries."""
     match action:
@@ -97,6 +115,8 @@ def describe(action: Action) -> str:
                     f"to {action.fraction:g} ({action.mode})")
         case MarkMigrated():
             return f"mark_migrated of job {action.container} on node {action.node}"
+        case Stop():
+            return f"stop of job {action.container} on node {action.node} ({action.event})"
         case Admit():
             return f"admit of job {action.container} on node {action.node}"
 

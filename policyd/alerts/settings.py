@@ -10,16 +10,19 @@ from typing import Any
 
 from pydantic import NonNegativeInt, PositiveFloat
 
-from policyd.clients.settings import HttpUrl, SettingsModel
+from policyd.clients.access_settings import HttpAccessFields
+from policyd.clients.settings import HttpUrl
 
 
-class AlertmanagerSection(SettingsModel):
+class AlertmanagerSection(HttpAccessFields):
     """The settings file's `alertmanager` section (docs/settings.md).
 
     * `url`: Alertmanager's base URL (`http://alertmanager:9093`); alerts go to `/api/v2/alerts`.
     * `resend_interval_seconds`: a firing failure alert is re-sent at most this often, and the
       times alerts stay visible on their own are multiples of it (see `alerter`).
-    * `timeout_seconds`: per HTTP attempt.
+    * `timeout_seconds`: per HTTP attempt;
+    * `bearer_token_file`, `basic_auth`, `tls_config`, `headers`: TLS and authentication
+      (`policyd.clients.access_settings`).
     """
 
     url: HttpUrl

@@ -1,4 +1,5 @@
-"""`policyd` on the command line: validate policies, print their schema, plan offline, simulate.
+"""`policyd` on the command line: validate policies, print their schema (JSON Schema, or the
+CRDs of the policy kinds), plan offline, simulate, run.
 
 The top layer: it reads files, calls the policy loader and the pure engine, and prints. Every
 problem with user input becomes a clear message on stderr and a non-zero exit, never a
@@ -24,6 +25,7 @@ from policyd.engine.spec import PolicyDocument
 from policyd.model.codec import SnapshotError, decision_to_dict, snapshot_from_dict
 from policyd.model.snapshot import Snapshot
 from policyd.policy import check_files, json_schema_text, summary
+from policyd.policy.crd import crds_yaml
 from policyd.tick import DryRunActuator, FixedSource, tick
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -86,6 +88,11 @@ def _cmd_schema(_: argparse.Namespace, out: TextIO, __: TextIO) -> int:
     return EXIT_OK
 
 
+def _cmd_crds(_: argparse.Namespace, out: TextIO, __: TextIO) -> int:
+    out.write(crds_yaml())
+    return EXIT_OK
+
+
 def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     paths = [Path(p) for p in args.policy]
     policies = load_checked(paths, err)
@@ -134,6 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = commands.add_parser("schema", help="print the JSON Schema of policy documents")
     schema.set_defaults(run=_cmd_schema)
+
+    crds = commands.add_parser(
+        "crds", help="print the CustomResourceDefinitions of the policy kinds (Kubernetes: "
+                     "policyd crds > deploy/kubernetes/crds/policies.yaml)")
+    crds.set_defaults(run=_cmd_crds)
 
     plan = commands.add_parser(
         "plan", help="decide offline: what policies would do given a snapshot (acts on nothing)"

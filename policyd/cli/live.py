@@ -5,7 +5,11 @@ The source profile says where things are in Prometheus (`policyd.sources.setting
 kubernetes (kubelet cAdvisor + kube-state-metrics), cadvisor-docker (standalone cAdvisor per
 Docker host) or process (the exporter process's own CPU, when no cAdvisor runs); or, with
 cadvisor-rest, that CPU and facts come from each Docker host's cAdvisor REST API (`--cadvisor
-NODE=URL`, `policyd.sources.cadvisor_source`) and only the loss from Prometheus.
+NODE=URL`, `policyd.sources.cadvisor_source`) and only the loss from Prometheus. With the
+kubernetes profile and a Kubernetes API (`--kubeconfig FILE`, or `--kubernetes-host URL` such as
+`kubectl proxy`'s), the snapshot is built exactly as the daemon builds it
+(`policyd.sources.kubernetes_pods`): pods, nodes and their capacity from one list each, loss
+and CPU from Prometheus; kube-state-metrics is not needed.
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser,
                       help="process profile: cores of every node (default: this machine's)")
     live.add_argument("--process-job", metavar="JOB",
                       help="process profile: only this scrape job's processes")
+    live.add_argument("--kubeconfig", metavar="FILE",
+                      help="kubernetes profile: read pods and nodes from this cluster's API, "
+                           "as the daemon does (no kube-state-metrics needed)")
+    live.add_argument("--kubernetes-host", metavar="URL",
+                      help="kubernetes profile: the same from an API server URL (e.g. "
+                           "`kubectl proxy`'s http://127.0.0.1:8001)")
     live.add_argument("--scrape-interval-seconds", type=float, default=15.0,
                       help="Prometheus's scrape interval (rate windows span two scrapes)")
     live.add_argument("--prometheus-timeout-seconds", type=float, default=10.0,
@@ -98,6 +108,12 @@ def _source(args: argparse.Namespace) -> tuple[LiveSource, Callable[[], None]]:
     """The source the profile names and how to close it (HTTP client libraries load only for
     live plans, so offline plans start fast)."""
     cadvisors = _pairs("--cadvisor", args.cadvisor, "NODE=URL")
+    api = args.kubeconfig or args.kubernetes_host
+    if api and args.source_profile != "kubernetes":
+        raise InputError(["--kubeconfig and --kubernetes-host go with --source-profile "
+                          "kubernetes"])
+    if api:
+        return _kubernetes_source(args)
     if args.source_profile != "cadvisor-rest":
         if cadvisors:
             raise InputError(["--cadvisor goes with --source-profile cadvisor-rest"])
@@ -121,6 +137,27 @@ def _source(args: argparse.Namespace) -> tuple[LiveSource, Callable[[], None]]:
     return rest, rest.close
 
 
+def _kubernetes_source(args: argparse.Namespace) -> tuple[LiveSource, Callable[[], None]]:
+    """The daemon's Kubernetes source: pods and nodes from the API, the rest from Prometheus
+    (the Kubernetes client loads only here)."""
+    from kubernetes import client as k8s  # type: ignore[import-untyped]  # noqa: PLC0415
+    from kubernetes import config as k8s_config  # noqa: PLC0415
+
+    from policyd.actuators.kubernetes import KubernetesSettings  # noqa: PLC0415
+    from policyd.actuators.kubernetes.calls import api_client  # noqa: PLC0415
+    from policyd.sources.kubernetes_pods import KubernetesPodSource  # noqa: PLC0415
+
+    try:
+        scope = KubernetesSettings(host=args.kubernetes_host, kubeconfig=args.kubeconfig)
+        shared = api_client(scope)
+    except (ValueError, k8s_config.ConfigException, OSError) as exc:
+        raise InputError([f"--kubeconfig {args.kubeconfig}: {exc}" if args.kubeconfig
+                          else f"--kubernetes-host: {exc}"]) from None
+    source = KubernetesPodSource(args.prometheus, scope, core=k8s.CoreV1Api(shared),
+                                 timeout_seconds=args.prometheus_timeout_seconds)
+    return source, shared.close
+
+
 def live_snapshot(args: argparse.Namespace, policies: Sequence[PolicyDocument],
                   err: TextIO) -> Snapshot:
     """The snapshot Prometheus (and cAdvisor) give now for `policies`; warnings go to `err`;
@@ -128,17 +165,22 @@ def live_snapshot(args: argparse.Namespace, policies: Sequence[PolicyDocument],
     source, close = _source(args)
     try:
         snapshot = source.snapshot(policies)
-    except SourceError:  # the source has logged what failed, with the URL and the query
-        rest = args.source_profile == "cadvisor-rest"
-        where = "Prometheus and cAdvisor" if rest else "Prometheus"
-        raise InputError([], f"no decision: the snapshot could not be read from {where}") \
-            from None
+    except SourceError as exc:  # Prometheus's and cAdvisor's have logged what failed
+        api = bool(args.kubeconfig or args.kubernetes_host)
+        where = ("Prometheus and cAdvisor" if args.source_profile == "cadvisor-rest" else
+                 "Prometheus and the Kubernetes API" if api else "Prometheus")
+        raise InputError([str(exc)] if api else [],
+                         f"no decision: the snapshot could not be read from {where}") from None
     except ValueError as exc:  # policies that cannot share one snapshot (their queries)
         raise InputError([str(exc)], "no decision") from None
     finally:
         close()
     for warning in source.last_warnings:
         print(f"warning: {warning}", file=err)
+    if args.source_profile == "kubernetes" and not (args.kubeconfig or args.kubernetes_host) \
+            and any("no known CPU capacity" in w for w in source.last_warnings):
+        print("hint: without kube-state-metrics, give --kubeconfig FILE or --kubernetes-host "
+              "URL: node capacity then comes from the Kubernetes API", file=err)
     if args.save_snapshot:
         path = Path(args.save_snapshot)
         try:

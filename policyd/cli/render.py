@@ -31,6 +31,7 @@ from policyd.model import (
     Migrate,
     SetCpu,
     Snapshot,
+    Stop,
 )
 
 _BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
@@ -66,6 +67,8 @@ def _target(action: Action, names: dict[str, str]) -> str:
             return f"{verb:<14} {name} {action.from_node} -> {action.to_node}"
         case MarkMigrated():
             return f"mark_migrated  {name} stays on {action.node}"
+        case Stop():
+            return f"stop           {name} on {action.node} ({action.event}: delivered)"
         case Admit():
             held = "" if action.held_on is None else f" (held on {action.held_on})"
             limit = "" if action.fraction is None else \
@@ -110,12 +113,31 @@ def _deadline_cells(a: Assessment, now: float) -> tuple[str, str]:
     return when, f"{sign}{duration(abs(d.slack_seconds))}"
 
 
+def _standing(a: Assessment) -> str:
+    """`short 25% 5m00s ALERT`, `satisfied`, `infeasible`, `delivered: converged (stop)`, or
+    `-`: the job against its declared targets."""
+    parts = []
+    if a.qoe is not None:
+        q = a.qoe
+        text: str = q.state
+        if q.state != "satisfied":
+            text += f" {100 * q.shortfall:.0f}%"
+            if q.short_seconds > 0:
+                text += f" {duration(q.short_seconds)}"
+        parts.append(text + (" ALERT" if q.alerting else ""))
+    if a.delivery is not None:
+        parts.append(f"delivered: {a.delivery.event} ({a.delivery.response})")
+    return "; ".join(parts) or "-"
+
+
 def _rows(assessments: list[Assessment], names: dict[str, str], kind: str,
           now: float) -> list[str]:
     gain = KINDS[kind].gain_label if kind in KINDS else "GAIN"
     deadlines = any(a.deadline is not None for a in assessments)
-    header = ("CONTAINER", "CATEGORY", gain, "CPU NOW -> NEXT", "ETA (RANGE)") + (
-        ("DEADLINE", "SLACK") if deadlines else ()) + ("NOTE",)
+    targets = any(a.qoe is not None or a.delivery is not None for a in assessments)
+    header = ("CONTAINER", "CATEGORY", gain, "CPU NOW -> NEXT", "ETA (RANGE)",
+              *(("DEADLINE", "SLACK") if deadlines else ()),
+              *(("TARGET",) if targets else ()), "NOTE")
     table: list[tuple[str, ...]] = [header]
     for a in assessments:
         cpu = ("" if a.cpu_fraction_now is None and a.cpu_fraction_next is None
@@ -125,14 +147,14 @@ def _rows(assessments: list[Assessment], names: dict[str, str], kind: str,
             note = f"{note}; no ETA: {a.forecast_note}" if note else f"no ETA: {a.forecast_note}"
         extra = _deadline_cells(a, now) if deadlines else ()
         table.append((names.get(a.container, a.container), a.category or "-", _gain(a.gain),
-                      cpu, _eta(a), *extra, note))
-    columns = len(header) - 1
-    widths = [max(len(row[i]) for row in table) for i in range(columns)]
+                      cpu, _eta(a), *extra, *((_standing(a),) if targets else ()), note))
+    padded = len(header) - 1
+    widths = [max(len(row[i]) for row in table) for i in range(padded)]
     lines = []
     for row in table:
         cells = [row[i].rjust(widths[i]) if i == 2 else row[i].ljust(widths[i])
-                 for i in range(columns)] + [row[-1]]
-        lines.append("  " + "   ".join(cells).rstrip())
+                 for i in range(padded)]
+        lines.append("  " + "   ".join([*cells, row[padded]]).rstrip())
     return lines
 
 

@@ -23,7 +23,7 @@ from policyd.daemon.backend import BackendError, Parts, alerter, docker_parts, k
 from policyd.daemon.health import Health
 from policyd.daemon.http import StatusServer
 from policyd.daemon.metrics import DaemonMetrics
-from policyd.daemon.reload import PolicyWatcher
+from policyd.daemon.reload import PolicyPoller, PolicyWatcher
 from policyd.daemon.scheduler import Daemon, TickReport
 from policyd.daemon.settings import DaemonSettings
 from policyd.daemon.simulated import SimulatedRun, SimulationError
@@ -90,7 +90,8 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
     take part in the leader election as this identity; only the leader applies actions."""
     check_role(settings, node, leader_identity)
     policies = load_policy_set(settings)
-    if node is not None and not roles.node_agent_policies(policies):
+    resources_wanted = settings.backend == "kubernetes" and settings.kubernetes.policy_resources
+    if node is not None and not roles.node_agent_policies(policies) and not resources_wanted:
         raise StartupError([f"--node {node}: no policy of a node-scoped kind (FlowCon) in "
                             "policies: a node agent runs those only"], "nothing started")
     registry = registry if registry is not None else CollectorRegistry()
@@ -107,7 +108,10 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
                 from None
         server.start()
     try:
-        observer = alerter(settings.alertmanager)
+        try:
+            observer = alerter(settings.alertmanager)
+        except BackendError as exc:
+            raise StartupError([str(exc)], "nothing started") from None
         if settings.backend == "simulated":
             try:
                 simulation = SimulatedRun(settings.simulation, policies, metrics=metrics,
@@ -123,7 +127,25 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
             except BackendError as exc:
                 raise StartupError([str(exc)], "nothing started") from None
         source, actuator, events = parts.source, parts.actuator, parts.events
-        watcher = PolicyWatcher(settings.policies)
+        watcher: PolicyPoller = PolicyWatcher(settings.policies)
+        resources = None
+        if resources_wanted and parts.policy_api is not None:
+            from policyd.daemon.policy_resources import PolicyResources  # noqa: PLC0415
+            from policyd.daemon.policy_set import PolicySources  # noqa: PLC0415
+
+            resources = PolicyResources(parts.policy_api,
+                                        roles.watched_kinds(node, leader_identity is not None))
+            sources = PolicySources(PolicyWatcher(settings.policies), resources, policies)
+            resources.list_all()
+            policies = list(sources.policies())
+            watcher = sources
+        if node is not None and not roles.node_agent_policies(policies):
+            if resources is None:
+                raise StartupError([f"--node {node}: no policy of a node-scoped kind "
+                                    "(FlowCon) in policies: a node agent runs those only"],
+                                   "nothing started")
+            LOG.warning("--node %s: no policy of a node-scoped kind yet; waiting for one (a "
+                        "policy file or resource)", node)
         if node is not None:
             source = roles.NodeScopedSource(source, node)
             events = roles.NodeScopedEvents(events, node) if events is not None else None
@@ -137,7 +159,8 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
             actuator = election.gate
         daemon = Daemon(policies, source=source, actuator=actuator, events=events,
                         observer=observer, metrics=metrics, health=health, watcher=watcher,
-                        scope=roles.NODE_AGENT_SCOPE if node is not None else None)
+                        scope=roles.NODE_AGENT_SCOPE if node is not None else None,
+                        settle=parts.settle)
         if once:
             if election is not None and not election.try_once():
                 LOG.info("leader: %s does not hold the lease: deciding, applying nothing",
@@ -150,11 +173,15 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
         if election is not None:
             election.try_once()  # the leader recovers and acts from the first tick on
             election.start()
+        if resources is not None:
+            resources.start(stop)
         try:
             daemon.run(stop)
         finally:
             if election is not None:
                 election.stop()  # after the daemon: no tick runs any more
+            if resources is not None:
+                resources.join()
         return 0
     finally:
         if server is not None:

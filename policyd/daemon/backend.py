@@ -12,7 +12,8 @@ clients.
 Kubernetes: one API client (in-cluster config, else the kubeconfig; made only for this
 backend) shared by the pod source (`policyd.sources.kubernetes_pods.KubernetesPodSource`: pods
 from the API, loss and CPU from Prometheus), the listener (`PodWatch`), the actuator
-(`policyd.actuators.kubernetes.KubernetesActuator`) and the Lease API of leader election.
+(`policyd.actuators.kubernetes.KubernetesActuator`), the Lease API of leader election, and the
+custom objects API the policy resources are read from (`policy_resources`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any, assert_never
 from policyd.actuators.docker.settings import DockerSettings
 from policyd.actuators.kubernetes.settings import KubernetesSettings
 from policyd.alerts.settings import AlertSettings
+from policyd.clients.access_settings import HttpAccessFields
+from policyd.clients.http_access import HttpAccess, check_files
 from policyd.daemon.ports import OutcomeObserver
 from policyd.daemon.settings import (
     AlertmanagerSection,
@@ -55,6 +58,12 @@ class Parts:
     """coordination.k8s.io's API (a CoordinationV1Api) for `--leader-elect`; kubernetes only."""
     recover: Callable[[], object] | None = None
     """Finishes half-done migrations; called when leadership is acquired (`--leader-elect`)."""
+    policy_api: Any = None
+    """policyd.io's custom objects (a CustomObjectsApi): the policies as custom resources;
+    kubernetes only."""
+    settle: Callable[[], object] | None = None
+    """Finishes or rolls back the moves still pending; the daemon calls it at the start of
+    every cycle (cheap when none is)."""
 
 
 def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
@@ -64,7 +73,8 @@ def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
     nodes = dict(prometheus.node_names)
     match prometheus.profile:
         case "kubernetes":
-            return kubernetes(scrape_interval_seconds=scrape)
+            return kubernetes(scrape_interval_seconds=scrape,
+                              evaluation_node_label=prometheus.evaluation_node_label)
         case "cadvisor-docker":
             return cadvisor_docker(node_names=nodes, scrape_interval_seconds=scrape)
         case "process":
@@ -78,12 +88,25 @@ def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
             assert_never(prometheus.profile)
 
 
+def checked_access(section: HttpAccessFields, name: str) -> HttpAccess | None:
+    """The section's `HttpAccess`, its certificate, key and CA files checked readable now (a
+    BackendError naming the section) rather than at the first TLS handshake."""
+    access = section.access()
+    if access is not None:
+        try:
+            check_files(access)
+        except ValueError as exc:
+            raise BackendError(f"{name}.tls_config: {exc}") from None
+    return access
+
+
 def prometheus_source(prometheus: PrometheusSettings) -> Source:
     from policyd.sources.prometheus import PrometheusSource  # noqa: PLC0415
 
     assert prometheus.url is not None
     return PrometheusSource(prometheus.url, source_settings(prometheus),
-                            timeout_seconds=prometheus.timeout_seconds)
+                            timeout_seconds=prometheus.timeout_seconds,
+                            access=checked_access(prometheus, "prometheus"))
 
 
 def docker_settings(section: DockerSection) -> DockerSettings:
@@ -95,12 +118,13 @@ def docker_parts(settings: DaemonSettings) -> Parts:
     """Source, actuator (after `recover()`: half-done migrations are finished or rolled back)
     and listener for the docker backend. (A migration's grace period travels on the action.)"""
     from policyd.actuators.docker import DockerActuator  # noqa: PLC0415
+    from policyd.actuators.docker.steps import crash_at  # noqa: PLC0415
     from policyd.sources.docker_events import DockerEvents  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
 
     prometheus = settings.prometheus
     assert prometheus.url is not None
     docker = docker_settings(settings.docker)
-    actuator = DockerActuator(docker)
+    actuator = DockerActuator(docker, crash=crash_at(docker.test_crash_at))
     try:
         actuator.recover()
     except Exception as exc:  # an engine down at start: the actuator retries before acting
@@ -112,7 +136,8 @@ def docker_parts(settings: DaemonSettings) -> Parts:
 
         source = DockerSnapshotSource(prometheus.url, docker,
                                       extra_markers=actuator.recorded_markers,
-                                      timeout_seconds=prometheus.timeout_seconds)
+                                      timeout_seconds=prometheus.timeout_seconds,
+                                      access=checked_access(prometheus, "prometheus"))
     elif prometheus.profile == "cadvisor-rest":
         from policyd.sources.cadvisor_source import cadvisor_rest_source  # noqa: PLC0415
 
@@ -120,20 +145,24 @@ def docker_parts(settings: DaemonSettings) -> Parts:
             source = cadvisor_rest_source(
                 prometheus.url, {node: str(url) for node, url in prometheus.cadvisor.items()},
                 timeout_seconds=prometheus.timeout_seconds,
-                extra_markers=actuator.recorded_markers)
+                extra_markers=actuator.recorded_markers,
+                access=checked_access(prometheus, "prometheus"))
         except ValueError as exc:
             raise BackendError(f"prometheus.cadvisor: {exc}") from None
     else:
         source = prometheus_source(prometheus)
-    return Parts(source=source, actuator=actuator, events=DockerEvents(docker))
+    return Parts(source=source, actuator=actuator, events=DockerEvents(docker),
+                 settle=actuator.settle_pending)
 
 
 def kubernetes_settings(section: KubernetesSection, node: str | None = None
                         ) -> KubernetesSettings:
     """`policyd.actuators.kubernetes.KubernetesSettings` from the `kubernetes` section (the
     pod source and the watch read its namespaces, label_selector and container_name too);
-    `node` (a node agent) narrows every list and watch to that node's pods."""
-    return KubernetesSettings.from_scope(section, node_name=node)
+    `node` (a node agent) narrows every list and watch to that node's pods. Moves are
+    recorded in policyd's own namespace (the section's `namespace`)."""
+    return KubernetesSettings.from_scope(section, node_name=node,
+                                         record_namespace=section.namespace)
 
 
 def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
@@ -159,12 +188,9 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
                            f"account) and no usable kubeconfig: {exc}") from None
     core = k8s.CoreV1Api(shared)
     actuator = KubernetesActuator(scope, core=core, batch=k8s.BatchV1Api(shared),
-                                  events_api=k8s.EventsV1Api(shared))
-    if node is not None:
-        # The actuator recovers before its first action unless told it did; a node agent has
-        # no Job migrations to finish and may not list Jobs (rbac.yaml).
-        actuator._recovered = True
-    elif recover:
+                                  events_api=k8s.EventsV1Api(shared),
+                                  policy_api=k8s.PolicyV1Api(shared))
+    if node is None and recover:  # a node agent makes no moves (KubernetesSettings.node_name)
         try:
             done = actuator.recover()
         except Exception as exc:  # the actuator tries again before its first action
@@ -172,12 +198,15 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
                       "the next action): %s", exc)
         else:
             if done:
-                LOG.info("kubernetes: recovered %d half-done migrations", len(done))
+                LOG.info("kubernetes: settled %d half-done migrations", len(done))
     source = KubernetesPodSource(prometheus.url, scope, core=core,
                                  timeout_seconds=prometheus.timeout_seconds,
+                                 access=checked_access(prometheus, "prometheus"),
+                                 evaluation_node_label=prometheus.evaluation_node_label,
                                  batch=None if node is not None else k8s.BatchV1Api(shared))
     return Parts(source=source, actuator=actuator, events=PodWatch(core, scope),
-                 lease_api=k8s.CoordinationV1Api(shared), recover=actuator.recover)
+                 lease_api=k8s.CoordinationV1Api(shared), recover=actuator.recover,
+                 policy_api=k8s.CustomObjectsApi(shared))
 
 
 def alerter(section: AlertmanagerSection | None) -> OutcomeObserver | None:
@@ -186,5 +215,6 @@ def alerter(section: AlertmanagerSection | None) -> OutcomeObserver | None:
         return None
     from policyd.alerts.alerter import Alerter  # noqa: PLC0415
 
+    checked_access(section, "alertmanager")
     observer: OutcomeObserver = Alerter(AlertSettings.from_section(section))
     return observer

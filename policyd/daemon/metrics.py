@@ -15,6 +15,15 @@ Metric names and labels (the contract dashboards and alert rules rely on):
 * `policyd_job_category{policy,container,node,category}`: 1 for the current category
 * `policyd_interval_seconds{policy}`: the policy's current (backed-off) interval
 * `policyd_policy_reload_errors_total`: hot reloads rejected (the last good policies stay)
+* `policyd_qoe_ratio{policy,container,node,state}`: a job measured against its QoE target,
+  measured / target in the better direction (>= 1 meets it); state = satisfied | short |
+  infeasible
+* `policyd_qoe_short_seconds{policy,container,node}`: how long the job has been short
+* `policyd_qoe_alerting{policy,container,node}`: 1 when short for the policy's
+  `alert_after_seconds` (the PolicydQoeShort rule), else 0
+* `policyd_jobs_delivered_total{policy,event,response}`: ticks that found a job delivered
+  (event = target | converged; response = notify | deprioritize | stop); a job stays delivered,
+  so a notify is counted on every tick it is seen
 * deadlines and admission: `policyd.daemon.deadline_metrics`
 """
 
@@ -22,11 +31,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from policyd.daemon.deadline_metrics import DeadlineMetrics
-from policyd.model import Migrate
+from policyd.model import Assessment, Migrate
 from policyd.tick import Outcome
 
 TICK_RESULTS = ("ok", "source_error", "error")
@@ -65,8 +75,22 @@ class DaemonMetrics:
                                      "Policy reloads rejected; the last good policies stay.",
                                      registry=registry)
         self.deadlines = DeadlineMetrics(registry)
+        self.qoe_ratio = Gauge("policyd_qoe_ratio",
+                               "A job's QoE metric over its target (>= 1 meets it).",
+                               ["policy", "container", "node", "state"], registry=registry)
+        self.qoe_short = Gauge("policyd_qoe_short_seconds",
+                               "How long a job has been short of its QoE target.",
+                               ["policy", "container", "node"], registry=registry)
+        self.qoe_alerting = Gauge("policyd_qoe_alerting",
+                                  "1 when a job has been short of its QoE target for the "
+                                  "policy's alert_after_seconds.",
+                                  ["policy", "container", "node"], registry=registry)
+        self.delivered = Counter("policyd_jobs_delivered",
+                                 "Ticks that found a job at its target loss or converged.",
+                                 ["policy", "event", "response"], registry=registry)
         self._lock = threading.Lock()
         self._categories: dict[str, set[tuple[str, str, str]]] = {}
+        self._qoe: dict[str, set[tuple[str, str, str]]] = {}
 
     def record_outcome(self, policy: str, outcome: Outcome, *, dry_run: bool,
                        duration_seconds: float | None = None) -> None:
@@ -85,6 +109,10 @@ class DaemonMetrics:
                                      for a in outcome.decision.assessments
                                      if a.category is not None})
         self.deadlines.record(outcome.decision)
+        self.set_qoe(policy, outcome.decision.assessments)
+        for a in outcome.decision.assessments:
+            if a.delivery is not None:
+                self.delivered.labels(policy, a.delivery.event, a.delivery.response).inc()
 
     def record_failure(self, policy: str, result: str, *, source_error_kind: str | None = None,
                        duration_seconds: float | None = None) -> None:
@@ -108,6 +136,27 @@ class DaemonMetrics:
                 self.job_category.labels(policy, container, node, category).set(1)
             self._categories[policy] = set(current)
 
+    def set_qoe(self, policy: str, assessments: Iterable[Assessment]) -> None:
+        """Make the assessments' QoE standings the policy's QoE series; others removed."""
+        current = {(a.container, a.node, a.qoe.state): a.qoe for a in assessments
+                   if a.qoe is not None}
+        with self._lock:
+            for container, node, state in self._qoe.get(policy, set()) - set(current):
+                self.qoe_ratio.remove(policy, container, node, state)
+            alive = {(c, n) for c, n, _ in current}
+            for container, node, _ in self._qoe.get(policy, set()):
+                if (container, node) not in alive:
+                    for gauge in (self.qoe_short, self.qoe_alerting):
+                        with contextlib.suppress(KeyError):
+                            gauge.remove(policy, container, node)
+            for (container, node, state), status in current.items():
+                self.qoe_ratio.labels(policy, container, node, state).set(
+                    min(status.ratio, 1e9))
+                self.qoe_short.labels(policy, container, node).set(status.short_seconds)
+                self.qoe_alerting.labels(policy, container, node).set(
+                    1.0 if status.alerting else 0.0)
+            self._qoe[policy] = set(current)
+
     def set_interval(self, policy: str, seconds: float) -> None:
         self.interval.labels(policy).set(seconds)
 
@@ -115,7 +164,9 @@ class DaemonMetrics:
         """Remove the series of a policy that is gone (counters keep their history)."""
         self.set_categories(policy, set())
         self.deadlines.forget_policy(policy)
+        self.set_qoe(policy, ())
         with self._lock:
             self._categories.pop(policy, None)
+            self._qoe.pop(policy, None)
         with contextlib.suppress(KeyError):
             self.interval.remove(policy)

@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from policyd.engine.spec import PolicyDocument
 from policyd.policy import Problem, validate_files
@@ -22,7 +23,10 @@ _Stamp = tuple[int, int] | None
 
 @dataclass(frozen=True, kw_only=True)
 class Reload:
-    """What a changed set of files holds: policies (when valid) or every problem."""
+    """What changed: the policies to run and every problem found. From the files alone, the
+    policies when they are all valid, else only the problems (the caller keeps its last good
+    set); with policy custom resources (`policy_set.PolicySources`), the whole set that still
+    stands (the last good files and the good resources) with the files' problems."""
 
     policies: tuple[PolicyDocument, ...] = ()
     problems: tuple[Problem, ...] = ()
@@ -30,6 +34,13 @@ class Reload:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+
+class PolicyPoller(Protocol):
+    """What the daemon polls for policy changes: files (`PolicyWatcher`), or files and
+    policy custom resources (`policy_set.PolicySources`)."""
+
+    def poll(self) -> Reload | None: ...
 
 
 class PolicyWatcher:

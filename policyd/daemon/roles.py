@@ -73,6 +73,18 @@ class NodeScopedEvents:
         self.events.watch(mine, stop)
 
 
+def watched_kinds(node: str | None, leader: bool) -> list[str]:
+    """The kinds whose policy custom resources a process watches, by its role: a node agent
+    the kinds of scope node (the only ones it may run), an elected manager and a lone
+    `policyd run` every kind: any policy runs cluster-wide when it may stop or move jobs
+    (`on_target`/`on_converged: stop`, Predictive's `migrate`: `Kind.scope_of`). Each process
+    runs the policies of its own scope."""
+    if node is not None:
+        return [name for name, kind in KINDS.items()
+                if kind.scope == NODE_AGENT_SCOPE or kind.policy_scope is not None]
+    return list(KINDS)
+
+
 def node_agent_policies(policies: Sequence[PolicyDocument]) -> list[PolicyDocument]:
     """The policies a node agent runs: those whose kind has scope node."""
     return [p for p in policies if KINDS.of(p).scope_of(p) == NODE_AGENT_SCOPE]

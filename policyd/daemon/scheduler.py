@@ -20,6 +20,10 @@ Scope: a node agent (`scope="node"`) runs only the policies whose kind decides e
 own; the others are left to the manager (logged at start and on every reload), but still count
 as peers for ownership.
 
+Pending moves: before each tick's snapshot, `settle` (the backend's, e.g. the Docker
+actuator's `settle_pending`) finishes or rolls back what a crash or an engine outage left half
+done.
+
 Failures: a `SourceError` ends the tick with one log line and a count (nothing is acted on; the
 job's next run retries); a failing action is counted as failed and the others still run; any
 other exception is logged with its traceback and counted, and the daemon goes on.
@@ -52,7 +56,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from policyd.daemon.health import Health
 from policyd.daemon.metrics import DaemonMetrics
 from policyd.daemon.ports import OutcomeObserver, flush_observer
-from policyd.daemon.reload import PolicyWatcher, Reload
+from policyd.daemon.reload import PolicyPoller, Reload
 from policyd.engine.kind import Scope
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule, wakes_on
@@ -102,10 +106,11 @@ class Daemon:
     def __init__(self, policies: Sequence[PolicyDocument], *, source: Source,
                  actuator: Actuator, metrics: DaemonMetrics, health: Health | None = None,
                  events: EventSource | None = None, observer: OutcomeObserver | None = None,
-                 watcher: PolicyWatcher | None = None, interval_scale: float = 1.0,
+                 watcher: PolicyPoller | None = None, interval_scale: float = 1.0,
                  loop_seconds: float = 0.5, reload_seconds: float = 2.0,
                  clock: Callable[[], float] = time.time, max_workers: int = 16,
-                 scope: Scope | None = None) -> None:
+                 scope: Scope | None = None,
+                 settle: Callable[[], object] | None = None) -> None:
         if not interval_scale > 0:
             raise ValueError("interval_scale must be positive")
         self.source = source
@@ -121,6 +126,7 @@ class Daemon:
         self._reload_seconds = reload_seconds
         self._clock = clock
         self.scope = scope
+        self.settle = settle
         self._lock = threading.RLock()
         self._jobs: dict[str, _Job] = {}
         self._peers: tuple[PolicyDocument, ...] = tuple(policies)
@@ -233,9 +239,14 @@ class Daemon:
                     job.running = False
                     if report is not None and report.outcome is not None:
                         job.schedule = job.schedule.ran(report.outcome.decision, self._clock())
-                    self.metrics.set_interval(name, job.interval)
-                    self._reschedule_if_changed(name, job)
-                    wake = job.reset
+                    # A policy removed while its tick ran keeps no series and no job.
+                    current = self._jobs.get(name) is job
+                    if current:
+                        self.metrics.set_interval(name, job.interval)
+                        self._reschedule_if_changed(name, job)
+                    else:
+                        self.metrics.forget_policy(name)
+                    wake = job.reset and current
             if wake:
                 self._wake(name)
             assert report is not None
@@ -246,6 +257,7 @@ class Daemon:
         name = policy.name
         dry_run = policy.spec.dry_run
         started = time.perf_counter()
+        self._settle_pending()
         try:
             outcome = tick(self.source, policy, self.actuator, interval_seconds=interval,
                            peers=peers, dry_run=self.dry_run_actuator)
@@ -271,6 +283,17 @@ class Daemon:
             except Exception:
                 LOG.exception("policy %s: alerting failed", name)
         return TickReport(policy=name, result="ok", outcome=outcome)
+
+    def _settle_pending(self) -> None:
+        """The backend's pending moves, finished or rolled back before the snapshot (so an
+        engine that answers again gets them settled without a restart); a failure is logged
+        and tried again next cycle."""
+        if self.settle is None:
+            return
+        try:
+            self.settle()
+        except Exception as exc:  # an engine still down: the move stays pending
+            LOG.error("pending moves not settled yet (tried again next cycle): %s", exc)
 
     @staticmethod
     def _log_outcome(outcome: Outcome, took: float) -> None:
@@ -365,6 +388,8 @@ class Daemon:
         return found
 
     def apply_reload(self, found: Reload) -> None:
+        """Report the problems (the last good policies stay), and run the new set: the valid
+        files, or what still stands with the problems (`Reload`)."""
         if not found.ok:
             for problem in found.problems:
                 LOG.error("policy reload: %s", problem)
@@ -373,8 +398,10 @@ class Daemon:
             self.metrics.reload_errors.inc()
             self.health.note("policy reload", f"rejected ({len(found.problems)} problems); "
                              "running the last good policies")
-            return
-        self.health.note("policy reload", None)
+            if not found.policies:
+                return
+        else:
+            self.health.note("policy reload", None)
         self.replace_policies(found.policies)
 
     def replace_policies(self, policies: Sequence[PolicyDocument]) -> None:

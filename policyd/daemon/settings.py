@@ -25,6 +25,7 @@ from pydantic import (
     Field,
     NonNegativeInt,
     PositiveFloat,
+    StringConstraints,
     ValidationInfo,
     model_validator,
 )
@@ -32,6 +33,7 @@ from pydantic import (
 from policyd.actuators.docker.settings import DockerHost, DockerSection
 from policyd.actuators.kubernetes.settings import KubernetesScope
 from policyd.alerts.settings import AlertmanagerSection
+from policyd.clients.access_settings import HttpAccessFields
 from policyd.clients.settings import (
     HttpUrl,
     NonEmptyStr,
@@ -75,14 +77,18 @@ def _scenario_names() -> Sequence[str]:
     return tuple(SCENARIOS)
 
 
-class PrometheusSettings(SettingsModel):
+class PrometheusSettings(HttpAccessFields):
     """Where the snapshot comes from (docker and kubernetes backends).
 
     `profile` names a `policyd.sources.settings` profile, or one that reads the CPU elsewhere
     (`docker-stats`: the Docker engines' stats API; `cadvisor-rest`: each Docker host's
     cAdvisor REST API, at `cadvisor[node]`); the loss always comes from Prometheus at `url`.
     `node_names` maps a scrape target (`instance`) to a node name; `capacity_cores` and
-    `process_job` apply to `process` only.
+    `process_job` apply to `process` only. `evaluation_node_label`: the node label the scrape
+    puts on the exporter's series, so that a node agent asks for its node's loss only.
+    `bearer_token_file`, `basic_auth`, `tls_config` and
+    `headers` say how to get through to a Prometheus (or Thanos, Mimir, VictoriaMetrics) behind
+    TLS and authentication (`policyd.clients.access_settings`).
     """
 
     url: HttpUrl | None = None
@@ -93,6 +99,8 @@ class PrometheusSettings(SettingsModel):
     capacity_cores: PositiveFloat | None = None
     process_job: NonEmptyStr | None = None
     cadvisor: Annotated[Mapping[str, HttpUrl], ReadOnly] = {}
+    evaluation_node_label: Annotated[str, StringConstraints(
+        pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")] | None = None
 
     @model_validator(mode="after")
     def _cadvisor_only_for_its_profile(self) -> Self:
@@ -152,11 +160,15 @@ class KubernetesSection(KubernetesScope, LeaseSection):
     (the actuator's `KubernetesScope`), and the Lease of `policyd run --leader-elect`
     (`LeaseSection`).
 
-    `namespace` is policyd's own namespace (where the Lease lives), not the training jobs':
-    those are `namespaces` (empty: every namespace) matching `label_selector`. Turned into
-    the actuator's settings by `backend.kubernetes_settings` and the elector's by
-    `roles.lease_settings`.
+    `namespace` is policyd's own namespace (where the Lease and the move records live), not
+    the training jobs': those are `namespaces` (empty: every namespace) matching
+    `label_selector`. `policy_resources`: also run the policies found as custom resources
+    (`kubectl apply -f policies/flowcon.yaml`; `policy_resources`), alongside `policies`.
+    Turned into the actuator's settings by `backend.kubernetes_settings` and the elector's
+    by `roles.lease_settings`.
     """
+
+    policy_resources: bool = True
 
 
 class HttpSettings(SettingsModel):
@@ -217,9 +229,12 @@ def backend_problems(settings: DaemonSettings,
     problems: Problems = []
     backend, prometheus = settings.backend, settings.prometheus
     if backend in ("docker", "kubernetes"):
-        if not settings.policies and missing("policies"):
+        resources = backend == "kubernetes" and settings.kubernetes.policy_resources
+        if not settings.policies and missing("policies") and not resources:
+            where = ("in policies, or kubernetes.policy_resources: true"
+                     if backend == "kubernetes" else "in policies")
             problems.append((("backend",), f"the {backend} backend needs at least one policy "
-                                           "file in policies"))
+                                           f"file {where}"))
         if backend == "docker" and not settings.docker.hosts and missing("docker", "hosts"):
             problems.append((("backend",), "the docker backend needs docker.hosts (node -> "
                                            "Docker engine URL)"))

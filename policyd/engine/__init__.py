@@ -7,7 +7,9 @@ algorithms over the window, so the same snapshot always gives the same decision 
 daemon reaches the decisions it would have reached.
 
 `decide` asks the registry for the policy's kind, runs the kind's plan, then the steps every
-kind shares: ownership (`policyd.engine.ownership`: with `peers`, the other policies running
+kind shares: delivery (`policyd.engine.delivery`: jobs that reached their target loss or
+converged are notified, deprioritized or stopped, as the policy's `on_target` and
+`on_converged` say), ownership (`policyd.engine.ownership`: with `peers`, the other policies running
 beside it, actions on containers another policy owns are left to that policy), and the forecast
 of where each job is going (`policyd.engine.forecasting`: every assessment carries one, or a
 note why there is none).
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policyd.engine.delivery import deliver
 from policyd.engine.forecasting import settings_of, with_forecasts
 from policyd.engine.ownership import yield_to_owners
 from policyd.engine.registry import KINDS
@@ -32,6 +35,7 @@ def decide(policy: PolicyDocument, snapshot: Snapshot, *,
     simulator's measured runs)."""
     kind = KINDS.of(policy)
     decision = kind.plan(policy, snapshot)
+    decision = deliver(decision, policy, snapshot, forecasts=forecasts)
     decision = yield_to_owners(decision, policy, peers, snapshot.containers, snapshot.pending)
     if not forecasts:
         return decision

@@ -457,5 +457,6 @@ KIND = Kind(
     acts_on=frozenset({"cpu"}),
     convergence_alpha=lambda p: _flowcon(p).spec.alpha,
     cpu_mode=_cpu_mode, summary=_summary, gain_label="G (growth eff.)",
+    floor=lambda p, n: 1.0 / (_flowcon(p).spec.beta * max(n, 1)),  # CL's floor
 )
 """FlowCon's registration entry (`policyd.engine.registry`)."""

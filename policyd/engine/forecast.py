@@ -34,6 +34,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from policyd.engine.curve import CurveFit
 from policyd.engine.curve_fit import fit_curves
 from policyd.engine.forecast_input import Histories, Settings
 from policyd.engine.forecast_output import Forecasts
@@ -157,7 +158,11 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
     top = np.max(np.where(present, y, -np.inf), axis=1, initial=-np.inf)
     bottom = np.min(np.where(present, y, np.inf), axis=1, initial=np.inf)
     flat = enough & (top - bottom <= FLAT_TOLERANCE * np.abs(top))
-    rows = np.flatnonzero(usable & enough & ~flat & (~known | declared))
+    # The remaining improvement (when asked) needs the curve of jobs with a known total too;
+    # only where its points are steps a job can have done (>= 0).
+    sane = np.all(~present | (x >= 0), axis=1)
+    rows = np.flatnonzero(usable & enough & ~flat
+                          & (~known | declared | (s.improvement & sane)))
     curve = fit_curves(x[rows], y[rows], weight[rows], h.smoothing_steps[rows])
     fitted = np.zeros(h.size, dtype=np.bool_)
     fitted[rows] = curve.ok
@@ -210,6 +215,11 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
                                           seconds_per_step=seconds_per_step, t_last=t_last,
                                           s=s)
 
+    improvement = None
+    if s.improvement:
+        improvement = _remaining_improvement(curve, rows, fitted=fitted, flat=flat,
+                                             x_now=x_now, end=np.where(known, h.total_steps,
+                                                                       crossing))
     judged = ~_noted(notes)
     nan = np.where(judged, 1.0, np.nan)
     return Forecasts(
@@ -219,7 +229,23 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
         target_loss=h.target_loss * nan, target_eta_seconds=target_eta * nan,
         seconds_per_step=seconds_per_step * nan, speed=speed, settings=s, notes=tuple(notes),
         remarks=tuple(r if j else "" for r, j in zip(remarks, judged, strict=True)),
+        remaining_improvement=None if improvement is None else improvement * nan,
     )
+
+
+def _remaining_improvement(curve: CurveFit, rows: npt.NDArray[np.int64], *, fitted: BoolArray,
+                           flat: BoolArray, x_now: FloatArray, end: FloatArray) -> FloatArray:
+    """(M(x_now) - M(end)) / M(x_now) on the fitted curve, at least 0: how much of today's loss
+    the rest of the run is still expected to take off (`end`: the total steps, or the step the
+    job turns converged at); 0 for a flat loss, NaN where there is no curve."""
+    out = np.where(flat, 0.0, np.nan)
+    if rows.size:
+        now = curve.reported(x_now[rows])
+        later = curve.reported(np.maximum(end[rows], x_now[rows]))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            value = np.maximum(now - later, 0.0) / np.abs(now)
+        out[rows] = np.where(fitted[rows] & np.isfinite(value), value, np.nan)
+    return out
 
 
 def _noted(notes: list[str]) -> BoolArray:

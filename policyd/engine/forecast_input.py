@@ -84,6 +84,9 @@ class Settings:
     interval_seconds: float
     normalization: Literal["relative", "absolute"] = "relative"
     direction: Literal["minimize", "maximize"] = "minimize"
+    improvement: bool = False
+    """Also say how much the loss is still expected to improve (`Forecasts.remaining_improvement`:
+    a curve is then fitted for jobs that know their total steps too)."""
 
     def __post_init__(self) -> None:
         if not (self.alpha > 0 and self.interval_seconds > 0 and np.isfinite(self.now_seconds)):

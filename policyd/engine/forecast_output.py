@@ -42,6 +42,7 @@ class Forecast:
     parallel_seconds: float
     cap_cores: float
     note: str = ""  # what the forecast could not say (e.g. an unreachable target)
+    remaining_improvement: float | None = None  # when asked (`Settings.improvement`)
 
     def seconds_per_step_at(self, cores: float) -> float:
         """The speed model at `cores` (capped at the cores the job can use)."""
@@ -75,6 +76,16 @@ class Forecasts:
     settings: Settings
     notes: tuple[str, ...]  # "" where there is a forecast
     remarks: tuple[str, ...]  # partial gaps of a forecast that exists (e.g. target)
+    remaining_improvement: FloatArray | None = None
+    """The loss's expected fall from now to the job's end (its total steps, or where the forecast
+    puts its convergence) over the loss now, 0 for a flat loss; NaN where no curve was fitted.
+    None unless asked (`Settings.improvement`)."""
+
+    def improvement_at(self, i: int) -> float | None:
+        if self.remaining_improvement is None:
+            return None
+        value = float(self.remaining_improvement[i])
+        return None if math.isnan(value) else value
 
     @property
     def judged(self) -> BoolArray:
@@ -112,7 +123,7 @@ class Forecasts:
                 basis="total steps" if not math.isnan(total) else convergence,
                 steps_per_second=1.0 / per_step, parallel_fraction=fraction[i],
                 serial_seconds=serial, parallel_seconds=parallel, cap_cores=cap,
-                note=self.remarks[i]))
+                note=self.remarks[i], remaining_improvement=self.improvement_at(i)))
         return out
 
     def at(self, i: int) -> Forecast | None:
@@ -139,4 +150,5 @@ class Forecasts:
             parallel_seconds=float(self.speed.parallel_seconds[i]),
             cap_cores=float(self.speed.cap_cores[i]),
             note=self.remarks[i],
+            remaining_improvement=self.improvement_at(i),
         )

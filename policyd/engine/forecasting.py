@@ -185,10 +185,12 @@ def _busy(snapshot: Snapshot, containers: Sequence[Container], read_at: FloatArr
 def settings_of(policy: PolicyDocument, snapshot: Snapshot, *, alpha: float,
                 interval_seconds: float) -> Settings:
     """What "converged" means for this policy's forecasts (its kind's `alpha` per base
-    interval, its evaluation's normalization), at the snapshot's time."""
+    interval, its evaluation's normalization), at the snapshot's time, with each job's
+    remaining improvement (what `on_converged` reads, `policyd.engine.delivery`)."""
     evaluation = policy.spec.evaluation
     return Settings(now_seconds=snapshot.time, alpha=alpha, interval_seconds=interval_seconds,
-                    normalization=evaluation.normalization, direction=evaluation.direction)
+                    normalization=evaluation.normalization, direction=evaluation.direction,
+                    improvement=True)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -238,7 +240,8 @@ def job_forecast(f: Forecast, note: str = "") -> JobForecast:
         low_seconds=min(f.low_seconds, remaining), high_seconds=max(f.high_seconds, remaining),
         steps_per_second=f.steps_per_second, basis=f.basis, target_loss=f.target_loss,
         target_eta_seconds=f.target_eta_seconds,
-        note="; ".join(n for n in (f.note, note) if n))
+        note="; ".join(n for n in (f.note, note) if n),
+        remaining_improvement=f.remaining_improvement)
 
 
 def with_forecasts(decision: Decision, settings: Settings, snapshot: Snapshot) -> Decision:

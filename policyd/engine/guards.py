@@ -1,5 +1,6 @@
-"""Safety limits shared by every policy kind: opt-out, minimum job age, cooldown, and the
-migration budget per cycle and per node.
+"""Safety limits shared by every policy kind: opt-out, minimum job age, a job back from a
+restart, the back-off after failed moves, cooldown, and the migration budget per cycle and per
+node.
 
 The algorithms decide what *should* happen; these guards decide whether policyd may act on a
 particular workload now. A blocked action is not emitted; the container's assessment says why.
@@ -26,6 +27,12 @@ def action_blocked(container: Container, spec: CommonSpec, now: float) -> str | 
             f"younger than min_job_age_seconds ({age_seconds:.0f} s < "
             f"{spec.safety.min_job_age_seconds:.0f} s)"
         )
+    not_back = not_back_yet(container, now)
+    if not_back is not None:
+        return not_back
+    backing_off = move_backoff(container, spec, now)
+    if backing_off is not None:
+        return backing_off
     last = container.markers.last_action_at
     if last is not None and now - last < spec.safety.cooldown_seconds:
         return (
@@ -65,3 +72,37 @@ class MigrationBudget:
         self.spent += 1
         self.by_node[from_node] += 1
         self.by_node[to_node] += 1
+
+
+MAX_BACKOFF_DOUBLINGS = 6
+"""The back-off after failed moves doubles at most this many times (64 x the base)."""
+
+
+def not_back_yet(container: Container, now: float) -> str | None:
+    """Why a job (re)started after its newest evaluation sample may not be acted on yet.
+
+    A job that was restarted (a rolled-back move, a recovery) has shown that it runs again only
+    when its exporter has been scraped since: before that it may still be loading its
+    checkpoint, and a SIGTERM then costs it the progress since its last one. A job never seen
+    (no sample at all, a new job) is not held back here: `min_job_age_seconds` is the policy's
+    grace for that.
+    """
+    times = container.evaluation.times_seconds
+    if times.size == 0 or times[-1] >= container.started_at:
+        return None
+    return (f"(re)started {now - container.started_at:.0f} s ago and its exporter not scraped "
+            "since: not ready for a SIGTERM yet")
+
+
+def move_backoff(container: Container, spec: CommonSpec, now: float) -> str | None:
+    """Why a job whose last moves failed is still left alone: `move_backoff_seconds`, doubled
+    for every further failure in a row (up to `MAX_BACKOFF_DOUBLINGS`)."""
+    failures, failed_at = container.markers.move_failures, container.markers.move_failed_at
+    base = spec.safety.move_backoff_seconds
+    if failures <= 0 or failed_at is None or base <= 0:
+        return None
+    wait_seconds = base * 2 ** min(failures - 1, MAX_BACKOFF_DOUBLINGS)
+    if now - failed_at >= wait_seconds:
+        return None
+    return (f"backing off after {failures} failed move(s) ({now - failed_at:.0f} s of "
+            f"{wait_seconds:.0f} s)")

@@ -8,7 +8,8 @@ and never import a kind's module or test its type (an import-linter contract kee
 * `scope`: "node" kinds decide each worker on its own (a node agent, `policyd run --node`, runs
   them for its node only); "cluster" kinds need the whole cluster (the elected manager). A kind
   whose policies differ (one that may also move jobs between workers) says so per policy
-  (`policy_scope`, `scope_of`); likewise `policy_acts_on`.
+  (`policy_scope`, `scope_of`); likewise `policy_acts_on`. A policy that may stop or move
+  jobs (`MANAGER_ONLY`) runs cluster-wide whatever its kind's scope.
 * `intervals(policy)`: the base interval and the longest one the kind may back off to. The
   interval a tick actually ran at travels in the snapshot (`Snapshot.intervals`), so a kind
   decides its own next interval (`Decision.next_interval`); `policyd.engine.schedule` is the
@@ -17,13 +18,19 @@ and never import a kind's module or test its type (an import-linter contract kee
   interval to the base one and run it at once (FlowCon's Algorithm 2).
 * `inputs`: what a source must put in the snapshot for it ("evaluation": the loss series;
   "cpu": the cores used per container, and so per node; "steps": the steps done and the run's
-  total). A source asks only for what the policies it serves need, plus what the forecast
-  beside every decision reads (`FORECAST_INPUTS`).
+  total; "metrics": the QoE metrics `metric_queries(policy)` names, one PromQL per name, so
+  a fixed number of queries a cycle). A source asks only for what the policies it serves need,
+  plus what the forecast beside every decision reads (`FORECAST_INPUTS`).
 * `acts_on`: the classes of action the kind emits ("cpu": `SetCpu`; "placement": `Migrate`,
-  `MarkMigrated`; "admission": `Admit`, starting a held job, `policyd.model.pending`). When
-  several policies select one container (or held job), each class of action on it belongs to
-  one policy (`policyd.engine.ownership`). A world that holds jobs (the simulator) lets a
-  policy admit them only when one that acts on "admission" runs.
+  `MarkMigrated`; "stop": `Stop`; "admission": `Admit`, starting a held job,
+  `policyd.model.pending`). When several policies select one container (or held job), each
+  class of action on it belongs to one policy (`policyd.engine.ownership`). A world that holds
+  jobs (the simulator) lets a policy admit them only when one that acts on "admission" runs.
+  Every kind's policies may also stop or deprioritize jobs that reached their target or
+  converged (`on_target`, `on_converged`, `policyd.engine.delivery`): `acts_on_of` adds those
+  classes.
+* `floor(policy, n)`: the CPU fraction a job drops to when deprioritized, with n jobs on its
+  node (the kind's own floor: FlowCon's 1 / (beta * n)).
 * `cpu_mode(policy)`: which knob holds the CPU limit the kind sets (shares or quota), so a
   source reads the current allocation from the right one; None for kinds that set no CPU.
 * `summary(policy)`: one line of the policy's main settings, for reports; `gain_label`: what the
@@ -37,21 +44,33 @@ This module holds plain declarations: no I/O, no policy logic.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Action, Admit, Decision, MarkMigrated, Migrate, SetCpu, Snapshot
+from policyd.model import (
+    Action,
+    Admit,
+    Decision,
+    MarkMigrated,
+    Migrate,
+    SetCpu,
+    Snapshot,
+    Stop,
+)
 
 Scope = Literal["node", "cluster"]
-Input = Literal["evaluation", "cpu", "steps"]
-ActionClass = Literal["cpu", "placement", "admission"]
+Input = Literal["evaluation", "cpu", "steps", "metrics"]
+ActionClass = Literal["cpu", "placement", "stop", "admission"]
 EventKind = Literal["started", "stopped"]
 CpuMode = Literal["shares", "quota"]
 
-ACTION_CLASSES: tuple[ActionClass, ...] = ("cpu", "placement", "admission")
-INPUTS: tuple[Input, ...] = ("evaluation", "cpu", "steps")
+ACTION_CLASSES: tuple[ActionClass, ...] = ("cpu", "placement", "stop", "admission")
+MANAGER_ONLY: frozenset[ActionClass] = frozenset({"placement", "stop", "admission"})
+"""Action classes only the cluster-wide manager takes (`Kind.scope_of`): moving, stopping
+and admitting jobs place or end them across workers."""
+INPUTS: tuple[Input, ...] = ("evaluation", "cpu", "steps", "metrics")
 FORECAST_INPUTS: frozenset[Input] = frozenset({"steps"})
 """What the forecast beside every decision reads (`policyd.engine.forecasting`): asked of the
 sources whatever the kinds."""
@@ -65,6 +84,8 @@ def action_class(action: Action) -> ActionClass:
             return "cpu"
         case Migrate() | MarkMigrated():
             return "placement"
+        case Stop():
+            return "stop"
         case Admit():
             return "admission"
         case _:
@@ -98,6 +119,27 @@ def _default_convergence(_: PolicyDocument) -> float:
     return DEFAULT_CONVERGENCE_ALPHA
 
 
+def _default_floor(_: PolicyDocument, jobs: int) -> float:
+    """1 / (2 n): FlowCon's floor at its default beta."""
+    return 1.0 / (2.0 * max(jobs, 1))
+
+
+def _no_metrics(_: PolicyDocument) -> Mapping[str, str]:
+    return {}
+
+
+def delivery_classes(policy: PolicyDocument) -> frozenset[ActionClass]:
+    """The action classes a policy's `on_target` / `on_converged` responses emit: "stop" for
+    stop, "cpu" for deprioritize (`policyd.engine.delivery`)."""
+    responses = {policy.spec.on_target, policy.spec.on_converged}
+    found: set[ActionClass] = set()
+    if "stop" in responses:
+        found.add("stop")
+    if "deprioritize" in responses:
+        found.add("cpu")
+    return frozenset(found)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Kind:
     """The registration entry of one policy kind (see the module docstring)."""
@@ -119,15 +161,26 @@ class Kind:
     workers runs cluster-wide then): its scope; None: `scope` always."""
     policy_acts_on: Callable[[PolicyDocument], frozenset[ActionClass]] | None = None
     """Likewise for the action classes a policy emits; None: `acts_on` always."""
+    floor: Callable[[PolicyDocument, int], float] = field(default=_default_floor)
+    metric_queries: Callable[[PolicyDocument], Mapping[str, str]] = field(default=_no_metrics)
+    """The QoE metrics the policy reads, name -> PromQL selecting one series per container
+    (with the "metrics" input)."""
 
     def scope_of(self, policy: PolicyDocument) -> Scope:
-        """Where `policy` runs: each worker on its own, or the whole cluster."""
-        return self.policy_scope(policy) if self.policy_scope is not None else self.scope
+        """Where `policy` runs: each worker on its own, or the whole cluster. A policy that
+        may stop or move jobs runs cluster-wide whatever its kind: a node agent may only set
+        CPU (it holds no right to delete pods or change Jobs: deploy/kubernetes/rbac.yaml)."""
+        declared = self.policy_scope(policy) if self.policy_scope is not None else self.scope
+        if declared == "node" and self.acts_on_of(policy) & MANAGER_ONLY:
+            return "cluster"
+        return declared
 
     def acts_on_of(self, policy: PolicyDocument) -> frozenset[ActionClass]:
-        """The action classes `policy` may emit (for ownership)."""
-        return (self.policy_acts_on(policy) if self.policy_acts_on is not None
-                else self.acts_on)
+        """The action classes `policy` may emit (for ownership): its kind's, and those of its
+        responses to delivered jobs (`delivery_classes`)."""
+        own = (self.policy_acts_on(policy) if self.policy_acts_on is not None
+               else self.acts_on)
+        return own | delivery_classes(policy)
 
     def __post_init__(self) -> None:
         if not self.name:

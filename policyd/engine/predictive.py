@@ -425,5 +425,6 @@ KIND = Kind(
     acts_on=frozenset({"cpu"}), policy_acts_on=_acts_on,
     cpu_mode=_cpu_mode, summary=_summary, gain_label="REMAINING s (best)",
     convergence_alpha=lambda p: _predictive(p).spec.alpha,
+    floor=lambda p, n: 1.0 / (_predictive(p).spec.beta * max(n, 1)),
 )
 """Predictive's registration entry (`policyd.engine.registry`)."""

@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from policyd.model.labels import OPT_OUT
+from policyd.model.labels import OPT_OUT, TARGET_LOSS
 
 API_VERSION = "policyd.io/v1alpha1"
 
@@ -113,7 +113,19 @@ class Safety(Strict):
         description="No action on a workload within this many seconds of policyd's last one.",
     )
     min_job_age_seconds: float = Field(
-        default=0.0, ge=0, description="No action on a workload younger than this."
+        default=0.0, ge=0,
+        description=(
+            "No action on a workload younger than this, counted from its latest (re)start: "
+            "after a rolled-back move, the time the job needs to load its checkpoint and be "
+            "ready to write one again."
+        ),
+    )
+    move_backoff_seconds: float = Field(
+        default=60.0, ge=0,
+        description=(
+            "After a failed move, no action on the workload for this long, doubled for each "
+            "further failure in a row (at most 64 times; 0 = no back-off)."
+        ),
     )
 
 
@@ -142,6 +154,34 @@ class CommonSpec(Strict):
             "limits, placement), the one with the highest priority owns it (equal priorities: "
             "the name first in alphabetical order); the others leave it alone."
         ),
+    )
+    on_target: Literal["notify", "deprioritize", "stop"] = Field(
+        default="notify",
+        description=(
+            f"When a job reaches the loss it declares ({TARGET_LOSS}): notify (an alert, the "
+            "decision says so), deprioritize (its CPU drops to the kind's floor) or stop (the "
+            "checkpoint protocol: SIGTERM, the job checkpoints and exits; it is marked "
+            "delivered, never restarted or migrated, and its checkpoint is kept)."),
+    )
+    on_converged: Literal["notify", "deprioritize", "stop"] = Field(
+        default="notify",
+        description=(
+            "When the forecast says a job's loss will improve by less than converged_below "
+            "(relative) over the rest of its run: notify, deprioritize or stop, as on_target."),
+    )
+    converged_below: float = Field(
+        default=0.01, gt=0, lt=1,
+        description=(
+            "A job is converged when its fitted loss curve says the loss will still fall by "
+            "less than this fraction of today's loss: to the end of its run when it reports "
+            "its total steps, else to the curve's floor. Not one slow interval: the whole "
+            "rest of the run."),
+    )
+    stop_grace_seconds: float | None = Field(
+        default=None, ge=0, le=3600,
+        description=(
+            "How long a stopped job may take to write its checkpoint and exit after SIGTERM "
+            "(default: the backend's grace_seconds)."),
     )
 
 

@@ -14,9 +14,11 @@ from policyd.model.decision import (
     MarkMigrated,
     Migrate,
     SetCpu,
+    Stop,
 )
 from policyd.model.forecast import JobForecast
 from policyd.model.pending import PendingJob, QueuedJob
+from policyd.model.qoe import Delivery, QoeStatus
 from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "Assessment",
     "Container",
     "Decision",
+    "Delivery",
     "JobDeadline",
     "JobForecast",
     "MarkMigrated",
@@ -32,8 +35,10 @@ __all__ = [
     "Migrate",
     "Node",
     "PendingJob",
+    "QoeStatus",
     "QueuedJob",
     "Series",
     "SetCpu",
     "Snapshot",
+    "Stop",
 ]

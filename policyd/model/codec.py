@@ -23,9 +23,11 @@ from policyd.model.decision import (
     MarkMigrated,
     Migrate,
     SetCpu,
+    Stop,
 )
 from policyd.model.forecast import JobForecast
 from policyd.model.pending import PendingJob, QueuedJob
+from policyd.model.qoe import Delivery, QoeStatus
 from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
 
 
@@ -109,6 +111,15 @@ def _series(raw: Mapping[str, Any], key: str, path: str, problems: list[str]) ->
         return Series.empty()
 
 
+def _metrics(raw: Mapping[str, Any], path: str, problems: list[str]) -> dict[str, Series]:
+    """`metrics`: an object of metric name -> `[[time_seconds, value], ...]` (optional)."""
+    value = raw.get("metrics", {})
+    if not isinstance(value, dict):
+        problems.append(f"{path}.metrics: expected an object of metric name -> series")
+        return {}
+    return {str(name): _series(value, name, f"{path}.metrics", problems) for name in value}
+
+
 def _markers(raw: Any, path: str, problems: list[str]) -> Markers:
     if raw is None:
         return Markers()
@@ -127,7 +138,17 @@ def _markers(raw: Any, path: str, problems: list[str]) -> Markers:
         rebalanced=flags["rebalanced"],
         converged_at=_number(raw, "converged_at", path, problems, optional=True),
         last_action_at=_number(raw, "last_action_at", path, problems, optional=True),
+        move_failures=_count(raw, "move_failures", path, problems),
+        move_failed_at=_number(raw, "move_failed_at", path, problems, optional=True),
     )
+
+
+def _count(raw: Mapping[str, Any], key: str, path: str, problems: list[str]) -> int:
+    value = raw.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        problems.append(f"{path}.{key}: expected a whole number >= 0, got {value!r}")
+        return 0
+    return value
 
 
 def _required_string(raw: Mapping[str, Any], key: str, path: str, problems: list[str]) -> str:
@@ -176,6 +197,7 @@ def _container(raw: Any, path: str, problems: list[str],
     labels = _string_map(raw, "labels", path, problems)
     annotations = _string_map(raw, "annotations", path, problems)
     markers = _markers(raw.get("markers"), f"{path}.markers", problems)
+    metrics = _metrics(raw, path, problems)
     if len(problems) > before or started_at is None or allocation is None:
         return None
     try:
@@ -184,6 +206,7 @@ def _container(raw: Any, path: str, problems: list[str],
             evaluation=evaluation, cpu_usage=usage, cpu_allocation=allocation,
             namespace=str(namespace), labels=labels, annotations=annotations, markers=markers,
             steps=steps, total_steps=total_steps, submitted_at=submitted_at,
+            metrics=metrics,
         )
     except ValueError as exc:
         problems.append(f"{path}: {exc}")
@@ -279,9 +302,13 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
                     "migrated": c.markers.migrated, "rebalanced": c.markers.rebalanced,
                     "converged_at": c.markers.converged_at,
                     "last_action_at": c.markers.last_action_at,
+                    "move_failures": c.markers.move_failures,
+                    "move_failed_at": c.markers.move_failed_at,
                 },
                 "steps": c.steps.pairs(), "total_steps": c.total_steps,
                 "submitted_at": c.submitted_at,
+                **({"metrics": {name: series.pairs() for name, series in c.metrics.items()}}
+                   if c.metrics else {}),
             }
             for c in snapshot.containers
         ],
@@ -321,6 +348,10 @@ def action_to_dict(action: Action) -> dict[str, Any]:
             return {"kind": action.kind, "policy": action.policy, "container": action.container,
                     "node": action.node, "held_on": action.held_on, "fraction": action.fraction,
                     "mode": action.mode, "reason": action.reason}
+        case Stop():
+            return {"kind": action.kind, "policy": action.policy, "container": action.container,
+                    "node": action.node, "event": action.event, "reason": action.reason,
+                    "grace_seconds": action.grace_seconds}
 
 
 def forecast_to_dict(f: JobForecast) -> dict[str, Any]:
@@ -330,7 +361,21 @@ def forecast_to_dict(f: JobForecast) -> dict[str, Any]:
             "finish_at": f.finish_at, "low_seconds": f.low_seconds,
             "high_seconds": f.high_seconds, "steps_per_second": f.steps_per_second,
             "basis": f.basis, "target_loss": f.target_loss,
-            "target_eta_seconds": f.target_eta_seconds, "note": f.note}
+            "target_eta_seconds": f.target_eta_seconds, "note": f.note,
+            **({"remaining_improvement": f.remaining_improvement}
+               if f.remaining_improvement is not None else {})}
+
+
+def qoe_to_dict(q: QoeStatus) -> dict[str, Any]:
+    """A job's QoE standing in JSON form (`policyd.model.qoe`)."""
+    return {"target": q.target, "metric": q.metric, "comparison": q.comparison,
+            "target_value": q.target_value, "measured": q.measured, "state": q.state,
+            "shortfall": q.shortfall, "short_seconds": q.short_seconds, "alerting": q.alerting,
+            "cores_needed": q.cores_needed}
+
+
+def delivery_to_dict(d: Delivery) -> dict[str, Any]:
+    return {"event": d.event, "response": d.response, "reason": d.reason}
 
 
 def deadline_to_dict(d: JobDeadline | None) -> dict[str, Any] | None:
@@ -346,7 +391,10 @@ def _assessment_to_dict(a: Assessment) -> dict[str, Any]:
             "cpu_fraction_now": a.cpu_fraction_now, "cpu_fraction_next": a.cpu_fraction_next,
             "note": a.note,
             "forecast": forecast_to_dict(a.forecast) if a.forecast is not None else None,
-            "forecast_note": a.forecast_note, "deadline": deadline_to_dict(a.deadline)}
+            "forecast_note": a.forecast_note, "deadline": deadline_to_dict(a.deadline),
+            # added keys only where there is something to say (older outputs stay as they were)
+            **({"qoe": qoe_to_dict(a.qoe)} if a.qoe is not None else {}),
+            **({"delivery": delivery_to_dict(a.delivery)} if a.delivery is not None else {})}
 
 
 def _queued_to_dict(q: QueuedJob) -> dict[str, Any]:

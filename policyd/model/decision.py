@@ -17,6 +17,7 @@ from typing import Literal
 from policyd.model.deadline import JobDeadline
 from policyd.model.forecast import JobForecast
 from policyd.model.pending import QueuedJob
+from policyd.model.qoe import Delivery, DeliveryEvent, QoeStatus
 
 
 def _check_common(policy: str, container: str, reason: str) -> None:
@@ -104,6 +105,31 @@ class MarkMigrated:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Stop:
+    """Stop a job for good: it reached its declared target loss or converged (`event`), and its
+    policy says `on_target` / `on_converged: stop`.
+
+    The actuator uses the checkpoint protocol (SIGTERM; the job writes its checkpoint and
+    exits), keeps the checkpoint, reports where it is, and marks the job delivered so that it is
+    never restarted or migrated. `grace_seconds` is how long the job may take to checkpoint and
+    exit (the policy's `stop_grace_seconds`; None: the actuator's configured default).
+    """
+
+    policy: str
+    container: str
+    node: str
+    event: DeliveryEvent
+    reason: str
+    grace_seconds: float | None = None
+    kind: Literal["stop"] = "stop"
+
+    def __post_init__(self) -> None:
+        _check_common(self.policy, self.container, self.reason)
+        if self.grace_seconds is not None and not (0 <= self.grace_seconds < float("inf")):
+            raise ValueError(f"grace_seconds must be finite and >= 0, got {self.grace_seconds}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Admit:
     """Start a held job (`policyd.model.pending`) on `node`.
 
@@ -131,7 +157,7 @@ class Admit:
             raise ValueError(f"fraction must be in (0, 1] or None, got {self.fraction}")
 
 
-Action = SetCpu | Migrate | MarkMigrated | Admit
+Action = SetCpu | Migrate | MarkMigrated | Stop | Admit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +182,11 @@ class Assessment:
     deadline: JobDeadline | None = None
     """The job's deadline, its state, ETA and slack (`policyd.model.deadline`), for kinds
     that read deadlines; None otherwise."""
+    qoe: QoeStatus | None = None
+    """The job against its QoE target (`policyd.model.qoe`), when it declares one and the
+    policy measures it."""
+    delivery: Delivery | None = None
+    """The job reached its target loss or converged, and what the policy does about it."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,6 +30,10 @@ class JobForecast:
     target_loss: float | None = None
     target_eta_seconds: float | None = None
     note: str = ""
+    remaining_improvement: float | None = None
+    """How much better the loss is still expected to get, as a fraction of the loss now (to the
+    end of the run when its total steps are known, else to the curve's floor); None when the
+    policy did not ask (only `on_converged` reads it)."""
 
     def __post_init__(self) -> None:
         for name in ("steps_done", "remaining_steps", "remaining_seconds", "finish_at",

@@ -4,7 +4,7 @@ Docker containers carry them as labels (set when policyd creates a replacement c
 Kubernetes pods and Jobs as annotations and labels. The actuators write them, the sources read
 them back into `Markers`, and the engine's default opt-out key is `OPT_OUT`. Values are
 strings: "true" for flags, epoch seconds for times, a node name for `MIGRATED_FROM` and
-`MIGRATING_TO`.
+`MIGRATING_TO`, a move record's name for `MOVE` on a pod.
 
 Prometheus exporters rename them (`prometheus_label`): cAdvisor exposes a Docker label as
 `container_label_policyd_io_migrated`, kube-state-metrics a pod annotation as
@@ -30,10 +30,17 @@ MARKERS = (MIGRATED, REBALANCED, CONVERGED_AT, LAST_ACTION_AT)
 
 MIGRATED_FROM = PREFIX + "migrated-from"
 """On a replacement: the node its predecessor ran on (recovery tells old from new by it)."""
+MOVE_ID = PREFIX + "move-id"
+"""On a replacement: the id of the move that created it (the intent record holds the same id), so
+a create retried after a lost answer adopts the container it already made."""
 MIGRATING = PREFIX + "migrating"
 """Label of a Kubernetes Job while policyd moves its pod (suspended, re-pinned, resumed)."""
 MIGRATING_TO = PREFIX + "migrating-to"
 """Annotation of that Job: the node it is being moved to (what recovery finishes)."""
+
+MOVE = PREFIX + "move"
+"""Label (`true`) of policyd's move records (ConfigMaps in its own namespace), and annotation of
+a pod policyd created in a move (the record's name): recovery tells its own pods by it."""
 
 MANAGED = PREFIX + "managed"
 """The default managed label (`policyd.io/managed=true`): only workloads carrying it are
@@ -60,6 +67,22 @@ SUBMITTED_AT = PREFIX + "submitted-at"
 """When the job was submitted (epoch seconds): a relative deadline counts from it. policyd
 writes it on a workload it admits or recreates, so that it survives a move; without it the
 workload's own creation time counts."""
+QOE_TARGET = PREFIX + "qoe-target"
+"""Label or annotation a job sets to declare its quality-of-experience target: a metric, a
+comparison and a number, `steps_per_second>=40` or `p95_latency_ms<=80` (`policyd.engine.qoe`
+reads it; the metric names a QoE policy knows are `steps_per_second` and its `spec.metrics`)."""
+
+DELIVERED = PREFIX + "delivered"
+"""When policyd stopped the job because it reached its target loss or converged (epoch
+seconds): a delivered job is never restarted or migrated."""
+DELIVERED_REASON = PREFIX + "delivered-reason"
+"""Why it was stopped (the engine's reason, cut to fit an annotation)."""
+CHECKPOINT = PREFIX + "checkpoint"
+"""Where a delivered job's final checkpoint is (the path the job reported)."""
+STOP_REQUESTED = PREFIX + "stop"
+"""Annotation policyd sets on a Kubernetes pod just before it stops it for good (value: the
+event, `target` or `converged`): a trainer that reads its pod's annotations (a downward-API
+volume) exits 0 after its checkpoint then, so that its Job ends as succeeded."""
 
 _NOT_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_]")
 

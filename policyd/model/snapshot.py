@@ -124,6 +124,14 @@ class Markers:
     rebalanced: bool = False
     converged_at: float | None = None
     last_action_at: float | None = None
+    move_failures: int = 0
+    """Moves of this workload that failed in a row (rolled back, or left pending)."""
+    move_failed_at: float | None = None
+    """When the last of them failed (epoch seconds): the back-off counts from here."""
+
+    def __post_init__(self) -> None:
+        if self.move_failures < 0:
+            raise ValueError(f"move_failures must be >= 0, got {self.move_failures}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,7 +162,9 @@ class Container:
     as a fraction of the node (1.0 = unrestricted). `steps` is the job's count of training steps
     done (the exporter's `policyd_training_steps_total`, empty when not reported) and
     `total_steps` the steps of the whole run when the job knows them (None otherwise): the
-    forecast of where the job is going reads both.
+    forecast of where the job is going reads both. `metrics` are the job's QoE metrics by the
+    name a policy gives them (`QoE.spec.metrics`: one PromQL per name), each a series; empty
+    when no policy asks.
     """
 
     id: str
@@ -173,6 +183,7 @@ class Container:
     submitted_at: float | None = None
     """When the job was submitted (epoch seconds; a Docker container's creation): a relative
     deadline counts from it. None: from `started_at`."""
+    metrics: Mapping[str, Series] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -188,6 +199,8 @@ class Container:
             raise ValueError("started_at must be a finite time in seconds")
         object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
         object.__setattr__(self, "annotations", MappingProxyType(dict(self.annotations)))
+        if self.metrics:
+            object.__setattr__(self, "metrics", MappingProxyType(dict(self.metrics)))
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

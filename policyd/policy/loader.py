@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -76,6 +76,18 @@ def check_files(paths: Iterable[str | os.PathLike[str]]) -> Checked:
     warnings.sort(key=lambda p: (order[p.file], p.line or 0))
     return Checked(policies=tuple(policies), problems=tuple(problems),
                    warnings=tuple(warnings))
+
+
+def check_data(data: object, source: str) -> Checked:
+    """Check one policy document given as data, not text (a custom resource read from the
+    API): the same checks as a file's document; problems carry no line."""
+    checked = _File(source=source)
+    _check_document(yamlpos.Document(index=1, line=0, data=data, lines={}), checked)
+    policies, problems = _collect([checked])
+    return Checked(policies=tuple(policies),
+                   problems=tuple(replace(p, line=None, document=None) for p in problems),
+                   warnings=tuple(replace(w, line=None, document=None)
+                                  for w in checked.warnings))
 
 
 def validate_files(

@@ -8,6 +8,8 @@
   shares). Markers: migrated; rebalanced for Algorithm 5's moves; converged_at from the action
   (None leaves it as it was).
 * `MarkMigrated`: markers only (Algorithm 4, lines 8-10): migrated, and converged_at.
+* `Stop`: the job checkpoints and ends for good (delivered): it uses no more CPU, its loss
+  is final, and it is never restarted (the world reads `stopped` as done).
 
 Every action stamps `markers.last_action_at` (epoch seconds), which the guards' cooldown reads.
 Job lookup, dry-run, counting migrations and `Admit` (a held job, not a running one) are the
@@ -20,7 +22,7 @@ from collections.abc import Container as Collection
 from dataclasses import replace
 from typing import assert_never
 
-from policyd.model import Action, Admit, MarkMigrated, Migrate, SetCpu
+from policyd.model import Action, Admit, MarkMigrated, Migrate, SetCpu, Stop
 from policyd.sim.job import SimJob
 from policyd.sim.source import EPOCH_SECONDS
 
@@ -34,6 +36,7 @@ def carry_out(job: SimJob, action: Action, *, now: float, migration_seconds: flo
     match action:
         case SetCpu():
             job.fraction, job.mode = action.fraction, action.mode
+            job.limits.append((now, action.fraction))
             job.markers = replace(job.markers, last_action_at=stamp)
         case Migrate():
             if action.to_node not in nodes:
@@ -53,5 +56,11 @@ def carry_out(job: SimJob, action: Action, *, now: float, migration_seconds: flo
         case Admit():
             raise ValueError(f"{job.id!r} runs already: an admission starts a held job, which "
                              "the world does itself (World.apply)")
+        case Stop():
+            job.stop()
+            job.stopped, job.finish_at, job.phase = action.event, now, "done"
+            if job.quality_at is None:
+                job.quality_at = now  # it never got there: its time-to-quality is its JCT
+            job.markers = replace(job.markers, last_action_at=stamp)
         case _:
             assert_never(action)

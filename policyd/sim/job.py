@@ -63,11 +63,18 @@ class SimJob:
 
     @property
     def labels(self) -> dict[str, str]:
-        """What its workload carries: the app, its model, and its deadline when it has one."""
-        out = {"app": "train", "model": self.spec.profile.model}
+        """What its workload carries: the app, its model, the labels its spec declares (its
+        targets), and its deadline when it has one."""
+        out = {"app": "train", "model": self.spec.profile.model, **self.spec.labels}
         if self.spec.deadline_seconds is not None:
             out[keys.DEADLINE] = rfc3339(EPOCH_SECONDS + self.spec.deadline_seconds)
         return out
+    cpu_seconds_total: float = 0.0  # core-seconds used over the whole run
+    stopped: str | None = None  # why a policy stopped it (a `Stop` action's event)
+    limits: list[tuple[float, float]] = field(default_factory=list)  # (time, fraction) set
+    scraped_progress: float = 0.0  # iterations done at the last scrape
+    rate_met_seconds: float = 0.0  # scrape intervals whose rate met its QoE target
+    rate_seconds: float = 0.0  # every scrape interval it ran in
 
     @property
     def id(self) -> str:
@@ -155,6 +162,7 @@ class SimJob:
         self.cpu_seconds += self.cores * seconds
         self.allocated_seconds += self.allocated * seconds
         self.used_seconds += min(self.cores, self.allocated) * seconds
+        self.cpu_seconds_total += self.cores * seconds
         if self.rate <= 0:
             return
         before = self.progress

@@ -3,12 +3,14 @@ oracle, the averages, and the thesis's figures beside ours.
 
 JSON shape (keys may be added, none renamed):
 `{"scenarios": [{"name", "seed", "thesis": {...}, "runs": {"policy": R, "baseline": R,
-"oracle": R}}]}`, R = `{"avg_jct", "makespan", "migrations", "jobs": [{"id", "submit", "finish",
-"jct", "time_to_quality"}]}`. In a scenario whose jobs have deadlines, R also has
-`deadline_jobs` and `deadlines_met` (counts), `allocated_cpu_used` (the fraction of allocated
-CPU-seconds the jobs used), `completion_rate` (met / deadline jobs) and `avg_lateness` (seconds,
-over the late jobs), and each job its `deadline`, `met` and `started` (when it first ran);
-other scenarios' JSON is as it was. Floats are rounded to milliseconds so that the same seed
+"oracle": R}}]}`, R = `{"avg_jct", "makespan", "migrations", "target_jobs", "targets_met",
+"core_seconds", "jobs": [{"id", "submit", "finish", "jct", "time_to_quality", "final_loss"}]}`;
+a job a policy stopped also has `"stopped"` (why), and a job with a declared target `"target"`
+(`policyd.sim.targets`). In a scenario whose jobs have deadlines, R also has `deadline_jobs`
+and `deadlines_met` (counts), `allocated_cpu_used` (the fraction of allocated CPU-seconds the
+jobs used), `completion_rate` (met / deadline jobs) and `avg_lateness` (seconds, over the late
+jobs), and each job its `deadline`, `met` and `started` (when it first ran); other scenarios'
+JSON is as it was. Times are rounded to milliseconds, losses to 1e-6, so that the same seed
 gives byte-identical output.
 """
 
@@ -20,7 +22,7 @@ from typing import Any, Literal
 
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
-from policyd.sim.types import JobResult, RunResult, Scenario
+from policyd.sim.types import JobResult, RunResult, Scenario, TargetResult
 
 STRATEGIES: tuple[Literal["policy", "baseline", "oracle"], ...] = ("policy", "baseline", "oracle")
 """The three runs a report compares, in the order it prints them."""
@@ -39,10 +41,29 @@ def _ms(value: float) -> float:
     return round(float(value), 3)
 
 
+def _fine(value: float) -> float:
+    return round(float(value), 6)
+
+
+def _target_json(target: TargetResult) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": target.kind, "declared": target.declared,
+                           "value": _fine(target.value), "achieved": _fine(target.achieved),
+                           "met": target.met}
+    if target.kind == "qoe":
+        out.update(time_satisfied=(None if target.time_satisfied is None
+                                   else _fine(target.time_satisfied)),
+                   direction_changes=target.direction_changes,
+                   limit_changes=target.limit_changes)
+    return out
+
+
 def _job_json(job: JobResult) -> dict[str, Any]:
     return {"id": job.id, "model": job.model, "submit": _ms(job.submit),
             "finish": _ms(job.finish), "jct": _ms(job.jct),
-            "time_to_quality": _ms(job.time_to_quality), "nodes": list(job.nodes)}
+            "time_to_quality": _ms(job.time_to_quality), "nodes": list(job.nodes),
+            "final_loss": _fine(job.final_loss),
+            **({"stopped": job.stopped} if job.stopped is not None else {}),
+            **({"target": _target_json(job.target)} if job.target is not None else {})}
 
 
 def _deadline_job_json(job: JobResult) -> dict[str, Any]:
@@ -53,10 +74,13 @@ def _deadline_job_json(job: JobResult) -> dict[str, Any]:
 def _run_json(run: RunResult) -> dict[str, Any]:
     if not run.deadline_jobs:
         return {"avg_jct": _ms(run.avg_jct), "makespan": _ms(run.makespan),
-                "migrations": run.migrations, "jobs": [_job_json(j) for j in run.jobs]}
+                "migrations": run.migrations, "target_jobs": run.target_jobs,
+                "targets_met": run.targets_met, "core_seconds": _ms(run.core_seconds),
+                "jobs": [_job_json(j) for j in run.jobs]}
     return {"avg_jct": _ms(run.avg_jct), "makespan": _ms(run.makespan),
-            "migrations": run.migrations, "deadline_jobs": run.deadline_jobs,
-            "deadlines_met": run.deadlines_met,
+            "migrations": run.migrations, "target_jobs": run.target_jobs,
+            "targets_met": run.targets_met, "core_seconds": _ms(run.core_seconds),
+            "deadline_jobs": run.deadline_jobs, "deadlines_met": run.deadlines_met,
             "allocated_cpu_used": round(run.allocated_cpu_used, 4),
             "completion_rate": round(run.deadlines_met / run.deadline_jobs, 4),
             "avg_lateness": _ms(run.avg_lateness),

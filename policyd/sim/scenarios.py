@@ -27,6 +27,7 @@ import numpy as np
 
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import API_VERSION, PolicyDocument
+from policyd.sim import qoe_scenarios
 from policyd.sim.deadline_scenarios import BUILDERS as DEADLINE_BUILDERS
 from policyd.sim.profiles import fitted_profile, load_profiles
 from policyd.sim.thesis import THESIS
@@ -206,6 +207,16 @@ SCENARIOS: Mapping[str, Entry] = MappingProxyType({
     "deadline-sufficient": Entry(build=DEADLINE_BUILDERS["deadline-sufficient"], seed=1),
     "deadline-insufficient": Entry(build=DEADLINE_BUILDERS["deadline-insufficient"],
                                    seed=3),
+    # QoE targets (`policyd.sim.qoe_scenarios`): not the thesis's, so not in the default set
+    "qoe-fixed-8": Entry(build=qoe_scenarios.fixed_8, seed=8, default=False),
+    "qoe-random-12": Entry(build=qoe_scenarios.random_jobs("qoe-random-12", 12, 1, 120.0),
+                           seed=12, default=False),
+    "qoe-random-32-4w": Entry(
+        build=qoe_scenarios.random_jobs("qoe-random-32-4w", 32, 4, 240.0), seed=32,
+        default=False),
+    "qoe-burst-16-2w": Entry(
+        build=qoe_scenarios.random_jobs("qoe-burst-16-2w", 16, 2, 30.0, (0.1, 0.7, 0.2)),
+        seed=16, default=False),
 })
 """Every named scenario, its builder and default seed."""
 

@@ -125,6 +125,15 @@ class JobSpec:
     held: bool = False
     """Handed over held (`policyd.model.pending`): it waits until a policy admits it when one
     that admits runs (otherwise it starts at submission, as the baseline has it)."""
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """Labels the job's container carries beside policyd's own (its declared targets:
+    `policyd.io/qoe-target`, `policyd.io/target-loss`)."""
+
+    def rate_at(self, cores: float) -> float:
+        """Iterations per second on `cores` cores (0 on none)."""
+        if cores <= 0:
+            return 0.0
+        return 1.0 / (self.profile.iteration_seconds(cores) * self.work_scale)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,12 +149,13 @@ class Scenario:
     jobs: tuple[JobSpec, ...]
     policies: tuple[PolicyDocument, ...]
     baseline: Literal["NA", "DS", "FCFS"]
+    oracle: Literal["srpt", "qoe", "edf"] = "srpt"
+    """The oracle's rule: shortest remaining work first (`policyd.sim.oracle`), the most QoE
+    targets met (`policyd.sim.qoe_oracle`, for the qoe-* scenarios), or earliest deadline first
+    with admission (`policyd.sim.deadline_oracle`, for the deadline scenarios)."""
     scrape_seconds: float = 5.0
     migration_seconds: float = 5.0
     thesis: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
-    oracle: Literal["srpt", "edf"] = "srpt"
-    """The oracle's rule: shortest remaining work first (`policyd.sim.oracle`), or earliest
-    deadline first with admission (`policyd.sim.deadline_oracle`) for deadline scenarios."""
 
     def __post_init__(self) -> None:
         if not self.policies:
@@ -155,6 +165,24 @@ class Scenario:
     def policy(self) -> PolicyDocument:
         """The scenario's (first) policy: the one its report is named after."""
         return self.policies[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetResult:
+    """How a job with a declared target did: `kind` "qoe" (a steps-per-second target, met when
+    its iterations over its completion time reach it: its throughput over the whole run) or
+    "loss" (a target loss, met when its final loss is at or below it); for QoE targets also
+    the share of its running time whose scrape intervals met the rate, and how many times the
+    policy's CPU limit on it changed direction after its first minute."""
+
+    kind: Literal["qoe", "loss"]
+    declared: str
+    value: float
+    achieved: float
+    met: bool
+    time_satisfied: float | None = None
+    direction_changes: int = 0
+    limit_changes: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,6 +196,13 @@ class JobResult:
     deadline: float | None = None
     started: float | None = None
     """When it first ran (after waiting for admission, when held); None: at submission."""
+    final_loss: float = float("nan")
+    """The loss it reported when it ended (finished, or stopped by a policy)."""
+    full_loss: float = float("nan")
+    """The loss its whole run ends at (what it would have reached had it not been stopped)."""
+    stopped: str | None = None
+    """Why a policy stopped it ("target", "converged"), None when it ran to its end."""
+    target: TargetResult | None = None
 
     @property
     def jct(self) -> float:
@@ -206,6 +241,8 @@ class RunResult:
     """Core-seconds allocated to running jobs: per job its entitlement (`SimJob.allocated`)."""
     used_core_seconds: float = 0.0
     """Of those, the core-seconds the jobs used (within their allocations)."""
+    core_seconds: float = 0.0
+    """CPU-seconds used by every job together (cores x seconds)."""
 
     @property
     def deadline_jobs(self) -> int:
@@ -227,6 +264,14 @@ class RunResult:
         """The average seconds late of the jobs that missed their deadline (0: none did)."""
         late = [j.lateness for j in self.jobs if j.met is False]
         return float(np.mean(late)) if late else 0.0
+
+    @property
+    def target_jobs(self) -> int:
+        return sum(1 for j in self.jobs if j.target is not None)
+
+    @property
+    def targets_met(self) -> int:
+        return sum(1 for j in self.jobs if j.target is not None and j.target.met)
 
     @property
     def avg_jct(self) -> float:

@@ -13,7 +13,7 @@ handled:
    (`Kind.acts_on` holds "admission"), until that policy's `Admit`; under the deadline oracle
    the oracle admits it (`policyd.sim.deadline_oracle`); otherwise it starts at once, as the
    baseline has it. Then every node's CPU is shared again (`policyd.sim.cpu`, or an oracle's
-   allocation: SRPT, or EDF for deadlines);
+   allocation: SRPT, EDF for deadlines, or the most QoE targets met);
 4. a scrape, every `scenario.scrape_seconds` from 0: each running job's loss, its steps done
    and its cores averaged over the scrape interval are appended to its series
    (`policyd.sim.source`); a job shows its total steps when its spec says it reports them;
@@ -29,8 +29,11 @@ The world contains no policy logic: it shares CPU, runs, pauses and moves jobs, 
 Placement of new jobs imitates the Kubernetes default scheduler (DS): the node with the fewest
 jobs (running, or being restored there), ties by the fewest cores in use, then by name.
 
-As an actuator it carries out `SetCpu`, `Migrate`, `MarkMigrated` (`policyd.sim.actuator`)
-and `Admit` (a held job starts on the node named); a decision marked dry-run is not applied.
+As an actuator it carries out `SetCpu`, `Migrate`, `MarkMigrated`, `Stop`
+(`policyd.sim.actuator`) and `Admit` (a held job starts on the node named); a decision marked
+dry-run is not applied. It also keeps the score of the jobs' declared targets
+(`policyd.sim.targets`): each scrape interval's rate against a QoE target, and every job's
+CPU-seconds.
 
 It also measures what deadlines need: each running job's allocation (the cores it is entitled
 to: in quota mode its cap; in shares mode its weighted share of what the quota jobs of its node
@@ -51,17 +54,19 @@ from policyd.engine.ownership import precedence
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule, base_interval_seconds, wakes_on
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Action, Admit, Decision, Migrate, Node, Snapshot
+from policyd.model import Action, Admit, Decision, Migrate, Node, Snapshot, Stop
 from policyd.sim.actuator import carry_out
 from policyd.sim.cpu import share_node, weight_and_cap
 from policyd.sim.deadline_oracle import edf_admit, edf_share
 from policyd.sim.job import SimJob, quality_iteration
 from policyd.sim.oracle import srpt_share
+from policyd.sim.qoe_oracle import OracleJob, deadline_need, qoe_share
 from policyd.sim.source import EPOCH_SECONDS, Ring, history_seconds, ring_capacity
+from policyd.sim.targets import declared, score
 from policyd.sim.types import JobResult, RunResult, Sample, Scenario
 from policyd.tick import Outcome, tick
 
-Allocation = Literal["fair", "srpt", "edf"]
+Allocation = Literal["fair", "srpt", "edf", "qoe"]
 
 
 class World:
@@ -93,6 +98,7 @@ class World:
                    evaluation=Ring(capacity), cpu=Ring(capacity), steps=Ring(capacity))
             for j in scenario.jobs
         ]
+        self._targets = {j.id: declared(j.spec) for j in self._jobs}
         self._pending = sorted(self._jobs, key=lambda j: j.spec.submit_seconds)  # stable
         self._scrapes = 0  # index of the next scrape
         first = self._pending[0].spec.submit_seconds if self._pending else 0.0
@@ -219,6 +225,9 @@ class World:
                                    [j.remaining_work_seconds(capacity) for j in jobs]).tolist()
             elif self._allocation == "edf":
                 cores = edf_share(capacity, jobs, self.now)
+            elif self._allocation == "qoe":
+                cores = [float(c) for c in qoe_share(capacity, [self._oracle_job(j, capacity)
+                                                                for j in jobs])]
             else:
                 cores = share_node(capacity, demands, [j.fraction for j in jobs],
                                    [j.mode for j in jobs]).tolist()
@@ -229,6 +238,12 @@ class World:
                 j.set_cores(c)
                 j.allocated = a
 
+    def _oracle_job(self, job: SimJob, capacity: float) -> OracleJob:
+        rate = self._targets[job.id].rate
+        need = None if rate is None else deadline_need(
+            job.spec, rate, progress=job.progress, now=self.now, capacity=capacity)
+        return OracleJob(demand=job.demand, need=need)
+
     def _scrape(self) -> None:
         now, stamp = self.now, EPOCH_SECONDS + self.now
         seen: dict[str, tuple[str, float, float]] = {}
@@ -238,6 +253,12 @@ class World:
             j.evaluation.append(stamp, j.loss)
             j.steps.append(stamp, j.steps_done)
             span = now - j.measured_since
+            rate = self._targets[j.id].rate
+            if rate is not None and span > 0:  # the scoring's view of this interval
+                j.rate_seconds += span
+                if (j.progress - j.scraped_progress) / span >= rate * (1 - 1e-9):
+                    j.rate_met_seconds += span
+            j.scraped_progress = j.progress
             used = j.cpu_seconds / span if span > 0 else j.cores
             if span > 0:  # a container started this instant has no interval to average yet
                 j.cpu.append(stamp, used)
@@ -307,6 +328,7 @@ class World:
                   nodes=self._capacity)
         if isinstance(action, Migrate):
             self.migrations += 1
+        if isinstance(action, Migrate | Stop):
             self._events.add("stopped")  # its container disappears
         self._share()
 
@@ -339,15 +361,19 @@ class World:
         for j in self._jobs:
             if j.finish_at is None or j.quality_at is None:
                 raise RuntimeError(f"job {j.id!r} has not finished")
+            final = j.loss
             jobs.append(JobResult(
                 id=j.id, model=j.spec.profile.model, submit=j.spec.submit_seconds,
                 finish=j.finish_at, time_to_quality=j.quality_at - j.spec.submit_seconds,
-                nodes=tuple(j.nodes), deadline=j.spec.deadline_seconds,
-                started=j.first_started_at))
+                nodes=tuple(j.nodes), final_loss=final,
+                full_loss=j.spec.profile.loss_after(j.iterations), stopped=j.stopped,
+                target=score(j, self._targets[j.id], final_loss=final),
+                deadline=j.spec.deadline_seconds, started=j.first_started_at))
         return RunResult(strategy=strategy, jobs=tuple(jobs), migrations=self.migrations,
                          timeline=tuple(self.timeline),
                          allocated_core_seconds=sum(j.allocated_seconds for j in self._jobs),
-                         used_core_seconds=sum(j.used_seconds for j in self._jobs))
+                         used_core_seconds=sum(j.used_seconds for j in self._jobs),
+                         core_seconds=sum(j.cpu_seconds_total for j in self._jobs))
 
 
 def _entitlements(capacity: float, fractions: Sequence[float],

@@ -1,7 +1,7 @@
 """Sources: the outside world as a `Snapshot` (policyd.tick.Source); docs/sources.md says what
 each profile reads.
 
-Layout: `settings` (where things are in Prometheus: profiles), `promql` (the three queries of a
+Layout: `settings` (where things are in Prometheus: profiles), `promql` (the few queries of a
 cycle, pure), `matrix` + `facts` + `parse` (responses -> Snapshot, pure), `prometheus` (the
 HTTP, the clock, the error counters). The cadvisor-rest profile, for Docker hosts whose cAdvisor
 Prometheus does not scrape: `cadvisor` (the REST calls), `cadvisor_info` (its payloads, pure),

@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from policyd.clients.http_access import HttpAccess
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Markers, Series, Snapshot
 from policyd.model.snapshot import FloatArray
@@ -96,7 +97,8 @@ class CadvisorRestSource:
                  timeout_seconds: float = 10, retries: int = 2,
                  retry_backoff_seconds: float = 0.5, prometheus: PrometheusClient | None = None,
                  extra_markers: Callable[[], Mapping[str, Markers]] | None = None,
-                 clock: Callable[[], float] = time.time, max_samples: int = 4096) -> None:
+                 clock: Callable[[], float] = time.time, max_samples: int = 4096,
+                 access: HttpAccess | None = None) -> None:
         problems = url_problems(cadvisor_urls)
         if problems:
             raise ValueError("; ".join(problems))
@@ -108,7 +110,8 @@ class CadvisorRestSource:
         if prometheus is None:
             prometheus = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
                                             retries=retries,
-                                            retry_backoff_seconds=retry_backoff_seconds)
+                                            retry_backoff_seconds=retry_backoff_seconds,
+                                            access=access)
         self._prometheus: PrometheusClient = prometheus
         self._extra = extra_markers
         self._clock = clock
@@ -231,11 +234,11 @@ class CadvisorRestSource:
 
 def cadvisor_rest_source(prometheus_url: str, cadvisor_urls: Mapping[str, str], *,
                          timeout_seconds: float = 10, retries: int = 2,
-                         extra_markers: Callable[[], Mapping[str, Markers]] | None = None
-                         ) -> CadvisorRestSource:
+                         extra_markers: Callable[[], Mapping[str, Markers]] | None = None,
+                         access: HttpAccess | None = None) -> CadvisorRestSource:
     """The daemon's factory for `prometheus.profile: cadvisor-rest`: `cadvisor_urls` maps each
     Docker node (named as the Docker actuator names it) to its cAdvisor's base URL; pass the
     Docker actuator's `recorded_markers` as `extra_markers`. Raises ValueError listing every
     problem with the map."""
     return CadvisorRestSource(prometheus_url, cadvisor_urls, timeout_seconds=timeout_seconds,
-                              retries=retries, extra_markers=extra_markers)
+                              retries=retries, extra_markers=extra_markers, access=access)

@@ -20,7 +20,8 @@ from policyd.sources import facts
 def label_markers(labels: Mapping[str, str], extra: Markers | None,
                   warnings: list[str], where: str) -> Markers:
     """Markers from Docker labels, merged with the actuator's recorded ones (`extra`):
-    flags are or-ed, converged_at from the labels first, last_action_at the later of both."""
+    flags are or-ed, converged_at from the labels first, last_action_at the later of both;
+    failed moves are only ever recorded (a label cannot change on the container that stays)."""
     def flag(name: str) -> bool:
         return labels.get(name, "").strip().lower() in facts.TRUE_WORDS
 
@@ -43,4 +44,5 @@ def label_markers(labels: Mapping[str, str], extra: Markers | None,
     return Markers(migrated=flag(keys.MIGRATED) or extra.migrated,
                    rebalanced=flag(keys.REBALANCED) or extra.rebalanced,
                    converged_at=converged if converged is not None else extra.converged_at,
-                   last_action_at=max(last) if last else None)
+                   last_action_at=max(last) if last else None,
+                   move_failures=extra.move_failures, move_failed_at=extra.move_failed_at)

@@ -45,6 +45,7 @@ import docker
 import docker.errors
 
 from policyd.clients.docker_engine import EngineAddress, connect
+from policyd.clients.http_access import HttpAccess
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Container, Markers, Node, Series, Snapshot
 from policyd.sources import facts
@@ -280,6 +281,7 @@ class DockerSnapshotSource:
                  prometheus: PrometheusClient | None = None,
                  extra_markers: Callable[[], Mapping[str, Markers]] | None = None,
                  timeout_seconds: float = 10, retries: int = 2,
+                 access: HttpAccess | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.url = prometheus_url.rstrip("/")
         self.stats = DockerStats(targets, clients=clients)
@@ -288,7 +290,7 @@ class DockerSnapshotSource:
         self._settings = cadvisor_docker()  # only its allocation reading is used
         if prometheus is None:
             prometheus = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
-                                            retries=retries)
+                                            retries=retries, access=access)
         self._prometheus: PrometheusClient = prometheus
         self.last_warnings: tuple[str, ...] = ()
 

@@ -7,12 +7,16 @@ Kinds (the keys of a source's `errors_total`):
 * `http`: a non-2xx answer, or 5xx / 429 answers until the retries ran out;
 * `bad_data`: Prometheus rejected the query (HTTP 400/422, `errorType: bad_data`), e.g. a
   syntax error in the policy's evaluation query or more than 11,000 points;
-* `bad_response`: an answer that is not JSON or not the documented shape.
+* `bad_response`: an answer that is not JSON or not the documented shape;
+* `auth`: the server refused policyd's credentials (HTTP 401 or 403), or a credential file
+  (`bearer_token_file`, `basic_auth.password_file`) could not be read;
+* `tls`: the TLS handshake failed (the server's certificate not trusted by `tls_config.ca_file`,
+  a client certificate refused).
 """
 
 from __future__ import annotations
 
-KINDS = ("connection", "timeout", "http", "bad_data", "bad_response")
+KINDS = ("connection", "timeout", "http", "bad_data", "bad_response", "auth", "tls")
 
 
 def one_line(text: str, limit: int = 300) -> str:

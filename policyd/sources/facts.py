@@ -1,8 +1,8 @@
 """What the resource series say about each container and node: identity, node, facts, markers.
 
-The CPU range result and the facts instant result (`promql.facts_query`) are both keyed by
-`settings.identity_labels`; this module folds them into one `Resource` per container key and a
-capacity per node. Pure: no I/O, no clock.
+The CPU range result and the facts' instant results (`promql.facts_queries`, one per fact) are
+keyed by `settings.identity_labels`; this module folds them into one `Resource` per container
+key and a capacity per node. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ class Resource:
     shares: float | None = None
     quota: float | None = None
     period: float | None = None
+    limit_cores: float | None = None
+    """quota / period as one figure (the `limit_cores` fact); read before quota and period."""
     cpu_rows: list[int] = field(default_factory=list)
 
 
@@ -84,11 +86,13 @@ class Tables:
     annotations: dict[Key, Mapping[str, str]] = field(default_factory=dict)
 
 
-def apply_fact(tables: Tables, metric: Mapping[str, str], value: float,
+_CONTAINER_FACTS = frozenset({promql.FACT_STARTED, promql.FACT_SHARES, promql.FACT_LIMIT})
+
+
+def apply_fact(tables: Tables, fact: str, metric: Mapping[str, str], value: float, *,
                settings: SourceSettings, warnings: list[str]) -> None:
-    """Fold one sample of the facts query into `tables`."""
+    """Fold one sample of the query of `fact` (`promql.FACTS`) into `tables`."""
     resources, capacity, annotations = tables.resources, tables.capacity, tables.annotations
-    fact = metric.get(promql.FACT_LABEL, "")
     if fact == promql.FACT_CAPACITY:
         node = node_of(metric, settings)
         if node is None:
@@ -104,8 +108,7 @@ def apply_fact(tables: Tables, metric: Mapping[str, str], value: float,
             annotations[pod] = metric
         return
     key = key_of(metric, settings.identity_labels)
-    if key is None or fact not in (promql.FACT_STARTED, promql.FACT_SHARES,
-                                   promql.FACT_QUOTA, promql.FACT_PERIOD):
+    if key is None or fact not in _CONTAINER_FACTS:
         return  # a series of no container we can name (the scope selector lets few through)
     res = resources.setdefault(key, Resource())
     note_series(res, metric, settings)
@@ -124,7 +127,8 @@ def allocation(res: Resource | None, mode: str, capacity_cores: float,
                settings: SourceSettings) -> float:
     """The current FlowCon limit as a fraction of the node, in (0, 1]; 1.0 when unknown.
 
-    quota mode: quota / period cores out of the node's capacity (quota <= 0: no cap).
+    quota mode: quota / period cores out of the node's capacity (quota <= 0: no cap; the
+    `limit_cores` fact is that ratio, read first when known).
     shares mode: shares / 1024 is the fraction itself (Docker, `shares_meaning="fraction"`) or
     the cores requested (Kubernetes, `"cores"`), then divided by the capacity.
     """
@@ -132,7 +136,11 @@ def allocation(res: Resource | None, mode: str, capacity_cores: float,
         return 1.0
     fraction = math.nan
     if mode == "quota":
-        if res.quota is not None and res.period is not None and res.quota > 0 and res.period > 0:
+        if res.limit_cores is not None:
+            if res.limit_cores > 0:  # NaN, +Inf (period 0) and <= 0 (no quota): no cap
+                fraction = res.limit_cores / capacity_cores
+        elif (res.quota is not None and res.period is not None and res.quota > 0
+              and res.period > 0):
             fraction = res.quota / res.period / capacity_cores
     elif res.shares is not None and res.shares > 0:
         fraction = res.shares / 1024.0

@@ -6,9 +6,13 @@ sessions.
 
 from __future__ import annotations
 
+import ssl
+
 import requests
 import urllib3.exceptions
 from urllib3.util.retry import Retry
+
+from policyd.clients.http_access import CredentialError
 
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 
@@ -21,7 +25,13 @@ def retry_policy(retries: int, backoff_seconds: float) -> Retry:
 
 
 def classify_requests(exc: BaseException) -> tuple[str, str] | None:
-    """(kind, detail) for an exception of requests (see `errors.KINDS`), else None."""
+    """(kind, detail) for an exception of requests or of `policyd.clients.http_access` (see
+    `errors.KINDS`), else None."""
+    if isinstance(exc, CredentialError):
+        return "auth", str(exc)
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "tls", (f"TLS failed: {_tls_reason(exc)} (check tls_config: ca_file, cert_file, "
+                       f"key_file)")
     if isinstance(exc, requests.exceptions.JSONDecodeError):
         return "bad_response", f"the answer is not JSON ({exc})"
     if isinstance(exc, requests.exceptions.Timeout):
@@ -35,6 +45,24 @@ def classify_requests(exc: BaseException) -> tuple[str, str] | None:
     if isinstance(exc, requests.exceptions.RequestException):
         return "connection", f"{type(exc).__name__}: {exc}"
     return None
+
+
+def _tls_reason(exc: BaseException) -> str:
+    """The ssl module's own words under requests' and urllib3's wrappers (the certificate
+    check's message when that is what failed)."""
+    seen: BaseException | None = exc
+    for _ in range(6):
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return f"certificate verify failed: {seen.verify_message}"
+        if isinstance(seen, ssl.SSLError):
+            return str(seen.reason or seen)
+        inner = seen.args[0] if seen is not None and seen.args else None
+        if not isinstance(inner, ssl.SSLError):  # urllib3's MaxRetryError: its `reason`
+            inner = getattr(inner, "reason", inner)
+        if not isinstance(inner, BaseException):
+            break
+        seen = inner
+    return str(exc)
 
 
 def _timed_out(exc: requests.exceptions.ConnectionError) -> bool:

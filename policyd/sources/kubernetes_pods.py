@@ -8,9 +8,12 @@ the label selector, and on a node agent the field selector of its node), one nod
 (`kubernetes_jobs`). The pod list gives what kube-state-metrics
 would need an allowlist for: node, start time, labels, annotations (the markers
 `policyd.io/migrated` etc., written by the actuator), and the CPU request / limit (the current
-allocation). `facts_vector` turns it into the facts instant vector that `parse.parse_cycle`
-already reads (tagged `policyd_fact` samples), so matching, warnings and markers are the
-Prometheus source's own code; only Prometheus's facts query is not sent.
+allocation: the CPU the kubelet has *applied*, `status.containerStatuses[].resources`, not the
+spec, which holds what was asked and may be pending, deferred or infeasible; the spec only for
+a container with no status yet or a server that reports none, before 1.33). `facts_vector`
+turns it into the facts' instant vectors that `parse.parse_cycle` already reads (fact ->
+samples), so matching, warnings and markers are the Prometheus source's own code; only
+Prometheus's fact queries are not sent.
 
 A container is `namespace/pod/container` (the `kubernetes` profile's identity); the training
 container is `container_name`, else the pod's first container. `PodWatch` is the
@@ -32,10 +35,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, cast
 
+import urllib3
 from kubernetes import watch as k8s_watch  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from policyd.clients import kubernetes_quantity
+from policyd.clients.http_access import HttpAccess
+from policyd.clients.kubernetes_watch import Stoppable
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.model import labels as keys
@@ -117,11 +123,12 @@ def pod_facts(pod: Mapping[str, Any], container_name: str | None) -> PodFacts | 
     if chosen is None or not spec.get("nodeName"):
         return None
     name = str(chosen.get("name"))
-    state = next(((s.get("state") or {}) for s in status.get("containerStatuses") or []
-                  if s.get("name") == name), {})
+    seen: Mapping[str, Any] = next((s for s in status.get("containerStatuses") or []
+                                    if s.get("name") == name), {})
+    state = seen.get("state") or {}
     started = parse_time((state.get("running") or {}).get("startedAt")) or parse_time(
         status.get("startTime"))
-    res = chosen.get("resources") or {}
+    res = seen.get("resources") or chosen.get("resources") or {}  # applied, else asked
     return PodFacts(
         namespace=str(meta.get("namespace", "")), pod=str(meta.get("name", "")),
         container=name, node=str(spec["nodeName"]), uid=str(meta.get("uid", "")),
@@ -179,35 +186,37 @@ def list_allocatable(core: Any, node_name: str | None = None) -> dict[str, float
 
 
 def facts_vector(found: Iterable[PodFacts], allocatable: Mapping[str, float], now: float
-                 ) -> list[dict[str, Any]]:
-    """The facts instant vector `parse_cycle` reads, built from the API (pure): capacity per
-    node, start time, CPU request as shares (x1024, read back as cores by the `kubernetes`
-    profile), limit as quota/period, and the markers as `annotation_policyd_io_*` labels."""
-    def sample(fact: str, labels: Mapping[str, str], value: float) -> dict[str, Any]:
-        return {"metric": {**labels, promql.FACT_LABEL: fact}, "value": [now, repr(value)]}
+                 ) -> dict[str, list[dict[str, Any]]]:
+    """The facts' instant vectors `parse_cycle` reads (fact -> samples), built from the API
+    (pure): capacity per node, start time, CPU request as shares (x1024, read back as cores by
+    the `kubernetes` profile), limit in cores, and the markers as `annotation_policyd_io_*`
+    labels."""
+    out: dict[str, list[dict[str, Any]]] = {}
 
-    out = [sample(promql.FACT_CAPACITY, {"node": n}, c) for n, c in sorted(allocatable.items())]
+    def sample(fact: str, labels: Mapping[str, str], value: float) -> None:
+        out.setdefault(fact, []).append({"metric": dict(labels), "value": [now, repr(value)]})
+
+    for n, c in sorted(allocatable.items()):
+        sample(promql.FACT_CAPACITY, {"node": n}, c)
     for f in found:
         ident = {"namespace": f.namespace, "pod": f.pod, "container": f.container,
                  "node": f.node}
         if f.started_at is not None:
-            out.append(sample(promql.FACT_STARTED, ident, f.started_at))
+            sample(promql.FACT_STARTED, ident, f.started_at)
         if f.cpu_request is not None:
-            out.append(sample(promql.FACT_SHARES, ident, f.cpu_request * 1024))
+            sample(promql.FACT_SHARES, ident, f.cpu_request * 1024)
         if f.cpu_limit is not None:
-            out.append(sample(promql.FACT_QUOTA, ident, f.cpu_limit * 100_000))
-            out.append(sample(promql.FACT_PERIOD, ident, 100_000.0))
+            sample(promql.FACT_LIMIT, ident, f.cpu_limit)
         marks = {keys.prometheus_label(k, "annotation_"): v
                  for k, v in f.annotations.items() if k in keys.MARKERS}
-        out.append(sample(promql.FACT_ANNOTATIONS,
-                          {"namespace": f.namespace, "pod": f.pod, **marks}, 1.0))
+        sample(promql.FACT_ANNOTATIONS, {"namespace": f.namespace, "pod": f.pod, **marks}, 1.0)
     return out
 
 
-def api_settings() -> SourceSettings:
+def api_settings(evaluation_node_label: str | None = None) -> SourceSettings:
     """The `kubernetes` profile; its facts (and the `kube_pod_annotations`-shaped markers)
     are built from the API by `facts_vector` rather than queried."""
-    return kubernetes()
+    return kubernetes(evaluation_node_label=evaluation_node_label)
 
 
 def merge(*, evaluation: Any, cpu: Any, found: Sequence[PodFacts],
@@ -221,7 +230,7 @@ def merge(*, evaluation: Any, cpu: Any, found: Sequence[PodFacts],
     kept = [e for e in evaluation or [] if tuple(
         (e.get("metric") or {}).get(n, "") for n in settings.evaluation_identity_labels)
         in by_key]
-    parsed = parse_cycle(evaluation=kept, cpu=cpu, facts_result=facts_vector(
+    parsed = parse_cycle(evaluation=kept, cpu=cpu, facts_results=facts_vector(
         found, allocatable, queries.now_seconds), queries=queries, settings=settings,
         intervals=intervals, progress=progress)
     containers = []
@@ -240,15 +249,16 @@ class KubernetesPodSource:
 
     def __init__(self, prometheus_url: str, scope: PodScope, *, core: Any,
                  prometheus: PrometheusClient | None = None, timeout_seconds: float = 10,
-                 retries: int = 2, clock: Callable[[], float] = time.time,
-                 batch: Any = None) -> None:
+                 retries: int = 2, access: HttpAccess | None = None,
+                 evaluation_node_label: str | None = None,
+                 clock: Callable[[], float] = time.time, batch: Any = None) -> None:
         self.url = prometheus_url.rstrip("/")
         self.scope, self.core, self._clock = scope, core, clock
         self.batch = batch  # a BatchV1Api: held Jobs are listed (not on a node agent)
-        self.settings = api_settings()
+        self.settings = api_settings(evaluation_node_label)
         if prometheus is None:
             prometheus = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
-                                            retries=retries)
+                                            retries=retries, access=access)
         self._prometheus: PrometheusClient = prometheus
         self.last_warnings: tuple[str, ...] = ()
 
@@ -256,21 +266,35 @@ class KubernetesPodSource:
         return query_range(self._prometheus, self.url, query, start_seconds=q.start_seconds,
                            end_seconds=q.now_seconds, step_seconds=q.step_seconds)
 
+    def _from_api(self) -> tuple[list[dict[str, Any]], dict[str, float]]:
+        """The pod list and the nodes' allocatable CPU; API failures are SourceErrors."""
+        where = str(getattr(getattr(getattr(self.core, "api_client", None),
+                                    "configuration", None), "host", "the Kubernetes API"))
+        try:
+            items, _ = list_pods(self.core, self.scope)
+            return items, list_allocatable(self.core, self.scope.node_name)
+        except ApiException as exc:
+            raise SourceError(kind="http", url=where, what="list", query="pods, nodes",
+                              detail=f"HTTP {exc.status} {exc.reason or ''}".strip()) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise SourceError(kind="connection", url=where, what="list", query="pods, nodes",
+                              detail=str(exc)) from exc
+
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:
         now = float(math.floor(self._clock()))
-        q = promql.build_queries(policies, self.settings, now_seconds=now, intervals=intervals)
+        q = promql.build_queries(policies, self.settings, now_seconds=now, intervals=intervals,
+                                 node=self.scope.node_name)
         evaluation = self._range(q.evaluation, q)
         cpu = self._range(q.cpu, q) if q.cpu is not None else []
         progress, missed = read_progress(self._prometheus, self.url, q)
-        items, _ = list_pods(self.core, self.scope)
+        items, allocatable = self._from_api()
         found = [f for f in (pod_facts(p, self.scope.container_name) for p in items)
                  if f is not None and f.running]
         try:
             parsed = merge(evaluation=evaluation, cpu=cpu, found=found,
-                           allocatable=list_allocatable(self.core, self.scope.node_name),
-                           queries=q, settings=self.settings, intervals=intervals,
-                           progress=progress)
+                           allocatable=allocatable, queries=q, settings=self.settings,
+                           intervals=intervals, progress=progress)
         except ResponseShapeError as exc:
             raise SourceError(kind="bad_response", url=self.url, what="cycle",
                               query=q.evaluation, detail=str(exc)) from exc
@@ -299,13 +323,17 @@ class PodWatch:
 
     List, then `watch.Watch().stream(list_namespaced_pod | list_pod_for_all_namespaces,
     resource_version=<list's>, timeout_seconds=...)`; each window ends after
-    `window_seconds` (so `stop` is seen; with `timeout_seconds` set the client does not
-    resume by itself and raises ApiException(410) at once) and the next resumes from the
-    last resourceVersion seen. 410 Gone (that version expired): relist, report the
-    difference. Other failures: relist after a back-off doubling up to
-    `max_backoff_seconds`. One watch per configured namespace runs in turn on this
-    thread, so with several namespaces an event may wait up to a window while another
-    namespace is watched (none is lost: the version carries on). All namespaces: one watch.
+    `window_seconds` (with `timeout_seconds` set the client does not resume by itself and
+    raises ApiException(410) at once) and the next resumes from the last resourceVersion seen.
+    410 Gone (that version expired): relist, report the difference. Other failures: relist
+    after a back-off doubling up to `max_backoff_seconds`. One watch per configured namespace
+    runs in turn on this thread, so with several namespaces an event may wait up to a window
+    while another namespace is watched (none is lost: the version carries on). All
+    namespaces: one watch.
+
+    Stopping does not wait for an event or the end of a window: when `stop` is set, the open
+    watch response is shut down (`policyd.clients.kubernetes_watch`), so `watch` returns at
+    once (a daemon's shutdown, and with it the release of the leader's Lease, waits for it).
     """
 
     def __init__(self, core: Any, scope: PodScope, *, window_seconds: int = 30,
@@ -327,6 +355,8 @@ class PodWatch:
         return out
 
     def watch(self, on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
+        stoppable = Stoppable(stop)
+        stopper = stoppable.close_on_stop()
         known: dict[str, PodFacts] | None = None
         delay = self.backoff_seconds
         while not stop.is_set():
@@ -338,9 +368,11 @@ class PodWatch:
                     for event in diff(known, fresh, self._clock()):
                         on_event(event)
                 known = fresh
-                self._follow(known, version, on_event, stop)
+                self._follow(known, version, on_event, stoppable)
                 delay = self.backoff_seconds
             except ApiException as exc:
+                if stop.is_set():
+                    break
                 if exc.status == GONE:
                     LOG.info("kubernetes watch: resourceVersion expired (410 Gone); relisting")
                     continue
@@ -348,20 +380,24 @@ class PodWatch:
                 stop.wait(delay)
                 delay = min(delay * 2, self.max_backoff_seconds)
             except Exception as exc:  # connection problems of every kind: relist later
+                if stop.is_set():
+                    break  # the stopper closed the stream under the client
                 LOG.warning("kubernetes watch: %s; relisting in %.1f s", exc, delay)
                 stop.wait(delay)
                 delay = min(delay * 2, self.max_backoff_seconds)
+        stopper.join(timeout=1)
 
     def _follow(self, known: dict[str, PodFacts], version: str,
-                on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
+                on_event: Callable[[ContainerEvent], None], stoppable: Stoppable) -> None:
         """Watch windows until `stop`; raises ApiException(410) when the version expired."""
+        stop = stoppable.stop
         while not stop.is_set():
             for ns in self.scope.namespaces or (None,):
                 w = self._make_watch()
                 args: tuple[Any, ...] = (ns,) if ns is not None else ()
                 method = (self.core.list_namespaced_pod if ns is not None
                           else self.core.list_pod_for_all_namespaces)
-                for raw in w.stream(method, *args, **selectors(self.scope),
+                for raw in w.stream(stoppable.method(method), *args, **selectors(self.scope),
                                     resource_version=version, allow_watch_bookmarks=True,
                                     timeout_seconds=self.window_seconds):
                     kind: str = raw.get("type", "")
@@ -371,6 +407,9 @@ class PodWatch:
                     if stop.is_set():
                         w.stop()
                         break
+                stoppable.done()
+                if stop.is_set():
+                    return
 
     def _apply(self, known: dict[str, PodFacts], kind: str, obj: Mapping[str, Any],
                on_event: Callable[[ContainerEvent], None]) -> None:

@@ -61,11 +61,12 @@ def _label_text(metric: Mapping[str, str]) -> str:
     return "{" + ", ".join(f"{k}={v!r}" for k, v in sorted(metric.items())) + "}"
 
 
-def _resources(cpu: Matrix, facts_result: Any, settings: SourceSettings,
+def _resources(cpu: Matrix, facts_results: Mapping[str, Any], settings: SourceSettings,
                warnings: list[str]) -> facts.Tables:
     tables = facts.Tables()
-    for metric, value in read_vector(facts_result):
-        facts.apply_fact(tables, metric, value, settings, warnings)
+    for fact, result in facts_results.items():
+        for metric, value in read_vector(result):
+            facts.apply_fact(tables, fact, metric, value, settings=settings, warnings=warnings)
     resources = tables.resources
     for i, metric in enumerate(cpu.labels):
         key = facts.key_of(metric, settings.identity_labels)
@@ -142,17 +143,19 @@ def _all_series(matrix: Matrix) -> list[Series]:
     return Series.many(matrix.times, matrix.values, matrix.offsets)
 
 
-def parse_cycle(*, evaluation: Any, cpu: Any, facts_result: Any, queries: CycleQueries,
+def parse_cycle(*, evaluation: Any, cpu: Any, facts_results: Mapping[str, Any],
+                queries: CycleQueries,
                 settings: SourceSettings, intervals: Mapping[str, float] | None = None,
                 progress: ProgressTable | None = None) -> Parsed:
-    """Build the cycle's snapshot from the three `data.result` lists (see the module doc) and
-    the jobs' progress (`policyd.sources.progress`, when asked for)."""
+    """Build the cycle's snapshot from the `data.result` lists (see the module doc: the
+    evaluation and CPU ranges, and fact -> its instant result) and the jobs' progress
+    (`policyd.sources.progress`, when asked for)."""
     progress = progress or EMPTY_PROGRESS
     warnings: list[str] = []
     now, step = queries.now_seconds, queries.step_seconds
     fresh_after = now - STALE_STEPS * step
     eval_m, cpu_m = read_matrix(evaluation), read_matrix(cpu)
-    tables = _resources(cpu_m, facts_result, settings, warnings)
+    tables = _resources(cpu_m, facts_results, settings, warnings)
     resources, annotations = tables.resources, tables.annotations
     chosen = evaluation_keys(eval_m, resources, settings, warnings)
     capacity = {**settings.static_capacity_cores, **tables.capacity}

@@ -1,6 +1,8 @@
-"""`PrometheusSource`: the cluster as Prometheus sees it, one snapshot per call, three queries.
+"""`PrometheusSource`: the cluster as Prometheus sees it, one snapshot per call, a few queries
+(`promql`).
 
-This class owns the HTTP (through prometheus-api-client) and the clock; the queries come from
+This class owns the HTTP (through prometheus-api-client, on a session that authenticates as
+`policyd.clients.http_access` says) and the clock; the queries come from
 `promql` and the parsing from `parse`, both pure. It keeps no state between calls except
 counters: a failed call raises one `SourceError` and the next call simply tries again.
 
@@ -28,6 +30,7 @@ from typing import Any, Protocol, cast
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
 from policyd import fastjson
+from policyd.clients.http_access import HttpAccess, session
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.sources.errors import SourceError
@@ -70,10 +73,18 @@ def _client_error(exc: PrometheusApiClientException) -> tuple[str, str]:
     status, body = int(match.group(1)), match.group(2)
     try:
         raw = ast.literal_eval(body)
-        doc = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    except (ValueError, SyntaxError):
+        text = body
+    try:
+        doc = json.loads(text)
         error_type, error = str(doc.get("errorType", "")), str(doc.get("error", ""))
-    except (ValueError, SyntaxError, AttributeError, TypeError):
-        error_type, error = "", body[:200]
+    except (ValueError, AttributeError, TypeError):
+        error_type, error = "", text.strip()[:200]
+    if status in (401, 403):
+        return "auth", (f"HTTP {status}: the server refused policyd's credentials (check "
+                        f"bearer_token_file, basic_auth, tls_config.cert_file): "
+                        f"{error.strip()[:200]}")
     kind = "bad_data" if error_type == "bad_data" else "http"
     return kind, f"HTTP {status}" + (f" {error_type}" if error_type else "") + f": {error}"
 
@@ -146,13 +157,17 @@ def read_progress(client: PrometheusClient, url: str,
 
 
 def connect_prometheus(url: str, *, timeout_seconds: float, retries: int,
-                       retry_backoff_seconds: float = 0.5,
-                       disable_ssl: bool = False) -> PrometheusClient:
-    """prometheus-api-client's `PrometheusConnect` for `url`, with policyd's retry policy and
-    answers decoded by orjson (`prometheus_http`): the client every source that reads
-    Prometheus uses."""
+                       retry_backoff_seconds: float = 0.5, disable_ssl: bool = False,
+                       access: HttpAccess | None = None) -> PrometheusClient:
+    """prometheus-api-client's `PrometheusConnect` for `url`, with policyd's retry policy,
+    answers decoded by orjson (`prometheus_http`) and TLS and authentication as `access` says
+    (`policyd.clients.http_access`, on the client's session): the client every source that
+    reads Prometheus uses."""
+    made = session(access)
+    if disable_ssl:
+        made.verify = False
     return cast(PrometheusClient, FastPrometheusConnect(
-        url=url, disable_ssl=disable_ssl, retry=retry_policy(retries, retry_backoff_seconds),
+        url=url, session=made, retry=retry_policy(retries, retry_backoff_seconds),
         timeout=timeout_seconds))  # type: ignore[arg-type]
 
 
@@ -162,6 +177,7 @@ class PrometheusSource:
     def __init__(self, url: str, settings: SourceSettings, *, timeout_seconds: float = 10,
                  retries: int = 2, retry_backoff_seconds: float = 0.5,
                  client: PrometheusClient | None = None, disable_ssl: bool = False,
+                 access: HttpAccess | None = None, node: str | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         if not timeout_seconds > 0:
             raise ValueError("timeout_seconds must be positive")
@@ -169,12 +185,14 @@ class PrometheusSource:
             raise ValueError("retries must be zero or more")
         self.url = url.rstrip("/")
         self.settings = settings
+        self.node = node
+        """A node agent's node: every query asks for its containers only (`promql`)."""
         self._clock = clock
         if client is None:
             client = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
                                         retries=retries,
                                         retry_backoff_seconds=retry_backoff_seconds,
-                                        disable_ssl=disable_ssl)
+                                        disable_ssl=disable_ssl, access=access)
         self._client: PrometheusClient = client
         self.errors_total: Counter[str] = Counter()
         self.last_warnings: tuple[str, ...] = ()
@@ -186,11 +204,16 @@ class PrometheusSource:
         return query_range(self._client, self.url, query, start_seconds=q.start_seconds,
                            end_seconds=q.now_seconds, step_seconds=q.step_seconds, what=what)
 
+    def _instant(self, query: str, q: CycleQueries) -> Any:
+        return self._ask("query", query, lambda: self._client.custom_query(
+            query, params={"time": _seconds(q.now_seconds)}))
+
     def observe(self, policies: Sequence[PolicyDocument], *,
                 intervals: Mapping[str, float] | None = None) -> Parsed:
         """One cycle: its queries (`promql`), parsed; raises SourceError (counted and logged)."""
         now = float(math.floor(self._clock()))
-        queries = build_queries(policies, self.settings, now_seconds=now, intervals=intervals)
+        queries = build_queries(policies, self.settings, now_seconds=now, intervals=intervals,
+                                node=self.node)
         # Three decoded answers and the snapshot built from them: millions of objects, no
         # cycles, so no garbage collection until they are done (policyd.fastjson).
         with fastjson.paused_gc():
@@ -201,11 +224,10 @@ class PrometheusSource:
             evaluation = self._range("query_range", queries.evaluation, queries)
             cpu = (self._range("query_range", queries.cpu, queries)
                    if queries.cpu is not None else [])
-            facts = self._ask("query", queries.facts, lambda: self._client.custom_query(
-                queries.facts, params={"time": _seconds(queries.now_seconds)}))
+            facts = {fact: self._instant(query, queries) for fact, query in queries.facts}
             progress, missed = read_progress(self._client, self.url, queries)
             try:
-                parsed = parse_cycle(evaluation=evaluation, cpu=cpu, facts_result=facts,
+                parsed = parse_cycle(evaluation=evaluation, cpu=cpu, facts_results=facts,
                                      queries=queries, settings=self.settings,
                                      intervals=intervals, progress=progress)
             except ResponseShapeError as exc:

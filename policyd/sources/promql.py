@@ -1,9 +1,9 @@
-"""The PromQL of one cycle: three queries, whatever the number of containers.
+"""The PromQL of one cycle: a few queries, whatever the number of containers.
 
 Theory of operation. The engine reads each job's evaluation function E at the boundaries
 t_m = now - (M - m) * interval and the cores it used in each (t_{m-1}, t_m] (docs/design.md,
 "Sampling at interval boundaries"). One
-cycle asks Prometheus exactly three questions:
+cycle asks Prometheus a small, fixed number of questions, whatever the number of containers:
 
 1. `evaluation`: the policy's evaluation query as a RANGE from now - M * interval to now with
    step = interval. At each step Prometheus returns the last sample at or before it (its
@@ -12,13 +12,24 @@ cycle asks Prometheus exactly three questions:
 2. `cpu`: `rate(<counter>{...}[w])` as a range over the same steps: cores used, averaged over
    the w seconds before each step. w is the interval, widened to two scrape intervals when the
    interval is shorter (rate needs two samples in its window).
-3. `facts`: ONE instant query joining node capacity and per-container facts with `or`: start
-   time, CPU shares, quota and period (and, on Kubernetes, the pod annotations holding the
-   markers). `a or b` keeps b's samples only where no sample of a has the same labels *ignoring
-   the metric name*, so `container_start_time_seconds or container_spec_cpu_shares` would drop
-   every shares sample. Each operand is therefore tagged first with
-   `label_replace(..., "policyd_fact", "<kind>", "__name__", ".*")`, which makes the label sets
-   distinct and tells the parser which fact a sample is.
+3. the facts, one small instant query each (`facts`, named by `FACTS`): node `capacity`,
+   `started_at`, the current allocation of the knob the policies set (`shares` under
+   `mode: shares`, `limit_cores` = quota / period under `mode: quota`: never both), and, on
+   Kubernetes, the pod `annotations` holding the markers. At most four: at most eight
+   queries a cycle with the progress queries below.
+
+Each fact query keeps only the labels policyd reads (`SourceSettings.kept_labels`: identity,
+node, and the cgroup `id` that tells a restarted container's two series apart), with `max by
+(...)`: the kubelet's series carry a dozen long labels (image, container name, endpoint,
+service...) that were most of the facts' bytes. The CPU range query is not reduced: the `id` it
+must keep is its longest label, so dropping the rest saved a fifth of its bytes, and
+aggregating 10,000 series at every step cost Prometheus more time than that saved (1.04 s
+against 0.68 s at 10,000 containers, benchmarks/README.md). A profile whose job labels are
+resource labels with a prefix (Docker's `container_label_*`) keeps every label, since no query
+can list them. Separate
+queries replace the one query this module used to build (operands tagged with `label_replace`
+and joined with `or`), whose evaluation cost grew with every operand: at 10,000 containers it
+was 83 % of Prometheus's time.
 
 Node usage is not queried: it is the sum of the node's containers' rates (see `parse`).
 A source asks only for what the policies it serves need (`Kind.inputs` in
@@ -26,7 +37,7 @@ A source asks only for what the policies it serves need (`Kind.inputs` in
 forecast beside every decision reads each job's progress, so two more questions come with every
 cycle (`policyd.sources.progress`): 4. `steps`, the exporter's steps counter as a range over the
 same steps, and 5. `progress`, its progress ratio (steps done / the run's total) as an instant
-query. Five queries a cycle in all, whatever the number of containers.
+query.
 
 Label values come from the cluster and from policy files; every one is written as an escaped
 PromQL string (backslash, double quote, newlines), and namespace lists as escaped RE2
@@ -44,17 +55,16 @@ from policyd.engine.kind import FORECAST_INPUTS, Input
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import base_interval_seconds
 from policyd.engine.spec import PolicyDocument
-from policyd.sources.settings import Matcher, SourceSettings
-
-FACT_LABEL = "policyd_fact"
-"""The label `facts` adds to each operand to say which fact a sample is."""
+from policyd.sources.narrow import narrowed
+from policyd.sources.settings import Matcher, SourceSettings, regex_literal
 
 FACT_CAPACITY = "capacity"
 FACT_STARTED = "started_at"
 FACT_SHARES = "shares"
-FACT_QUOTA = "quota"
-FACT_PERIOD = "period"
+FACT_LIMIT = "limit_cores"
 FACT_ANNOTATIONS = "annotations"
+FACTS = (FACT_CAPACITY, FACT_STARTED, FACT_SHARES, FACT_LIMIT, FACT_ANNOTATIONS)
+"""The facts a cycle may ask for, in the order it asks."""
 
 STEPS_METRIC = "policyd_training_steps_total"
 PROGRESS_METRIC = "policyd_training_progress_ratio"
@@ -63,19 +73,11 @@ PROGRESS_METRIC = "policyd_training_progress_ratio"
 MAX_POINTS = 11_000
 """Prometheus refuses a range query with more than this many steps (400 bad_data)."""
 
-_RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
-
-
 def quote(value: str) -> str:
     """`value` as a double-quoted PromQL string that reads back as exactly `value`."""
     out = (value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
            .replace("\r", "\\r").replace("\t", "\\t"))
     return f'"{out}"'
-
-
-def regex_literal(value: str) -> str:
-    """An RE2 pattern matching exactly `value` (its metacharacters backslash-escaped)."""
-    return "".join("\\" + ch if ch in _RE2_SPECIAL else ch for ch in value)
 
 
 def render_matchers(matchers: Iterable[Matcher]) -> str:
@@ -119,7 +121,8 @@ class CycleQueries:
     evaluation: str
     cpu: str | None
     """None when no policy served reads CPU (`Kind.inputs`): the query is not made."""
-    facts: str
+    facts: tuple[tuple[str, str], ...]
+    """(fact, instant query) for each fact the cycle asks for (`FACTS`)."""
     allocation_mode: str
     inputs: frozenset[Input] = frozenset({"evaluation", "cpu"})
     steps: str | None = None
@@ -132,50 +135,69 @@ class CycleQueries:
         return len(self.labelled())
 
     def labelled(self) -> tuple[tuple[str, str], ...]:
-        found = [("evaluation", self.evaluation), ("cpu", self.cpu), ("facts", self.facts),
+        found = [("evaluation", self.evaluation), ("cpu", self.cpu),
+                 *((f"facts:{fact}", query) for fact, query in self.facts),
                  ("steps", self.steps), ("progress", self.progress)]
         return tuple((what, query) for what, query in found if query is not None)
 
 
-def _scope(settings: SourceSettings, namespaces: Sequence[str]) -> tuple[Matcher, ...]:
+def _scope(settings: SourceSettings, namespaces: Sequence[str],
+           node: str | None = None) -> tuple[Matcher, ...]:
     scope = settings.container_matchers
     if namespaces and settings.namespace_label is not None:
         pattern = "|".join(regex_literal(n) for n in sorted(set(namespaces)))
         scope = (*scope, Matcher(settings.namespace_label, "=~", pattern))
+    if node is not None:
+        scope = (*scope, settings.node_matcher(node))
     return scope
 
 
-def _tag(expr: str, fact: str) -> str:
-    return f'label_replace({expr}, "{FACT_LABEL}", "{fact}", "__name__", ".*")'
+def _reduced(settings: SourceSettings, expr: str) -> str:
+    """A per-container series reduced to the labels policyd reads and the cgroup's
+    `series_id_label` (so a restarted container's two cgroups, or two conflicting figures,
+    stay two series as before), unless the profile reads every label
+    (`SourceSettings.kept_labels`)."""
+    kept = settings.kept_labels
+    if kept is None:
+        return expr
+    extra = (settings.series_id_label,) if settings.series_id_label else ()
+    return f"max by ({', '.join(dict.fromkeys((*kept, *extra)))}) ({expr})"
 
 
-def facts_query(settings: SourceSettings, namespaces: Sequence[str] = ()) -> str:
-    """The one instant query bringing capacity, start times, shares, quota (and annotations)."""
-    sel = render_matchers(_scope(settings, namespaces))
-    parts: list[str] = []
+def facts_queries(settings: SourceSettings, namespaces: Sequence[str] = (),
+                  allocation_mode: str = "shares", node: str | None = None
+                  ) -> tuple[tuple[str, str], ...]:
+    """(fact, instant query) for every fact the profile has (see the module docstring), on
+    `node` only for a node agent."""
+    sel = render_matchers(_scope(settings, namespaces, node))
+    out: list[tuple[str, str]] = []
     if settings.capacity_metric is not None:
-        parts.append(_tag(settings.capacity_metric + render_matchers(settings.capacity_matchers),
-                          FACT_CAPACITY))
-    for metric, fact in ((settings.start_time_metric, FACT_STARTED),
-                         (settings.shares_metric, FACT_SHARES),
-                         (settings.quota_metric, FACT_QUOTA),
-                         (settings.period_metric, FACT_PERIOD)):
-        if metric is not None:
-            parts.append(_tag(metric + sel, fact))
-    if settings.annotations_metric is not None:
+        on_node = (settings.node_matcher(node),) if node is not None else ()
+        capacity = render_matchers((*settings.capacity_matchers, *on_node))
+        out.append((FACT_CAPACITY, f"max by ({settings.node_label}) ("
+                    f"{settings.capacity_metric}{capacity})"))
+    if settings.start_time_metric is not None:
+        out.append((FACT_STARTED, _reduced(settings, settings.start_time_metric + sel)))
+    if allocation_mode == "quota":
+        if settings.quota_metric is not None and settings.period_metric is not None:
+            out.append((FACT_LIMIT, f"{_reduced(settings, settings.quota_metric + sel)} / "
+                                    f"{_reduced(settings, settings.period_metric + sel)}"))
+    elif settings.shares_metric is not None:
+        out.append((FACT_SHARES, _reduced(settings, settings.shares_metric + sel)))
+    if settings.annotations_metric is not None:  # no node label: the agent gets every pod's
         ann = [m for m in _scope(settings, namespaces) if m.label in
                settings.annotation_identity_labels]
-        parts.append(_tag(settings.annotations_metric + render_matchers(ann), FACT_ANNOTATIONS))
-    if not parts:
-        return "vector(0) unless vector(0)"  # the empty instant vector: nothing to learn
-    return " or ".join(parts)
+        kept = (*settings.annotation_identity_labels, *settings.marker_labels.names())
+        out.append((FACT_ANNOTATIONS, f"max by ({', '.join(dict.fromkeys(kept))}) ("
+                                      f"{settings.annotations_metric}{render_matchers(ann)})"))
+    return tuple(out)
 
 
 def cpu_query(settings: SourceSettings, step_seconds: float,
-              namespaces: Sequence[str] = ()) -> str:
+              namespaces: Sequence[str] = (), node: str | None = None) -> str:
     """Cores used per container, averaged over the window before each step."""
     window = max(step_seconds, 2 * settings.scrape_interval_seconds)
-    sel = render_matchers((*_scope(settings, namespaces), *settings.cpu_matchers))
+    sel = render_matchers((*_scope(settings, namespaces, node), *settings.cpu_matchers))
     return f"rate({settings.cpu_counter}{sel}[{duration(window)}])"
 
 
@@ -185,14 +207,20 @@ def build_queries(
     *,
     now_seconds: float,
     intervals: Mapping[str, float] | None = None,
+    node: str | None = None,
 ) -> CycleQueries:
-    """The three queries of one cycle serving every policy in `policies`.
+    """The queries of one cycle serving every policy in `policies`.
 
     The policies must share one evaluation query (a snapshot holds one evaluation series per
     container). The step is the smallest current interval (`intervals[name]`, else the base
     interval), the range the longest window; the step grows if the range would exceed
     Prometheus's 11,000 points. Namespaces narrow the resource queries only when every policy
     names some (a policy without namespaces manages all of them).
+
+    `node` (a node agent): every resource query carries a matcher on the node
+    (`SourceSettings.node_matcher`), and so do the evaluation query, when it is one plain
+    selector (`narrow`), and the progress queries, when the exporter's series carry the node
+    (`evaluation_node_label`); N agents then share the cluster's cost N ways.
     """
     if not policies:
         raise ValueError("a snapshot serves at least one policy")
@@ -212,15 +240,20 @@ def build_queries(
     if all(p.spec.selector.namespaces for p in policies):
         namespaces = [n for p in policies for n in p.spec.selector.namespaces]
     inputs = needed_inputs(policies)
+    evaluation, steps, progress = queries.pop(), STEPS_METRIC, PROGRESS_METRIC
+    if node is not None and settings.evaluation_node_label is not None:
+        on_node = f"{settings.evaluation_node_label}={quote(node)}"
+        evaluation = narrowed(evaluation, on_node) or evaluation
+        steps, progress = f"{steps}{{{on_node}}}", f"{progress}{{{on_node}}}"
     return CycleQueries(
         now_seconds=now_seconds,
         start_seconds=now_seconds - history,
         step_seconds=step,
-        evaluation=queries.pop(),
-        cpu=cpu_query(settings, step, namespaces) if "cpu" in inputs else None,
-        facts=facts_query(settings, namespaces),
+        evaluation=evaluation,
+        cpu=cpu_query(settings, step, namespaces, node) if "cpu" in inputs else None,
+        facts=facts_queries(settings, namespaces, allocation_mode(policies), node),
         allocation_mode=allocation_mode(policies),
         inputs=inputs,
-        steps=STEPS_METRIC if "steps" in inputs else None,
-        progress=PROGRESS_METRIC if "steps" in inputs else None,
+        steps=steps if "steps" in inputs else None,
+        progress=progress if "steps" in inputs else None,
     )

@@ -114,6 +114,15 @@ class SourceSettings:
     annotation_identity_labels: tuple[str, ...] = ()
     label_prefix: str | None = None
     scrape_interval_seconds: float = 15.0
+    series_id_label: str | None = None
+    """A resource label telling two cgroups of one container apart (the kubelet's `id`): kept
+    on the per-container series when the others are dropped (`kept_labels`), so a restarted
+    container's old and new series stay two."""
+    evaluation_node_label: str | None = None
+    """The node label on the exporter's series (loss, steps), when the scrape adds one
+    (deploy/kubernetes/podmonitor-training.yaml relabels the pod's node to `node`): a node
+    agent then asks only for its node's loss. None: it asks for every job's loss and keeps its
+    node's."""
 
     def __post_init__(self) -> None:
         if not self.identity_labels:
@@ -130,7 +139,9 @@ class SourceSettings:
                 _check_label(name, what)
         for what, one in (("short_id_label", self.short_id_label), ("name_label", self.name_label),
                           ("namespace_label", self.namespace_label),
-                          ("node_label", self.node_label)):
+                          ("node_label", self.node_label),
+                          ("series_id_label", self.series_id_label),
+                          ("evaluation_node_label", self.evaluation_node_label)):
             if one is not None:
                 _check_label(one, what)
         for what, metric in (("cpu_counter", self.cpu_counter),
@@ -157,6 +168,42 @@ class SourceSettings:
         object.__setattr__(self, "static_capacity_cores", _frozen_map(self.static_capacity_cores))
         object.__setattr__(self, "node_names", _frozen_map(self.node_names))
 
+    def node_matcher(self, node: str) -> Matcher:
+        """A matcher selecting the resource series of `node` (the inverse of `facts.node_of`):
+        the node label equal to it or, when scrape targets are mapped to nodes (`node_names`,
+        ports stripped), a regex of every target that names it."""
+        if not self.node_names and not self.node_strip_port:
+            return Matcher(self.node_label, "=", node)
+        literal = regex_literal(node)
+        options = [regex_literal(raw) for raw, mapped in sorted(self.node_names.items())
+                   if mapped == node]
+        options.append(literal)
+        if self.node_strip_port:
+            options += [f"{literal}:[0-9]+", f"\\[{literal}\\]:[0-9]+"]
+        return Matcher(self.node_label, "=~", "|".join(dict.fromkeys(options)))
+
+    @property
+    def kept_labels(self) -> tuple[str, ...] | None:
+        """The labels of a resource series policyd reads (identity, node, short id, and the
+        markers when they are resource labels), or None when it reads them all (a profile with
+        `label_prefix`: a job's labels are resource labels whose names no query can list)."""
+        if self.label_prefix is not None:
+            return None
+        names = [*self.identity_labels, self.node_label]
+        if self.short_id_label is not None:
+            names.append(self.short_id_label)
+        if self.annotations_metric is None:
+            names.extend(self.marker_labels.names())
+        return tuple(dict.fromkeys(names))
+
+
+_RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+
+
+def regex_literal(value: str) -> str:
+    """An RE2 pattern matching exactly `value` (its metacharacters backslash-escaped)."""
+    return "".join("\\" + ch if ch in _RE2_SPECIAL else ch for ch in value)
+
 
 def _exposed_markers(prefix: str) -> MarkerLabels:
     """The marker keys (`policyd.model.labels.MARKERS`) as an exporter exposes them."""
@@ -175,7 +222,8 @@ KUBERNETES_MARKERS = _exposed_markers("annotation_")
 
 
 def kubernetes(*, scrape_interval_seconds: float = 15.0,
-               static_capacity_cores: Mapping[str, float] | None = None) -> SourceSettings:
+               static_capacity_cores: Mapping[str, float] | None = None,
+               evaluation_node_label: str | None = None) -> SourceSettings:
     """kubelet `/metrics/cadvisor` + kube-state-metrics annotations (see the module docstring).
 
     Kubernetes writes a container's CPU request as cgroup shares (1024 per core), so the
@@ -195,6 +243,8 @@ def kubernetes(*, scrape_interval_seconds: float = 15.0,
         annotations_metric="kube_pod_annotations",
         annotation_identity_labels=("namespace", "pod"),
         scrape_interval_seconds=scrape_interval_seconds,
+        series_id_label="id",
+        evaluation_node_label=evaluation_node_label,
     )
 
 

@@ -18,7 +18,7 @@ TESTS = ROOT / "deploy" / "prometheus" / "policyd-rules.test.yml"
 METRICS = {
     "policyd_actions_total", "policyd_migrations_total", "policyd_tick_duration_seconds_bucket",
     "policyd_source_errors_total", "policyd_ticks_total", "policyd_job_category",
-    "policyd_interval_seconds", "policyd_policy_reload_errors_total",
+    "policyd_interval_seconds", "policyd_policy_reload_errors_total", "policyd_qoe_alerting",
 }
 
 

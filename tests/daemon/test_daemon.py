@@ -121,6 +121,28 @@ def test_failing_action_is_counted_as_failed(registry: CollectorRegistry) -> Non
                  category="CL") == 1
 
 
+def test_pending_moves_are_settled_before_every_snapshot(registry: CollectorRegistry) -> None:
+    order: list[str] = []
+    source = FakeSource(one_to_limit)
+    real_snapshot = source.snapshot
+
+    def snapshot(*args: object, **kwargs: object) -> object:
+        order.append("snapshot")
+        return real_snapshot(*args, **kwargs)  # type: ignore[arg-type]
+
+    source.snapshot = snapshot  # type: ignore[method-assign,assignment]
+
+    def settle() -> None:
+        order.append("settle")
+        if len(order) == 1:
+            raise RuntimeError("node e2: connection refused")  # an engine still down
+
+    daemon = make(registry, source, settle=settle)
+    assert [r.result for r in daemon.run_once()] == ["ok"]
+    assert [r.result for r in daemon.run_once()] == ["ok"]
+    assert order == ["settle", "snapshot", "settle", "snapshot"]
+
+
 def test_dry_run_policies_use_the_dry_run_actuator(registry: CollectorRegistry) -> None:
     actuator = FakeActuator()
     daemon = make(registry, FakeSource(one_to_limit), actuator,
@@ -203,3 +225,20 @@ def test_sigterm_lets_the_running_tick_finish(registry: CollectorRegistry) -> No
     assert value(registry, "policyd_ticks_total", policy=POLICY, result="ok") == 1
     assert events.stopped.is_set()
     assert not daemon.scheduler.running
+
+
+def test_a_policy_removed_during_its_tick_leaves_no_series(registry: CollectorRegistry) -> None:
+    """The tick in flight finishes, but the removed policy's interval and category series are
+    not written back after the removal (a reload during a slow tick did that)."""
+    actuator = FakeActuator(block_seconds=0.3)
+    daemon = make(registry, FakeSource(one_to_limit), actuator)
+    ticking = threading.Thread(target=daemon.tick_policy, args=(POLICY,))
+    ticking.start()
+    assert actuator.entered.wait(3)
+    daemon.replace_policies([flowcon(name="fc-other")])
+    ticking.join(5)
+    assert not ticking.is_alive()
+    assert registry.get_sample_value("policyd_interval_seconds", {"policy": POLICY}) is None
+    assert value(registry, "policyd_ticks_total", policy=POLICY, result="ok") == 1
+    assert [p.name for p in daemon.policies] == ["fc-other"]
+    daemon.shutdown()

@@ -5,6 +5,7 @@ the hand fakes of `tests.daemon.fakes` and the Lease API of `tests.kubernetes.te
 from __future__ import annotations
 
 import io
+import math
 import threading
 from pathlib import Path
 from typing import Any
@@ -122,9 +123,10 @@ def test_node_agent_decides_and_acts_for_its_node_only(tmp_path: Path) -> None:
 
 
 def test_node_agent_without_flowcon_starts_nothing(tmp_path: Path) -> None:
+    """Without policy resources (or no API for them) the files are all there is."""
     with pytest.raises(StartupError) as caught:
-        run(k8s_settings(tmp_path, SPECON), out=io.StringIO(), stop=threading.Event(),
-            once=True, node="w1",
+        run(k8s_settings(tmp_path, SPECON, policy_resources=False), out=io.StringIO(),
+            stop=threading.Event(), once=True, node="w1",
             parts=Parts(source=FakeSource(), actuator=FakeActuator(), events=None))
     assert caught.value.lines == [
         "--node w1: no policy of a node-scoped kind (FlowCon) in policies: a node agent runs "
@@ -313,7 +315,8 @@ def test_kubernetes_settings_map_the_section() -> None:
 def test_kubernetes_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                           case: tuple[bool, str | None, int, bool]) -> None:
     """No cluster: the client config falls back to a kubeconfig that is not read; recovery is
-    counted instead of run."""
+    counted instead of run. Afterwards the actuator looks for pending moves at its first
+    action unless they were settled (at start) or it is a node agent (it makes none)."""
     recover, node, calls, recovered = case
     from kubernetes import config as k8s_config  # type: ignore[import-untyped]  # noqa: PLC0415
 
@@ -329,7 +332,7 @@ def test_kubernetes_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
     def fake_recover(self: KubernetesActuator) -> list[Any]:
         ran.append(1)
-        self._recovered = True
+        self._settle_at = math.inf  # nothing was pending
         return []
 
     monkeypatch.setattr(KubernetesActuator, "recover", fake_recover)
@@ -338,6 +341,8 @@ def test_kubernetes_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert isinstance(parts.source, KubernetesPodSource)
     assert isinstance(parts.events, PodWatch)
     assert isinstance(parts.actuator, KubernetesActuator)
-    assert len(ran) == calls and parts.actuator._recovered is recovered
+    assert len(ran) == calls and (parts.actuator._settle_at == math.inf) is recovered
     assert parts.actuator.settings.node_name == node  # the source and the watch read it too
+    assert parts.actuator.settings.record_namespace == settings.kubernetes.namespace
     assert parts.lease_api is not None and parts.recover is not None
+    assert parts.policy_api is not None

@@ -76,9 +76,7 @@ def test_broken_settings_exit_1_with_every_problem(tmp_path: Path) -> None:
     path = settings_file(tmp_path, "backend: kubernetes\nhttp: {port: -3}\n")
     code, out, err = cli("run", "--config", str(path))
     assert (code, out) == (1, "")
-    assert err.splitlines() == [
-        f"{path}:1: backend: the kubernetes backend needs at least one policy file in "
-        "policies",
+    assert err.splitlines() == [  # no policy file: the policy resources may be all there is
         f"{path}:1: backend: the kubernetes backend needs prometheus.url (where the training "
         "jobs' loss and CPU are scraped)",
         f"{path}:2: http.port: -3 is not allowed: must be at least 0",
@@ -148,4 +146,4 @@ def test_the_docker_backend_reads_cadvisor_rest_when_the_settings_say_so(tmp_pat
     parts = docker_parts(settings)  # the engine is absent: recovery is retried later
     assert isinstance(parts.source, CadvisorRestSource)
     del parts
-    gc.collect()  # the leaked socket's warning is raised here, under this test's filter
+    gc.collect()  # the leaked socket is reported here, where it is ignored, not in a later test

@@ -224,19 +224,23 @@ LEASE_RULE = ("leader election needs lease_duration_seconds > renew_deadline_sec
               "retry_period_seconds; got ")
 SCENARIOS = ("flowcon-fixed-3, flowcon-random-5, flowcon-random-10, flowcon-random-15, "
              "specon-fixed-20, specon-random-20-vae, specon-random-20, specon-random-30, "
-             "specon-random-50-8w, deadline-sufficient, deadline-insufficient")
+             "specon-random-50-8w, deadline-sufficient, deadline-insufficient, qoe-fixed-8, "
+             "qoe-random-12, qoe-random-32-4w, qoe-burst-16-2w")
 
 ERRORS = {
     "unknown-backend": (
         "backend: dokcer\n",
         ["s.yaml:1: backend: 'dokcer' is not one of: simulated, docker, kubernetes; did you "
          "mean 'docker'?"]),
-    "kubernetes-needs-policies-prometheus": (
+    "kubernetes-needs-prometheus": (  # policies may all be resources (policy_resources)
         "backend: kubernetes\n",
-        ["s.yaml:1: backend: the kubernetes backend needs at least one policy file in "
-         "policies",
-         "s.yaml:1: backend: the kubernetes backend needs prometheus.url (where the training "
+        ["s.yaml:1: backend: the kubernetes backend needs prometheus.url (where the training "
          "jobs' loss and CPU are scraped)"]),
+    "kubernetes-needs-policies-without-resources": (
+        "backend: kubernetes\nprometheus: {url: 'http://p:9090'}\n"
+        "kubernetes: {policy_resources: false}\n",
+        ["s.yaml:1: backend: the kubernetes backend needs at least one policy file in "
+         "policies, or kubernetes.policy_resources: true"]),
     "kubernetes-profile": (
         "policies: [p.yaml]\nbackend: kubernetes\nprometheus:\n  url: http://p:9090\n"
         "  profile: cadvisor-docker\n",
@@ -342,16 +346,14 @@ ERRORS = {
     "backend-needs-reported-with-field-problems": (
         "backend: kubernetes\nhttp:\n  port: -1\nkubernetes:\n  burst: 0\n"
         "  renew_deadline_seconds: 30\nalertmanager: {url: 'http://am:9093', retries: 3}\n",
-        ["s.yaml:1: backend: the kubernetes backend needs at least one policy file in "
-         "policies",
-         "s.yaml:1: backend: the kubernetes backend needs prometheus.url (where the training "
+        ["s.yaml:1: backend: the kubernetes backend needs prometheus.url (where the training "
          "jobs' loss and CPU are scraped)",
          "s.yaml:3: http.port: -1 is not allowed: must be at least 0",
          "s.yaml:5: kubernetes.burst: 0 is not allowed: must be at least 1",
          f"s.yaml:6: kubernetes.renew_deadline_seconds: {LEASE_RULE}15, 30, 2 (a leader must "
          "stop acting before another replica may take over)",
-         "s.yaml:7: alertmanager.retries: unknown field; allowed: url, "
-         "resend_interval_seconds, timeout_seconds"]),
+         "s.yaml:7: alertmanager.retries: unknown field; allowed: bearer_token_file, "
+         "basic_auth, tls_config, headers, url, resend_interval_seconds, timeout_seconds"]),
     "cadvisor-rest-names-every-docker-host": (
         "policies: [p.yaml]\nbackend: docker\nprometheus:\n  url: http://prom:9090\n"
         "  profile: cadvisor-rest\n  cadvisor:\n    w1: http://10.0.0.1:8080\n"
@@ -409,7 +411,8 @@ def test_values_check_themselves() -> None:
         HttpSettings(port=-1)
     assert errors_of(caught) == [("port", "greater_than_equal")]
     with pytest.raises(ValueError, match=r"the kubernetes backend needs at least one policy"):
-        DaemonSettings(backend="kubernetes")
+        DaemonSettings(backend="kubernetes",
+                       kubernetes=KubernetesSection(policy_resources=False))
     with pytest.raises(ValueError, match=r"got 5, 10, 2 \(a leader must stop acting"):
         KubernetesSection(lease_duration_seconds=5)
     with pytest.raises(ValueError, match=r"got 5, 10, 2 \(a leader must stop acting"):

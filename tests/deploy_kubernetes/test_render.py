@@ -2,8 +2,9 @@
 
 Built-in kinds are validated with kubernetes-validate in strict mode (unknown fields are errors)
 against the schemas of 1.33 (the first release with in-place pod resize on by default) and of
-the newest release it ships. The Prometheus Operator's custom resources are not in those schemas:
-they are validated against crd_schemas.py.
+the newest release it ships: the CustomResourceDefinitions of the policy kinds among them
+(test_crds.py checks their schemas further). The Prometheus Operator's custom resources are not
+in those schemas: they are validated against crd_schemas.py.
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ def test_the_kustomization_renders_the_whole_deployment() -> None:
         "ServiceAccount/policyd-manager", "ServiceAccount/policyd-node-agent",
         "ClusterRole/policyd-manager", "ClusterRole/policyd-node-agent",
         "ClusterRoleBinding/policyd-manager", "ClusterRoleBinding/policyd-node-agent",
-        "Role/policyd-manager-leader-election", "RoleBinding/policyd-manager-leader-election",
+        "Role/policyd-manager", "RoleBinding/policyd-manager",
+        "CustomResourceDefinition/flowcons.policyd.io",
+        "CustomResourceDefinition/specons.policyd.io",
+        "CustomResourceDefinition/predictives.policyd.io",
+        "CustomResourceDefinition/qoes.policyd.io",
         *(f"ConfigMap/{d['metadata']['name']}" for d in rendered() if d["kind"] == "ConfigMap"),
         "Deployment/policyd-manager", "PodDisruptionBudget/policyd-manager",
         "DaemonSet/policyd-node-agent", "Service/policyd",
@@ -41,7 +46,7 @@ def test_the_kustomization_renders_the_whole_deployment() -> None:
     ])
     assert len([d for d in rendered() if d["kind"] == "ConfigMap"]) == 3
     namespaced = [d for d in rendered() if d["kind"] not in
-                  {"Namespace", "ClusterRole", "ClusterRoleBinding"}]
+                  {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}]
     assert {d["metadata"].get("namespace") for d in namespaced} == {"policyd"}
 
 

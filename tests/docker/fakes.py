@@ -41,6 +41,7 @@ class FakeContainer:
         self.exit_on_stop = exit_on_stop
         self.crash_on_start = crash_on_start
         self.stall_on_start = False
+        self.exit_on_kill = False
         self.updates: list[dict[str, Any]] = []
         self.stopped_with: list[int] = []
         self.attrs: dict[str, Any] = {
@@ -78,6 +79,14 @@ class FakeContainer:
         self.engine.log.append(f"stop {self.name} {timeout}")
         self.stopped_with.append(timeout)
         self._set("exited", self.exit_on_stop)
+
+    def kill(self, signal: str = "SIGKILL") -> None:
+        """The stop signal: logged; the job exits on the `stop` that follows (or at once
+        when `exit_on_kill`, a job that checkpoints before policyd asks again)."""
+        self.engine.hit("kill")
+        self.engine.log.append(f"kill {self.name} {signal}")
+        if self.exit_on_kill:
+            self._set("exited", self.exit_on_stop)
 
     def start(self) -> None:
         self.engine.hit("start")
@@ -123,12 +132,18 @@ class FakeContainers:
 
     def create(self, **spec: Any) -> FakeContainer:
         self.engine.hit("create")
+        if spec["name"] in self.by_name:
+            raise api_error(409, f'Conflict. The container name "/{spec["name"]}" is already '
+                                 "in use")
         self.engine.log.append(f"create {spec['name']}")
         self.created.append(spec)
         c = self.add(spec["name"], image=spec["image"], labels=spec["labels"], status="created",
                      binds=spec["volumes"], env=spec["environment"])
         c.crash_on_start = self.engine.crash_new
         c.stall_on_start = self.engine.stall_new
+        if self.engine.lose_create_answers:  # made, but the answer never arrives
+            self.engine.lose_create_answers -= 1
+            raise requests.exceptions.ConnectionError("Connection aborted: RemoteDisconnected")
         return c
 
     def list(self, all: bool = False, filters: dict[str, Any] | None = None
@@ -187,6 +202,7 @@ class FakeEngine:
         self.crash_new = False
         self.stall_new = False
         self.refuse_load = False
+        self.lose_create_answers = 0
 
     def hit(self, op: str) -> None:
         self.calls[op] = self.calls.get(op, 0) + 1

@@ -23,7 +23,7 @@ def test_happy_path_in_order(tmp_path: Path) -> None:
     state = tmp_path / "s.json"
     act = actuator(a, b, state_path=state, clock=Clock(5000.0))
     act.apply(migrate(rebalance=True, grace_seconds=45), decision("p"))
-    assert a.log == ["stop job 45", "remove job"]
+    assert a.log == ["kill job SIGTERM", "stop job 45", "remove job"]
     assert b.log == ["create job", "start job"]
     spec = b.containers.created[0]
     assert spec["image"] == "trainer:local" and spec["network_mode"] == "host"
@@ -33,7 +33,9 @@ def test_happy_path_in_order(tmp_path: Path) -> None:
                               "policyd.io/migrated": "true", "policyd.io/migrated-from": "a",
                               "policyd.io/last_action_at": "5000",
                               "policyd.io/converged_at": "1700000000",
-                              "policyd.io/rebalanced": "true"}
+                              "policyd.io/rebalanced": "true",
+                              "policyd.io/move-id": spec["labels"]["policyd.io/move-id"]}
+    assert len(spec["labels"]["policyd.io/move-id"]) == 32
     assert "cpu_shares" not in spec and "cpu_quota" not in spec
     assert "job" not in a.containers.by_name
     assert b.containers.by_name["job"].status == "running"
@@ -43,7 +45,7 @@ def test_happy_path_in_order(tmp_path: Path) -> None:
 def test_default_grace_and_no_converged_at_or_rebalance() -> None:
     a, b = engines()
     actuator(a, b).apply(migrate(converged_at=None), decision("other"))
-    assert a.log[0] == "stop job 60"
+    assert a.log[:2] == ["kill job SIGTERM", "stop job 60"]
     labels = b.containers.created[0]["labels"]
     assert "policyd.io/converged_at" not in labels and "policyd.io/rebalanced" not in labels
 
@@ -51,7 +53,7 @@ def test_default_grace_and_no_converged_at_or_rebalance() -> None:
 def test_a_zero_grace_on_the_action_is_kept_not_replaced_by_the_default() -> None:
     a, b = engines()
     actuator(a, b).apply(migrate(grace_seconds=0), decision("p"))
-    assert a.log[0] == "stop job 0"
+    assert a.log[1] == "stop job 0"
 
 
 def test_missing_image_is_copied_from_the_source_engine() -> None:
@@ -77,10 +79,12 @@ def test_no_checkpoint_exit_code_rolls_back() -> None:
     a, b = engines()
     a.containers.by_name["job"].exit_on_stop = 137
     act = actuator(a, b)
-    with pytest.raises(ActuationError, match=r"exited with code 137 instead of 0 after SIGTERM "
-                                             r".*rolled back: started it again"):
+    with pytest.raises(ActuationError, match=r"moving job from node a to node b: the old one "
+                                             r"exited with code 137 instead of 0 after SIGTERM "
+                                             r".*rolled back: it runs on node a again"):
         act.apply(migrate(), decision())
-    assert a.log == ["stop job 60", "start job"] and b.log == ["create job", "remove job"]
+    assert a.log == ["kill job SIGTERM", "stop job 60", "start job"]
+    assert b.log == ["create job", "remove job"]
     assert a.containers.by_name["job"].status == "running" and not b.containers.by_name
     assert act.state.migrations == {}
 
@@ -88,9 +92,9 @@ def test_no_checkpoint_exit_code_rolls_back() -> None:
 def test_replacement_that_crashes_rolls_back_with_its_log() -> None:
     a, b = engines()
     b.crash_new = True
-    with pytest.raises(ActuationError, match=r"replacement job on node b exited with code 1 "
+    with pytest.raises(ActuationError, match=r"the replacement exited with code 1 "
                                              r"\(log: Traceback \| ImportError: no torch\); "
-                                             r"rolled back: started it again on node a"):
+                                             r"rolled back: it runs on node a again"):
         actuator(a, b).apply(migrate(), decision())
     assert a.containers.by_name["job"].status == "running" and not b.containers.by_name
 
@@ -98,8 +102,8 @@ def test_replacement_that_crashes_rolls_back_with_its_log() -> None:
 def test_replacement_that_never_runs_times_out() -> None:
     a, b = engines()
     b.stall_new = True  # started, but it stays "created"
-    with pytest.raises(ActuationError, match="replacement job on node b was not running within "
-                                             "2 s; rolled back"):
+    with pytest.raises(ActuationError, match="the replacement was not running within 2 s; "
+                                             "rolled back"):
         actuator(a, b, start_timeout_seconds=2.0).apply(migrate(), decision())
     assert a.containers.by_name["job"].status == "running" and not b.containers.by_name
 
@@ -154,7 +158,7 @@ def test_daemon_error_while_stopping_is_retried() -> None:
     a.fail["stop"] = [api_error(502)]
     clock = Clock()
     actuator(a, b, clock=clock).apply(migrate(), decision())
-    assert a.log == ["stop job 60", "remove job"] and 0.5 in clock.slept
+    assert a.log == ["kill job SIGTERM", "stop job 60", "remove job"] and 0.5 in clock.slept
 
 
 def test_the_copy_keeps_the_original_submission_for_a_relative_deadline() -> None:
@@ -166,3 +170,12 @@ def test_the_copy_keeps_the_original_submission_for_a_relative_deadline() -> Non
     a.containers.by_name["job"].labels["policyd.io/submitted-at"] = "1700000000"
     actuator(a, b).apply(migrate(), decision("p"))
     assert b.containers.created[0]["labels"]["policyd.io/submitted-at"] == "1700000000"
+
+
+@pytest.mark.parametrize("policy", ["always", "unless-stopped", "on-failure"])
+def test_a_job_the_engine_would_restart_gets_docker_stop_alone(policy: str) -> None:
+    a, b = FakeEngine(), FakeEngine()
+    a.containers.add("job", host={"RestartPolicy": {"Name": policy, "MaximumRetryCount": 0}})
+    actuator(a, b).apply(migrate(), decision())
+    assert a.log == ["stop job 60", "remove job"]
+    assert b.containers.by_name["job"].status == "running"

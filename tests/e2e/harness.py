@@ -113,21 +113,52 @@ class EventLog:
         self._ready.wait(timeout=30)
 
     def _follow(self, engine: Engine) -> None:
-        client = docker.DockerClient(base_url=engine.url, version="auto", timeout=86400)
-        stream = client.events(decode=True, filters={"type": "container"})
-        self._streams.append(stream)
-        self._ready.wait(timeout=30)
-        with contextlib.suppress(Exception):
-            for raw in stream:
-                attrs = dict((raw.get("Actor") or {}).get("Attributes") or {})
-                event = Event(time=int(raw["timeNano"]) / 1e9, node=engine.name,
-                              action=str(raw.get("Action", "")),
-                              name=attrs.get("name", ""), attributes=attrs)
-                with self._lock:
-                    self.events.append(event)
-                if self._stop.is_set():
-                    break
-        client.close()
+        """Follow the engine's events; when the stream ends (the engine stopped, e.g. the chaos
+        test's outage), connect again and go on from the last event seen."""
+        since: int | None = None
+        version = "auto"  # negotiated once; "auto" would open a connection to ask again
+        seen: set[tuple[str, str, str]] = set()
+        waiting = True
+        while not self._stop.is_set():
+            if engine.down:  # stopped on purpose: asking it would only fail
+                self._stop.wait(0.1)
+                continue
+            client = None
+            try:
+                client = docker.DockerClient(base_url=engine.url, version=version,
+                                             timeout=86400)
+                version = client.api.api_version
+                stream = client.events(decode=True, filters={"type": "container"},
+                                       since=since)
+            except Exception:  # the engine is down: try again shortly
+                if client is not None:
+                    client.close()
+                self._stop.wait(0.2)
+                continue
+            self._streams.append(stream)
+            if waiting:
+                self._ready.wait(timeout=30)
+                waiting = False
+            with contextlib.suppress(Exception):
+                for raw in stream:
+                    nanos = int(raw["timeNano"])
+                    key = (str(nanos), str(raw.get("Action", "")), str(raw.get("id", "")))
+                    since = nanos // 10**9
+                    if key in seen:  # `since` is whole seconds, inclusive: some come again
+                        continue
+                    seen.add(key)
+                    attrs = dict((raw.get("Actor") or {}).get("Attributes") or {})
+                    event = Event(time=nanos / 1e9, node=engine.name,
+                                  action=str(raw.get("Action", "")),
+                                  name=attrs.get("name", ""), attributes=attrs)
+                    with self._lock:
+                        self.events.append(event)
+                    if self._stop.is_set():
+                        break
+            with contextlib.suppress(Exception):
+                stream.close()
+            client.close()
+            self._stop.wait(0.1)
 
     def close(self) -> None:
         self._stop.set()
@@ -159,6 +190,7 @@ class ShareLog:
         self.changes: list[ShareChange] = []
         self._last: dict[tuple[str, str], int] = {}
         self._stop = threading.Event()
+        self._engines = list(engines)
         self._apis = [(e.name, docker.APIClient(base_url=e.url, version="auto", timeout=30))
                       for e in engines]
         self._every = every
@@ -167,7 +199,9 @@ class ShareLog:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for node, api in self._apis:
+            for engine, (node, api) in zip(self._engines, self._apis, strict=True):
+                if engine.down:  # stopped on purpose (chaos test): leave it alone
+                    continue
                 with contextlib.suppress(docker.errors.DockerException, OSError):
                     for c in api.containers(all=False):
                         with contextlib.suppress(docker.errors.DockerException, OSError):
@@ -212,24 +246,29 @@ class JobSpec:
     cpuset: str | None = None
     cpu_shares: int | None = None
     print_every: int = 100
+    checkpoint_every: int = 0
+    """Periodic checkpoints every that many steps (0: only on SIGTERM and at the end)."""
+    extra: tuple[str, ...] = ()
+    """More arguments for the trainer."""
 
 
 def run_job(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path) -> Container:
-    """Start the trainer `spec` on `engine` (host network, the managed label, POLICYD_CONTAINER
+    """Start the trainer `spec` on `engine` under an init (`--init`: SIGTERM reaches it; a
+    migration's replacement keeps it) (host network, the managed label, POLICYD_CONTAINER
     = its name, its checkpoint directory under `ckpt_root`, a host path both engines see)."""
     ckpt = ckpt_root / spec.name
     ckpt.mkdir(parents=True, exist_ok=True)
     command = trainer_command(port, steps=spec.steps, step_sleep=spec.step_sleep, extra=[
         "--lr", str(spec.lr), "--smoothing-steps", str(spec.smoothing),
-        "--print-every", str(spec.print_every), "--checkpoint-every", "0",
-        "--job-name", spec.name])
+        "--print-every", str(spec.print_every), "--checkpoint-every", str(spec.checkpoint_every),
+        "--job-name", spec.name, *spec.extra])
     kwargs: dict[str, Any] = {}
     if spec.cpuset is not None:
         kwargs["cpuset_cpus"] = spec.cpuset
     if spec.cpu_shares is not None:
         kwargs["cpu_shares"] = spec.cpu_shares
     return engine.client().containers.run(
-        TRAINER_TAG, command, name=spec.name, detach=True, network_mode="host",
+        TRAINER_TAG, command, name=spec.name, detach=True, network_mode="host", init=True,
         labels={"policyd.io/managed": "true", "app": "train"},
         environment={"POLICYD_CONTAINER": spec.name, "POLICYD_JOB_NAME": spec.name},
         volumes=host_binds(f"{ckpt}:/ckpt"), **kwargs)
@@ -293,6 +332,22 @@ spec:
 """
 
 
+def predictive_policy(*, interval: float = 4, alpha: float = 0.04) -> str:
+    """Predictive at its defaults but for the interval (FlowCon's e2e interval: these jobs last
+    about a minute) and the evaluation and selector of the FlowCon policy above."""
+    return f"""\
+apiVersion: policyd.io/v1alpha1
+kind: Predictive
+metadata: {{name: e2e-predictive}}
+spec:
+  interval_seconds: {interval}
+  alpha: {alpha}
+  mode: shares
+  evaluation: {{query: policyd_training_loss, normalization: absolute}}
+  selector: {{labels: {{app: train}}}}
+"""
+
+
 @dataclass
 class Policyd:
     """`policyd run --config FILE` as a child process; its HTTP port answers /metrics."""
@@ -335,9 +390,11 @@ class Policyd:
 
 @contextlib.contextmanager
 def policyd_run(directory: Path, policy: str, *, engines: Sequence[Engine], prometheus_url: str,
-                alertmanager_url: str | None = None, grace_seconds: float = 20
-                ) -> Iterator[Policyd]:
-    """Write the settings and the policy, start `policyd run`, wait for /readyz."""
+                alertmanager_url: str | None = None, grace_seconds: float = 20,
+                crash_at: str | None = None) -> Iterator[Policyd]:
+    """Write the settings and the policy, start `policyd run`, wait for /readyz.
+    `crash_at`: `docker.test_crash_at` (the chaos test: policyd SIGKILLs itself after that
+    step of a migration). A second run in the same `directory` keeps the state file."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "policy.yaml").write_text(policy)
     port = free_port()
@@ -351,9 +408,10 @@ def policyd_run(directory: Path, policy: str, *, engines: Sequence[Engine], prom
         f"  scrape_interval_seconds: {SCRAPE_SECONDS}\n  timeout_seconds: 5\n"
         f"docker:\n  hosts:{hosts}\n  grace_seconds: {grace_seconds}\n"
         f"  state_path: {directory / 'docker-state.json'}\n"
+        + (f"  test_crash_at: {crash_at}\n" if crash_at else "") +
         f"{alerts}http:\n  addr: {LOOPBACK}\n  port: {port}\n")
     log = directory / "policyd.log"
-    with log.open("wb") as out:
+    with log.open("ab") as out:  # a second run (after a crash) goes on in the same log
         process = subprocess.Popen([str(POLICYD), "run", "--config", str(settings)],
                                    stdout=out, stderr=subprocess.STDOUT, cwd=directory,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -417,14 +475,15 @@ class Lab:
 
 
 @contextlib.contextmanager
-def lab(directory: Path, *, engines: int, jobs: Sequence[str], with_alertmanager: bool = False
-        ) -> Iterator[Lab]:
-    """`engines` real engines (the trainer image built on each), a Prometheus scraping one
-    port per job name every 0.5 s, optionally an Alertmanager, and the event and share logs."""
+def lab(directory: Path, *, engines: int, jobs: Sequence[str], with_alertmanager: bool = False,
+        cpus: str | None = None) -> Iterator[Lab]:
+    """`engines` real engines (the trainer image built on each; on the CPUs `cpus` when given,
+    so that each reports that many cores: `Engine.cpus`), a Prometheus scraping one port per
+    job name every 0.5 s, optionally an Alertmanager, and the event and share logs."""
     directory.mkdir(parents=True, exist_ok=True)
     ports = {name: free_port() for name in jobs}
     with contextlib.ExitStack() as stack:
-        started = stack.enter_context(docker_engines(engines, prefix="pd-e2e-"))
+        started = stack.enter_context(docker_engines(engines, prefix="pd-e2e-", cpus=cpus))
         for e in started:
             build_trainer_image(e)
         (directory / "prom").mkdir(exist_ok=True)
@@ -495,13 +554,16 @@ class JobResult:
 
 
 @dataclass
-class FlowConRun:
+class StaggeredRun:
+    """Jobs started one after another on one engine, run to their end: what the engines
+    showed (`JobResult`s from `docker inspect` and the logs, CPU weight changes)."""
+
     label: str
     origin: float
     jobs: dict[str, JobResult]
     shares: dict[str, list[ShareChange]]
     stagger_seconds: float
-    """t: the time job 1 took to reach the shape's stagger_steps alone."""
+    """t: when job 2 started (job 1 alone until then), from the run's origin."""
     alone_steps_per_second: float
     """Job 1's speed alone (its log), before job 2 started."""
     step_at_stagger: int
@@ -512,16 +574,45 @@ class FlowConRun:
         return max(j.finished for j in self.jobs.values()) - min(
             j.started for j in self.jobs.values())
 
+    @property
+    def average_jct(self) -> float:
+        return sum(j.jct for j in self.jobs.values()) / len(self.jobs)
+
     def table(self) -> list[dict[str, Any]]:
         return [{"job": j.name, "start": round(j.started - self.origin, 1),
                  "jct": round(j.jct, 1), "ttq": None if j.ttq is None else round(j.ttq, 1)}
                 for j in self.jobs.values()]
 
 
+def finish_jobs(lab_: Lab, containers: dict[str, Container], *, origin: float,
+                deadline: float, quality: float) -> tuple[dict[str, JobResult],
+                                                          dict[str, list[ShareChange]]]:
+    """Wait until every one of `containers` has exited (the engine's `die` event, before
+    `deadline`); their results (times from `docker inspect`, time-to-quality: the first logged
+    smoothed loss at most `quality`) and CPU weight changes since `origin`; then remove them."""
+    results: dict[str, JobResult] = {}
+    for name, c in containers.items():
+        wait_for(functools.partial(lab_.events.of, name, "die", since=origin),
+                 timeout_seconds=max(1.0, deadline - time.time()), what=f"{name} to finish",
+                 every=0.5)
+        c.reload()
+        state = c.attrs["State"]
+        points = log_points(c)
+        reached = next((t for t, _, mean in points if mean <= quality), None)
+        results[name] = JobResult(name=name, started=docker_time(state["StartedAt"]),
+                                  finished=docker_time(state["FinishedAt"]),
+                                  exit_code=int(state["ExitCode"]), quality_at=reached,
+                                  points=points)
+    shares = {n: [c for c in lab_.shares.of(n) if c.time >= origin] for n in containers}
+    for c in containers.values():
+        c.remove(force=True)
+    return results, shares
+
+
 def run_flowcon_jobs(lab_: Lab, shape: FlowConShape, label: str,
                      during: Callable[[str, Container], None] | None = None, *,
                      converged: Callable[[str], bool] | None = None,
-                     stagger_seconds: float | None = None) -> FlowConRun:
+                     stagger_seconds: float | None = None) -> StaggeredRun:
     """Start job 1 on e1; job 2 at t; job 3 at 2t; wait for all to exit; their results.
     t is `stagger_seconds` when given, else when job 1 has done `shape.stagger_steps` and
     `converged(job 1)` holds (policyd says CL). `during(name, container)` runs right after
@@ -558,26 +649,11 @@ def run_flowcon_jobs(lab_: Lab, shape: FlowConShape, label: str,
     start(three)
     # all the work at job 1's lone speed, twice over, plus start-up
     timeout_seconds = 2 * len(FLOWCON_JOBS) * shape.steps / alone_rate + 60
-    deadline = origin + timeout_seconds
-    results: dict[str, JobResult] = {}
-    for name, c in containers.items():
-        wait_for(functools.partial(lab_.events.of, name, "die", since=origin),
-                 timeout_seconds=max(1.0, deadline - time.time()), what=f"{name} to finish",
-                 every=0.5)
-        c.reload()
-        state = c.attrs["State"]
-        points = log_points(c)
-        quality = next((t for t, _, mean in points if mean <= shape.quality), None)
-        results[name] = JobResult(name=name, started=docker_time(state["StartedAt"]),
-                                  finished=docker_time(state["FinishedAt"]),
-                                  exit_code=int(state["ExitCode"]), quality_at=quality,
-                                  points=points)
-    shares = {n: [c for c in lab_.shares.of(n) if c.time >= origin] for n in FLOWCON_JOBS}
-    for c in containers.values():
-        c.remove(force=True)
-    return FlowConRun(label=label, origin=origin, jobs=results, shares=shares,
-                      stagger_seconds=stagger, alone_steps_per_second=alone_rate,
-                      step_at_stagger=last[1])
+    results, shares = finish_jobs(lab_, containers, origin=origin,
+                                  deadline=origin + timeout_seconds, quality=shape.quality)
+    return StaggeredRun(label=label, origin=origin, jobs=results, shares=shares,
+                        stagger_seconds=stagger, alone_steps_per_second=alone_rate,
+                        step_at_stagger=last[1])
 
 
 # --- scenario (b): SpeCon across two engines ---------------------------------------------------
@@ -736,22 +812,22 @@ def measure_listener(lab_: Lab, policyd_: Policyd, rounds: int = 3) -> list[Late
         return int(api.inspect_container(name)["HostConfig"]["CpuShares"] or 1024)
 
     wait_for(lambda: shares("lat-base") == 1024, timeout_seconds=30, what="lat-base at 1024")
-    def after(count: int) -> list[Event]:
-        return lab_.events.of("lat-base", "update")[count:]
 
     out: list[Latency] = []
     for k in range(1, rounds + 1):
         name = f"lat-new-{k}"
         wait_for(lambda: policyd_.category("lat-base") == "CL", timeout_seconds=90,
                  what="lat-base to be CL again", every=0.3)
-        base_updates = len(lab_.events.of("lat-base", "update"))
         lab_.run("e1", JobSpec(name, steps=2_000_000, lr=0.02, cpuset="0", cpu_shares=256,
                                print_every=5000))
         start = wait_for(functools.partial(lab_.events.of, name, "start"), timeout_seconds=30,
                          what=f"{name} to start")[0]
         own = wait_for(functools.partial(lab_.events.of, name, "update"), timeout_seconds=30,
                        what=f"policyd's first update of {name}")[0]
-        neighbour = wait_for(functools.partial(after, base_updates),
+        # By the engine's own clock: an update of lat-base made before the start (putting it
+        # back to 1024 after the previous round) may reach the event log after the start.
+        neighbour = wait_for(functools.partial(lab_.events.of, "lat-base", "update",
+                                               since=start.time),
                              timeout_seconds=30, what="policyd's update of lat-base")[0]
         out.append(Latency(name, start.time, own.time, neighbour.time))
         assert shares(name) == 1024 and shares("lat-base") == 256, (shares(name),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,16 @@ from pydantic import ValidationError
 from policyd.engine import decide
 from policyd.engine.flowcon import FlowConPolicy
 from policyd.engine.specon import CC, PC, WC, Replay, Weights, plan, replay
-from policyd.model import Assessment, Container, Decision, MarkMigrated, Migrate, Series, Snapshot
+from policyd.model import (
+    Assessment,
+    Container,
+    Decision,
+    Markers,
+    MarkMigrated,
+    Migrate,
+    Series,
+    Snapshot,
+)
 from policyd.model.codec import decision_to_dict, snapshot_from_dict
 
 from .specon_builders import (
@@ -377,6 +387,12 @@ def test_migration_budget(safety: dict[str, int], kept: list[str], note: str) ->
     pytest.param(job("x", "w1", REQUEST_GAINS, started_at=NOW - 200),
                  {"min_job_age_seconds": 3600}, "younger than min_job_age_seconds",
                  id="safety-min-age"),
+    pytest.param(job("x", "w1", REQUEST_GAINS, started_at=NOW + 0.5), {},
+                 "its exporter not scraped since", id="restarted-not-scraped-yet"),
+    pytest.param(replace(job("x", "w1", REQUEST_GAINS),
+                         markers=Markers(move_failures=2, move_failed_at=NOW - 100)),
+                 {"move_backoff_seconds": 60}, "backing off after 2 failed move(s) (100 s of "
+                 "120 s)", id="backoff-after-failed-moves"),
 ])
 def test_guards_block_requests(container: Container, safety: dict[str, float],
                                note: str) -> None:

@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from policyd_exporters import Checkpointer, CheckpointError
+from policyd_exporters import Checkpointer, CheckpointError, catch_stop_signals
 
 
 class State:
@@ -145,6 +145,23 @@ def test_sigterm_sets_the_flag_and_close_restores_the_handler(tmp_path: Path) ->
         os.kill(os.getpid(), signal.SIGTERM)
         assert c.should_stop()
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_sigterm_caught_before_the_checkpointer_existed_is_a_stop(tmp_path: Path) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        early = catch_stop_signals()  # the job's first line
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives while the job still loads
+        clock = iter([100.0])
+        c = make(tmp_path, State(), stop_requested=early, grace_seconds=30,
+                 clock=lambda: next(clock, 104.0))
+        assert c.should_stop()
+        assert c.remaining_seconds() == 26.0  # counted from when the Checkpointer saw it
+        with pytest.raises(SystemExit) as stopped:
+            c.step(1)
+        assert stopped.value.code == 0 and (tmp_path / "step-1.ckpt").is_file()
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +135,47 @@ def test_pytorch_example_exits_143_after_its_checkpoint_when_asked(tmp_path: Pat
     stopped_at = int(re.findall(r"checkpoint: step=(\d+)", out)[-1])
     assert (ckpt / f"step-{stopped_at}.ckpt").is_file()
     assert (ckpt / "latest").read_text().strip() == f"step-{stopped_at}.ckpt"
+
+
+def catches_sigterm(pid: int) -> bool:
+    """Whether process `pid` has a handler for SIGTERM (the SigCgt mask of /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    return False
+
+
+def test_pytorch_example_catches_sigterm_before_its_slow_start(tmp_path: Path) -> None:
+    """SIGTERM first: the handler is there before torch is imported and the checkpoint read,
+    so a SIGTERM in that window (a job moved again right after a rollback) still ends with a
+    checkpoint and exit 0, resumed from the newest one, instead of a death without one."""
+    pytest.importorskip("torch")
+    ckpt = tmp_path / "ckpt"
+    args = example_args(ckpt, "--checkpoint-every", "0")
+    first = launch(*args)
+    try:
+        code, out = terminate_after(first, r"step=50 ")
+    finally:
+        stop(first)
+    assert code == 0
+    saved = int(re.findall(r"checkpoint: step=(\d+)", out)[-1])
+
+    second = launch(*args)
+    try:
+        deadline = time.monotonic() + 20
+        while not catches_sigterm(second.pid):
+            assert second.poll() is None and time.monotonic() < deadline, "no SIGTERM handler"
+            time.sleep(0.001)
+        assert second.stdout is not None
+        printed, _, _ = select.select([second.stdout], [], [], 0)
+        assert not printed, "the handler came only after the job's start-up"
+        second.send_signal(signal.SIGTERM)  # long before "metrics:" (torch is still loading)
+        out, err = second.communicate(timeout=60)
+    finally:
+        stop(second)
+    assert second.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[1] == f"resumed: step={saved} from={ckpt / f'step-{saved}.ckpt'}", out
+    # one step after the resume, at the first step boundary, then out: nothing lost
+    assert f"checkpoint: step={saved + 1} " in out, out
+    assert (ckpt / "latest").read_text() == f"step-{saved + 1}.ckpt\n"

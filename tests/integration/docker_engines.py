@@ -2,7 +2,10 @@
 
 Each engine has its own socket, data root, exec root and pid file (and its own containerd,
 which dockerd starts under the exec root), and runs with `--bridge=none --iptables=false`: no
-bridge, no NAT; containers use host networking, so all traffic stays on loopback. Paths live
+bridge, no NAT; containers use host networking, so all traffic stays on loopback. `cpus`
+starts the engine under `taskset -c CPUS`: it then reports only those CPUs (`docker info`'s
+NCPU counts the CPUs its process may run on), so it acts as a host of that many cores, and it
+runs (with its containerd) on them, as a host's own daemons do. Paths live
 under a short directory in /tmp, because unix socket paths are limited to 107 bytes (pytest's
 tmp_path is often longer).
 
@@ -42,6 +45,11 @@ class Engine:
     log: Path
     process: subprocess.Popen[bytes] | None = None
     clients: list[docker.DockerClient] = field(default_factory=list)
+    cpus: str | None = None
+    """A CPU list (`taskset -c`): the engine's own CPUs, and its NCPU; None: all."""
+    down: bool = False
+    """Set from the moment `stop()` begins until `start()` has it answering again: pollers
+    leave it alone meanwhile (docker-py leaks a socket for every connect that fails)."""
 
     @property
     def socket(self) -> Path:
@@ -55,7 +63,8 @@ class Engine:
         binary = shutil.which("dockerd")
         if binary is None:
             raise RuntimeError("dockerd is not installed: run scripts/install-test-deps as root")
-        return [binary, "-H", self.url, "--data-root", str(self.base / "data"),
+        pinned = ["taskset", "-c", self.cpus] if self.cpus is not None else []
+        return [*pinned, binary, "-H", self.url, "--data-root", str(self.base / "data"),
                 "--exec-root", str(self.base / "exec"), "--pidfile", str(self.base / "docker.pid"),
                 "--bridge=none", "--iptables=false", "--ip-masq=false", "--storage-driver=overlay2",
                 "--log-level=warn"]
@@ -65,6 +74,7 @@ class Engine:
             self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
                                             start_new_session=True)
         self.wait_ready(timeout_seconds)
+        self.down = False
 
     def wait_ready(self, timeout_seconds: float) -> None:
         """Until `docker version` answers; fail with the log if dockerd dies or is slow."""
@@ -97,12 +107,23 @@ class Engine:
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             return
+        self.down = True
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+    def kill(self) -> None:
+        """Crash the engine: SIGKILL dockerd and its containerd (its process group, which
+        holds no container's shim while none runs), so that it stops answering at once,
+        connections already open included. `start()` brings it back with its state."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.down = True
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
 
     def restart(self) -> None:
         self.stop()
@@ -127,10 +148,12 @@ def _unmount_under(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def docker_engines(count: int, *, prefix: str = "pd-dk-") -> Iterator[list[Engine]]:
-    """`count` engines named e1..eN, started in parallel; stopped and deleted afterwards."""
+def docker_engines(count: int, *, prefix: str = "pd-dk-",
+                   cpus: str | None = None) -> Iterator[list[Engine]]:
+    """`count` engines named e1..eN (on the CPUs `cpus`, see `Engine.cpus`), started in
+    parallel; stopped and deleted afterwards."""
     base = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
-    engines = [Engine(name=f"e{i}", base=base / f"e{i}", log=base / f"e{i}.log")
+    engines = [Engine(name=f"e{i}", base=base / f"e{i}", log=base / f"e{i}.log", cpus=cpus)
                for i in range(1, count + 1)]
     for e in engines:
         e.base.mkdir()

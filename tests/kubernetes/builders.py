@@ -14,6 +14,7 @@ from kubernetes.client import (  # type: ignore[import-untyped]
     CoordinationV1Api,
     CoreV1Api,
     EventsV1Api,
+    PolicyV1Api,
 )
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
@@ -135,13 +136,15 @@ class FakeClock:
 
 def actuator(core: Any, batch: Any, events: Any, clock: FakeClock, **settings: Any
              ) -> KubernetesActuator:
+    """An actuator on autospec'd APIs; no move is pending (moves have tests of their own, on
+    the fake cluster: test_moves.py)."""
     base: dict[str, Any] = {"poll_seconds": 1.0, "confirm_seconds": 2.0, "retries": 2,
                             "backoff_seconds": 0.5, "qps": 1000.0, "burst": 1000}
     base.update(settings)
-    act = KubernetesActuator(KubernetesSettings(**base), core=core, batch=batch,
-                             events_api=events, clock=clock, sleep=clock.sleep)
-    act._recovered = True  # recovery has tests of its own
-    return act
+    answer(core.list_namespaced_config_map, lambda *a, **k: raw({"items": []}))
+    return KubernetesActuator(KubernetesSettings(**base), core=core, batch=batch,
+                              events_api=events, policy_api=recording(PolicyV1Api),
+                              clock=clock, sleep=clock.sleep)
 
 
 def decision(*actions: Any, policy: str = "flowcon-default") -> Decision:

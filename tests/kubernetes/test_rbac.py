@@ -1,89 +1,172 @@
-"""The RBAC declaration matches the code: every API method called maps to a declared rule,
-and every declared rule is used by some code path."""
+"""The RBAC declaration matches the code: every request policyd makes needs a declared rule,
+and every declared rule is needed by some request.
+
+Each scenario runs a part of policyd (actuator, moves and their recovery, pod source and
+watch, leader election, policy resources) against the fake API server; every request it
+made is turned into the rule the API server's authorizer checks (group, resource,
+subresource, verb: the path and the method, `watch` for a watch), as Kubernetes' RequestInfo
+does."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s  # type: ignore[import-untyped]
 
-from policyd.actuators.kubernetes.rbac import CALLS, REQUIRED_RULES, Rule, role_rules, rule_for
-from policyd.sources.kubernetes_pods import PodWatch
-from tests.kubernetes import builders, test_actuator, test_leader, test_rate_limit, test_source
-from tests.kubernetes.builders import answer, apis, pod, raw
+from policyd.actuators.kubernetes import ActuationError
+from policyd.actuators.kubernetes.rbac import CALLS, REQUIRED_RULES, Rule, role_rules
+from policyd.daemon.leader import LeaderElector, LeaseSettings
+from policyd.daemon.policy_resources import PolicyResources
+from policyd.engine.registry import KINDS
+from policyd.sources.kubernetes_pods import PodWatch, list_allocatable, list_pods
+from tests.kubernetes import world
+from tests.kubernetes.fake_apiserver import FakeApiServer
+from tests.kubernetes.world import NS, decision, migrate, served
+
+VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
-def stream(*events: dict[str, Any]) -> SimpleNamespace:
-    data = b"".join(json.dumps(e).encode() + b"\n" for e in events)
-    return SimpleNamespace(stream=lambda amt=None, decode_content=False: iter([data]),
-                           close=lambda: None, release_conn=lambda: None)
+def rule_of(request: dict[str, Any]) -> Rule:
+    """The RBAC rule a request needs (Kubernetes' RequestInfo, for the paths policyd uses)."""
+    parts = request["path"].strip("/").split("/")
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    if rest[0] == "namespaces" and len(rest) > 2:
+        rest = rest[2:]
+    name = rest[1] if len(rest) > 1 else ""
+    verb = VERBS.get(request["method"]) or (
+        "watch" if str((request["query"].get("watch") or [""])[0]).lower() == "true"
+        else "get" if name else "list")
+    return Rule(group, rest[0], rest[2] if len(rest) > 2 else "", verb)
 
 
-def real_watch(namespaces: tuple[str, ...]) -> None:
-    """PodWatch with the client's real Watch over recording mocks: list, watch, 410, relist."""
-    core, _, _ = apis()
+class Scope:
+    namespaces: tuple[str, ...] = ()
+    label_selector = "policyd.io/managed=true"
+    container_name: str | None = None
+    node_name: str | None = None
+
+
+class Namespaced(Scope):
+    namespaces = (NS,)
+
+
+def resize(server: FakeApiServer, clock: Any) -> None:
+    world.node_w2(server.cluster)
+    world.resize_pod(server.cluster, "rs-done")
+    world.actuator_on(server, clock).apply(world.set_cpu("rs-done", 0.3), decision())
+
+
+def bare_rolled_back(server: FakeApiServer, clock: Any) -> None:
+    world.hollow_1(server.cluster)
+    world.node_w2(server.cluster, "50m")
+    world.bare_pod(server.cluster)
+    with pytest.raises(ActuationError, match="rolled back"):
+        world.actuator_on(server, clock).apply(migrate("bare-c", grace_seconds=30),
+                                               decision(policy="specon"))
+
+
+def pending_then_again(server: FakeApiServer, clock: Any) -> None:
+    """A move of bare-c is recorded but its eviction never happened; the next Migrate of the
+    same pod reads it and settles it first."""
+    world.hollow_1(server.cluster)
+    world.node_w2(server.cluster)
+    pod = world.bare_pod(server.cluster)
+    from policyd.actuators.kubernetes.migration import bare_move  # noqa: PLC0415
+
+    move = bare_move(migrate("bare-c"), pod, 30.0, now=clock.now)
+    act = world.actuator_on(server, clock)
+    act._settle_at = float("inf")  # as if the start-up recovery had run before the record
+    server.cluster.add("configmaps", move.to_config_map("policyd"))
+    with pytest.raises(ActuationError, match="already pending"):
+        act.apply(migrate("bare-c", grace_seconds=30), decision(policy="specon"))
+
+
+def job_move(server: FakeApiServer, clock: Any) -> None:
+    world.hollow_1(server.cluster)
+    world.node_w2(server.cluster)
+    world.job(server.cluster, "job-a")
+    server.cluster.advance(2, clock)
+    (pod,) = server.cluster.items("pods", NS)
+    world.actuator_on(server, clock).apply(migrate(pod["metadata"]["name"], grace_seconds=30),
+                                           decision(policy="specon"))
+
+
+def source_and_watch(server: FakeApiServer, clock: Any) -> None:
+    world.node_w2(server.cluster)
+    world.resize_pod(server.cluster, "rs-done")
+    with server.api_client() as api:
+        core = k8s.CoreV1Api(api)
+        for scope in (Scope(), Namespaced()):
+            list_pods(core, scope)
+            PodWatch(core, scope, window_seconds=1).watch(lambda e: None,
+                                                          _soon(threading.Event()))
+        list_allocatable(core)
+
+
+def _soon(stop: threading.Event) -> threading.Event:
+    threading.Timer(0.3, stop.set).start()
+    return stop
+
+
+def election(server: FakeApiServer, clock: Any) -> None:
+    with server.api_client() as api:
+        elector = LeaderElector(LeaseSettings(identity="a"), k8s.CoordinationV1Api(api))
+        assert elector.step()  # get (404), create
+        assert elector.step()  # get, update
+
+
+def policy_resources(server: FakeApiServer, clock: Any) -> None:
+    server.cluster.policy_plurals = {f"{k.lower()}s": k for k in KINDS}
+    for kind in KINDS:
+        server.cluster.put_policy(f"{kind.lower()}s", {
+            "apiVersion": "policyd.io/v1alpha1", "kind": kind,
+            "metadata": {"name": f"{kind.lower()}-a"}, "spec": {}})
     stop = threading.Event()
-    lists = 0
-
-    def listing(*args: Any, **kwargs: Any) -> Any:
-        nonlocal lists
-        if kwargs.get("watch"):
-            return stream({"type": "ERROR", "object": {"kind": "Status", "code": 410,
-                                                       "reason": "Expired", "message": "old"}})
-        lists += 1
-        if lists == 2:
-            stop.set()
-        return raw({"metadata": {"resourceVersion": "7"}, "items": [pod()]})
-    answer(core.list_pod_for_all_namespaces, listing)
-    answer(core.list_namespaced_pod, listing)
-    scope = SimpleNamespace(namespaces=namespaces, label_selector="a=b", container_name=None,
-                            node_name=None)
-    PodWatch(core, scope).watch(lambda e: None, stop)
+    with server.api_client() as api:
+        watched = PolicyResources(k8s.CustomObjectsApi(api), list(KINDS), window_seconds=1)
+        watched.start(stop)
+        threading.Event().wait(0.5)
+        stop.set()
+        watched.join()
 
 
-SCENARIOS: list[Callable[[], None]] = [
-    test_actuator.test_resize_shares_sets_the_request_and_confirms,
-    test_actuator.test_mark_migrated_writes_annotations,
-    test_actuator.test_bare_pod_is_evicted_then_recreated_on_the_target,
-    test_actuator.test_bare_pod_delete_mode_and_rollback_when_the_replacement_fails,
-    test_actuator.test_job_owned_pod_is_suspended_repinned_and_resumed,
-    lambda: test_actuator.test_recovery_resumes_a_job_left_suspended(()),
-    lambda: test_actuator.test_recovery_resumes_a_job_left_suspended(("ml",)),
-    test_rate_limit.test_hundred_resizes_are_spread_and_none_lost,
-    test_source.test_snapshot_makes_one_pod_list_and_one_node_list,
-    test_leader.test_hand_over_after_the_lease_expires,
-    lambda: real_watch(()),
-    lambda: real_watch(("ml",)),
-]
+SCENARIOS: list[Callable[[FakeApiServer, Any], None]] = [
+    resize, bare_rolled_back, pending_then_again, job_move, source_and_watch, election,
+    policy_resources]
 
 
 @pytest.fixture(scope="module")
-def called() -> list[tuple[str, dict[str, Any]]]:
-    builders.CALLED.clear()
+def needed() -> set[Rule]:
+    rules: set[Rule] = set()
     for scenario in SCENARIOS:
-        scenario()
-    return list(builders.CALLED)
+        with served() as (server, clock):
+            scenario(server, clock)
+        rules |= {rule_of(r) for r in server.requests}
+    return rules
 
 
-def test_every_call_is_declared(called: list[tuple[str, dict[str, Any]]]) -> None:
-    undeclared = sorted({m for m, _ in called if m not in CALLS})
-    assert undeclared == []
-    assert {rule_for(m, k) for m, k in called} <= REQUIRED_RULES
+def test_every_request_is_declared(needed: set[Rule]) -> None:
+    assert sorted(needed - REQUIRED_RULES) == []
 
 
-def test_every_rule_is_used(called: list[tuple[str, dict[str, Any]]]) -> None:
-    used = {rule_for(m, k) for m, k in called}
-    assert sorted(REQUIRED_RULES - used) == []
+def test_every_rule_is_used(needed: set[Rule]) -> None:
+    assert sorted(REQUIRED_RULES - needed) == []
+
+
+def test_every_declared_method_is_a_client_method() -> None:
+    apis = (k8s.CoreV1Api, k8s.BatchV1Api, k8s.EventsV1Api, k8s.PolicyV1Api,
+            k8s.CoordinationV1Api)
+    for method in CALLS:
+        assert any(hasattr(api, method) for api in apis), method
 
 
 def test_resize_needs_its_own_subresource_rule() -> None:
     assert Rule("", "pods", "resize", "patch") in REQUIRED_RULES
     rendered = role_rules()
-    resize = [r for r in rendered if r["resources"] == ["pods/resize"]]
-    assert resize == [{"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]}]
+    resized = [r for r in rendered if r["resources"] == ["pods/resize"]]
+    assert resized == [{"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]}]
     pods_rule = next(r for r in rendered if r["resources"] == ["pods"])
     assert pods_rule["verbs"] == ["create", "delete", "get", "list", "patch", "watch"]

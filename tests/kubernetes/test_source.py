@@ -29,7 +29,7 @@ class Scope:
 
 def queries(now: float = 1000.0) -> CycleQueries:
     return CycleQueries(now_seconds=now, start_seconds=now - 90, step_seconds=30,
-                        evaluation="loss", cpu="rate", facts="", allocation_mode="shares")
+                        evaluation="loss", cpu="rate", facts=(), allocation_mode="shares")
 
 
 def series(name: str, values: list[float], metric: str = "loss") -> dict[str, Any]:
@@ -73,16 +73,16 @@ class FakePrometheus:
         self.queries: list[str] = []
 
     def custom_query(self, query: str, params: Any = None) -> Any:
-        assert query == "policyd_training_progress_ratio", "facts come from the API"
+        assert query.startswith("policyd_training_progress_ratio"), "facts come from the API"
         self.queries.append(query)
         return []
 
     def custom_query_range(self, query: str, start_time: Any, end_time: Any, step: str,
                            params: Any = None) -> Any:
         self.queries.append(query)
-        if query.startswith("rate("):
+        if "rate(" in query:
             return [series("train-1", [1.0, 1.0, 1.0], "rate")]
-        if query == "policyd_training_steps_total":
+        if query.startswith("policyd_training_steps_total"):
             return [series("train-1", [10.0, 20.0, 30.0])]
         return [series("train-1", [2.0, 1.5, 1.2])]
 
@@ -107,7 +107,6 @@ def test_snapshot_makes_one_pod_list_and_one_node_list() -> None:
     assert snap.containers[0].steps.values.tolist() == [10.0, 20.0, 30.0]
 
 
-
 def test_with_a_jobs_api_the_held_jobs_come_from_one_job_list() -> None:
     core, batch, _ = apis()
     answer(core.list_pod_for_all_namespaces, lambda **k: raw(
@@ -130,6 +129,24 @@ def test_with_a_jobs_api_the_held_jobs_come_from_one_job_list() -> None:
     assert batch.list_job_for_all_namespaces.call_count == 1
     assert batch.list_job_for_all_namespaces.call_args.kwargs["label_selector"] == (
         "policyd.io/managed=true")
+
+
+def test_a_node_agent_asks_prometheus_for_its_node_only() -> None:
+    core, _, _ = apis()
+    answer(core.list_pod_for_all_namespaces, lambda **k: raw(
+        {"kind": "PodList", "metadata": {"resourceVersion": "5"}, "items": [pod()]}))
+    answer(core.list_node, lambda **k: raw({"kind": "NodeList", "items": [node()]}))
+    prom = FakePrometheus()
+    scope = Scope()
+    scope.node_name = "w1"
+    source = KubernetesPodSource("http://prom", scope, core=core,
+                                 prometheus=prom, evaluation_node_label="node",
+                                 clock=lambda: 1030.0)
+    snap = source.snapshot([flowcon(interval_seconds=30)])
+    assert [c.id for c in snap.containers] == ["ml/train-1/trainer"]
+    assert prom.queries[0] == 'policyd_training_loss{node="w1"}'
+    assert all('node="w1"' in q for q in prom.queries), prom.queries
+
 
 class FakeWatch:
     """`watch.Watch()` stand-in: each stream() plays the next script (a list of events, or
@@ -185,7 +202,9 @@ def test_watch_backs_off_on_other_errors() -> None:
     real_wait = stop.wait
 
     def wait(seconds: float | None = None) -> bool:
-        waits.append(seconds or 0)
+        if seconds is None:  # the helper thread that closes the watch on stop
+            return real_wait()
+        waits.append(seconds)
         if len(waits) == 3:
             stop.set()
         return real_wait(0)

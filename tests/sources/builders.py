@@ -10,7 +10,7 @@ from typing import Any
 from policyd.engine.flowcon import FlowConPolicy
 from policyd.engine.spec import API_VERSION
 from policyd.engine.specon import SpeConPolicy
-from policyd.sources.promql import FACT_LABEL, CycleQueries, build_queries
+from policyd.sources.promql import CycleQueries, build_queries
 from policyd.sources.settings import SourceSettings
 
 NOW = 1_700_000_400.0
@@ -52,10 +52,21 @@ def series(metric: Mapping[str, str], values: Sequence[float | str],
                                                                             strict=True)]}
 
 
-def fact(kind: str, metric: Mapping[str, str], value: float, *, at: float = NOW
-         ) -> dict[str, Any]:
-    """One sample of the facts query, tagged as `promql.facts_query` tags it."""
-    return {"metric": {**metric, FACT_LABEL: kind}, "value": [at, repr(float(value))]}
+Fact = tuple[str, dict[str, Any]]
+
+
+def fact(kind: str, metric: Mapping[str, str], value: float, *, at: float = NOW) -> Fact:
+    """One sample of the query of fact `kind` (`promql.FACTS`), as its instant result holds
+    it."""
+    return kind, {"metric": dict(metric), "value": [at, repr(float(value))]}
+
+
+def facts(*samples: Fact) -> dict[str, list[dict[str, Any]]]:
+    """The answers of a cycle's fact queries: fact -> its instant `data.result`."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for kind, sample in samples:
+        out.setdefault(kind, []).append(sample)
+    return out
 
 
 def envelope(result: list[dict[str, Any]], result_type: str = "matrix") -> dict[str, Any]:

@@ -6,8 +6,9 @@ stats as cAdvisor's `TimedStore.InTimeRange` does with a start and no end: sampl
 `start`, the last `num_stats` of them (-1: all); `docker_body`, when set, is answered as it is
 (a benchmark's pre-encoded answer). `GET /api/v1.3/machine` answers the MachineInfo.
 `GET /api/v1/query_range` answers the Prometheus matrix given (or made from the query's
-parameters). Every request is recorded; a `fault` makes the server answer badly (status,
-garbage body, or a delay longer than the client's timeout).
+parameters), `GET /api/v1/query` the instant answer given. Every request is recorded; a
+`fault` makes the server answer badly (status, garbage body, or a delay longer than the
+client's timeout).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class Stub:
     docker: list[dict[str, Any]] = field(default_factory=list)
     machine: Any = None
     prometheus: dict[str, Any] | Callable[[dict[str, str]], dict[str, Any]] | None = None
+    instant: dict[str, Any] | None = None
+    """The answer of Prometheus's instant queries (`/api/v1/query`), when set."""
     fault: Fault | None = None
     docker_body: str | None = None
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
@@ -95,6 +98,8 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
                     query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
                     answer = answer({k: v[0] for k, v in query.items()})
                 self._send(200, json.dumps(answer))
+            elif method == "GET" and path == "/api/v1/query" and stub.instant is not None:
+                self._send(200, json.dumps(stub.instant))
             elif method == "GET" and path == "/api/v1/query" and stub.prometheus:
                 # The cycle's one instant query (the progress ratio): no job reports a total.
                 self._send(200, json.dumps({"status": "success",

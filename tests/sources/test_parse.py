@@ -12,6 +12,7 @@ from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.parse import Parsed, parse_cycle
 from policyd.sources.settings import SourceSettings, cadvisor_docker, kubernetes, process
 from tests.sources.builders import INTERVAL, NOW, fact, queries, series, steps
+from tests.sources.builders import facts as facts_of
 
 K8S = kubernetes()
 POD = {"namespace": "ns", "pod": "p1", "container": "train"}
@@ -23,7 +24,7 @@ def k8s(evaluation: list[Any], cpu: list[Any] | None = None, facts: list[Any] | 
     if facts is None:
         facts = [fact("capacity", {"node": "w1"}, 16),
                  fact("started_at", {**POD, "node": "w1"}, NOW - 1000)]
-    return parse_cycle(evaluation=evaluation, cpu=cpu or [], facts_result=facts,
+    return parse_cycle(evaluation=evaluation, cpu=cpu or [], facts_results=facts_of(*facts),
                        queries=queries(settings, **spec), settings=settings)
 
 
@@ -130,13 +131,13 @@ ALLOCATIONS = [
     pytest.param(K8S, {}, [fact("shares", POD, 4096)], 0.25, id="k8s-shares-are-cores"),
     pytest.param(K8S, {}, [fact("shares", POD, 2)], 2 / 1024 / 16, id="k8s-best-effort"),
     pytest.param(K8S, {"mode": "quota"},
-                 [fact("quota", POD, 200000), fact("period", POD, 100000)], 2 / 16,
+                 [fact("limit_cores", POD, 2.0)], 2 / 16,
                  id="k8s-quota"),
-    pytest.param(K8S, {"mode": "quota"}, [fact("quota", POD, -1), fact("period", POD, 100000)],
+    pytest.param(K8S, {"mode": "quota"}, [fact("limit_cores", POD, -1e-05)],
                  1.0, id="quota-unset"),
     pytest.param(K8S, {"mode": "quota"}, [fact("shares", POD, 512)], 1.0, id="quota-missing"),
     pytest.param(K8S, {"mode": "quota"},
-                 [fact("quota", POD, 4000000), fact("period", POD, 100000)], 1.0,
+                 [fact("limit_cores", POD, 40.0)], 1.0,
                  id="quota-above-capacity"),
     pytest.param(K8S, {}, [fact("shares", POD, 4096), fact("shares", {**POD, "id": "x"}, 1024)],
                  1.0, id="conflicting-shares"),
@@ -173,7 +174,7 @@ def docker(evaluation_container: str, labels: dict[str, str], **settings: Any) -
                           "container": evaluation_container, "instance": "10.0.0.5:9100"},
                          LOSS)]
     return parse_cycle(evaluation=evaluation, cpu=[series({**CAD, **labels}, [0.7] * 6)],
-                       facts_result=facts, queries=queries(s), settings=s)
+                       facts_results=facts_of(*facts), queries=queries(s), settings=s)
 
 
 def test_docker_container_by_name_with_labels_and_markers() -> None:
@@ -203,7 +204,7 @@ def test_process_profile_uses_static_capacity() -> None:
         evaluation=[series({"__name__": "policyd_training_loss", "job_name": "a", **job}, LOSS)],
         cpu=[series(job, [0.9] * 6),
              series({"job": "prometheus", "instance": "127.0.0.1:9090"}, [0.1] * 6)],
-        facts_result=[fact("started_at", job, 10.0)], queries=queries(s), settings=s)
+        facts_results=facts_of(fact("started_at", job, 10.0)), queries=queries(s), settings=s)
     (c,) = parsed.snapshot.containers
     assert (c.id, c.name, c.node, c.started_at) == ("training/127.0.0.1:9101", "a",
                                                      "127.0.0.1", 10.0)

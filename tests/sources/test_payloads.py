@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 import responses
@@ -29,7 +30,16 @@ def test_docker_profile_on_recorded_prometheus_answers() -> None:
     for name in ("evaluation", "cpu"):
         responses.add(responses.GET, f"{url}/api/v1/query_range",
                       json=load(f"prometheus_docker_{name}.json"))
-    responses.add(responses.GET, f"{url}/api/v1/query", json=load("prometheus_docker_facts.json"))
+    # one answer per fact query (mode quota: the limit, not the shares), whatever the order
+    answers = {"machine_cpu_cores": "capacity", "container_start_time_seconds": "started_at",
+               "container_spec_cpu_quota": "limit_cores"}
+
+    def fact_answer(request: Any) -> tuple[int, dict[str, str], str]:
+        (query,) = parse_qs(urlparse(request.url).query)["query"]
+        (fact,) = [f for metric, f in answers.items() if metric in query]
+        return 200, {}, json.dumps(load(f"prometheus_docker_{fact}.json"))
+
+    responses.add_callback(responses.GET, f"{url}/api/v1/query", callback=fact_answer)
     src = PrometheusSource(url, cadvisor_docker(node_names={"10.0.0.5:8080": "w1"}),
                            clock=lambda: NOW)
     snap = src.snapshot([flowcon(mode="quota")])

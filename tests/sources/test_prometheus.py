@@ -26,29 +26,49 @@ def source() -> PrometheusSource:
                             clock=lambda: NOW + 0.7)
 
 
+def instant_answers(rsps: responses.RequestsMock, answers: dict[str, list[Any]]) -> None:
+    """Answer each instant query with the samples of the first metric of `answers` it names
+    (none: the empty vector), whatever the order the source asks in."""
+    def answer(request: Any) -> tuple[int, dict[str, str], str]:
+        (query,) = parse_qs(urlparse(request.url).query)["query"]
+        found = next((v for metric, v in answers.items() if metric in query), [])
+        return 200, {}, json.dumps(envelope(found, "vector"))
+    rsps.add_callback(responses.GET, INSTANT, callback=answer)
+
+
+FACTS = {"machine_cpu_cores": [fact("capacity", {"node": "w1"}, 16)[1]],
+         "container_start_time_seconds": [fact("started_at", POD, 1.0)[1]]}
+
+
 def healthy(rsps: responses.RequestsMock) -> None:
     rsps.add(responses.GET, RANGE, json=envelope([series(POD, [2, 1.8, 1.6, 1.5, 1.4, 1.3])]))
     rsps.add(responses.GET, RANGE, json=envelope([series({**POD, "cpu": "total"}, [1.0] * 6)]))
-    rsps.add(responses.GET, INSTANT, json=envelope(
-        [fact("capacity", {"node": "w1"}, 16), fact("started_at", POD, 1.0)], "vector"))
     rsps.add(responses.GET, RANGE, json=envelope([series(POD, [0, 40, 80, 120, 160, 200])]))
     ratio = {"metric": {"__name__": "policyd_training_progress_ratio", **POD},
              "value": [NOW, "0.1"]}
-    rsps.add(responses.GET, INSTANT, json=envelope([ratio], "vector"))
+    instant_answers(rsps, {**FACTS, "policyd_training_progress_ratio": [ratio]})
 
 
 @responses.activate
-def test_one_cycle_is_five_queries_on_whole_second_steps() -> None:
+def test_one_cycle_is_eight_small_queries_on_whole_second_steps() -> None:
     healthy(responses.mock)
     snap = source().snapshot([flowcon()])
-    assert len(responses.calls) == 5  # loss, CPU, facts, steps, progress ratio
+    # loss, CPU, four facts (capacity, start, shares, annotations), steps, progress ratio
+    assert len(responses.calls) == 8
     assert snap.time == NOW and len(snap.containers) == 1
     evaluation = parse_qs(urlparse(responses.calls[0].request.url).query)
     assert evaluation["query"] == ["policyd_training_loss"]
     assert (evaluation["start"], evaluation["end"], evaluation["step"]) == (
         [str(int(NOW - 100))], [str(int(NOW))], ["20"])
-    assert parse_qs(urlparse(responses.calls[2].request.url).query)["time"] == [str(int(NOW))]
-    steps = parse_qs(urlparse(responses.calls[3].request.url).query)
+    asked = [parse_qs(urlparse(c.request.url).query) for c in responses.calls]
+    assert [q["time"] for q in asked[2:6]] == [[str(int(NOW))]] * 4
+    assert [q["query"][0].split(") (", 1)[0] + ")" for q in asked[2:6]] == [
+        "max by (node)", "max by (namespace, pod, container, node, id)",
+        "max by (namespace, pod, container, node, id)",
+        "max by (namespace, pod, annotation_policyd_io_migrated, "
+        "annotation_policyd_io_rebalanced, annotation_policyd_io_converged_at, "
+        "annotation_policyd_io_last_action_at)"]
+    steps = asked[6]
     assert steps["query"] == ["policyd_training_steps_total"] and steps["step"] == ["20"]
     (job,) = snap.containers
     assert job.steps.values.tolist() == [0, 40, 80, 120, 160, 200]
@@ -60,8 +80,7 @@ def test_a_cycle_without_progress_still_decides_and_says_so() -> None:
     rsps = responses.mock
     rsps.add(responses.GET, RANGE, json=envelope([series(POD, [2, 1.8, 1.6, 1.5, 1.4, 1.3])]))
     rsps.add(responses.GET, RANGE, json=envelope([series({**POD, "cpu": "total"}, [1.0] * 6)]))
-    rsps.add(responses.GET, INSTANT, json=envelope(
-        [fact("capacity", {"node": "w1"}, 16), fact("started_at", POD, 1.0)], "vector"))
+    instant_answers(rsps, FACTS)
     rsps.add(responses.GET, RANGE, status=400, json={"status": "error", "errorType": "bad_data",
                                                      "error": "unknown function"})
     src = source()
@@ -84,7 +103,10 @@ ERRORS = [
     pytest.param(None, (200, json.dumps({"status": "success"})), "bad_response",
                  id="json-without-data"),
     pytest.param(None, (200, json.dumps(envelope("x"))), "bad_response", id="result-not-a-list"),
-    pytest.param(None, (403, "forbidden"), "http", id="403"),
+    pytest.param(None, (403, "forbidden"), "auth", id="403"),
+    pytest.param(None, (401, "Unauthorized"), "auth", id="401"),
+    pytest.param(requests.exceptions.SSLError("certificate verify failed"), None, "tls",
+                 id="tls"),
 ]
 
 
@@ -126,8 +148,8 @@ def test_500_then_success_is_retried() -> None:
         rsps.add(responses.GET, RANGE, status=500, body="overloaded")
         rsps.add(responses.GET, RANGE, json=envelope([series(POD, [2, 1.8, 1.6, 1.5, 1.4, 1.3])]))
         rsps.add(responses.GET, RANGE, json=envelope([]))
-        rsps.add(responses.GET, INSTANT, json=envelope(
-            [fact("capacity", {"node": "w1"}, 16)], "vector"))
+        for _fact in range(4):  # the ordered registry answers each once
+            instant_answers(rsps, {"machine_cpu_cores": FACTS["machine_cpu_cores"]})
         src = source()
         snap = src.snapshot([flowcon()])
     assert len(snap.containers) == 1 and not src.errors_total

@@ -8,7 +8,10 @@ from policyd.sources import promql
 from policyd.sources.settings import Matcher, cadvisor_docker, kubernetes, process
 from tests.sources.builders import NOW, flowcon, queries, specon
 
-TAGGED = 'label_replace({0}, "policyd_fact", "{1}", "__name__", ".*")'
+K8S_KEPT = "namespace, pod, container, node, id"
+ANNOTATIONS = ("max by (namespace, pod, annotation_policyd_io_migrated, "
+               "annotation_policyd_io_rebalanced, annotation_policyd_io_converged_at, "
+               "annotation_policyd_io_last_action_at) (kube_pod_annotations)")
 
 
 def test_kubernetes_queries_are_exact() -> None:
@@ -17,31 +20,39 @@ def test_kubernetes_queries_are_exact() -> None:
     assert q.evaluation == "policyd_training_loss"
     assert q.cpu == ('rate(container_cpu_usage_seconds_total{container!="",container!="POD",'
                      'cpu="total"}[30s])')
-    assert q.facts == " or ".join([
-        TAGGED.format("machine_cpu_cores", "capacity"),
-        TAGGED.format("container_start_time_seconds" + sel, "started_at"),
-        TAGGED.format("container_spec_cpu_shares" + sel, "shares"),
-        TAGGED.format("container_spec_cpu_quota" + sel, "quota"),
-        TAGGED.format("container_spec_cpu_period" + sel, "period"),
-        TAGGED.format("kube_pod_annotations", "annotations"),
-    ])
+    assert q.facts == (
+        ("capacity", "max by (node) (machine_cpu_cores)"),
+        ("started_at", f"max by ({K8S_KEPT}) (container_start_time_seconds{sel})"),
+        ("shares", f"max by ({K8S_KEPT}) (container_spec_cpu_shares{sel})"),
+        ("annotations", ANNOTATIONS))
     assert (q.steps, q.progress) == ("policyd_training_steps_total",
                                      "policyd_training_progress_ratio")
-    assert (q.start_seconds, q.now_seconds, q.step_seconds, q.count) == (NOW - 100, NOW, 20, 5)
+    assert (q.start_seconds, q.now_seconds, q.step_seconds, q.count) == (NOW - 100, NOW, 20, 8)
 
 
-def test_docker_queries_are_exact() -> None:
+def test_quota_mode_asks_for_the_limit_in_cores_and_not_the_shares() -> None:
+    sel = '{container!="",container!="POD"}'
+    q = queries(kubernetes(), mode="quota")
+    assert dict(q.facts)["limit_cores"] == (
+        f"max by ({K8S_KEPT}) (container_spec_cpu_quota{sel}) / "
+        f"max by ({K8S_KEPT}) (container_spec_cpu_period{sel})")
+    assert [fact for fact, _ in q.facts] == ["capacity", "started_at", "limit_cores",
+                                             "annotations"]
+
+
+def test_docker_queries_keep_every_label_for_the_container_labels() -> None:
     q = queries(cadvisor_docker())
     assert q.cpu == 'rate(container_cpu_usage_seconds_total{name!="",cpu="total"}[30s])'
-    assert q.facts.startswith(TAGGED.format("machine_cpu_cores", "capacity") + " or ")
-    assert TAGGED.format('container_spec_cpu_shares{name!=""}', "shares") in q.facts
-    assert "kube_pod_annotations" not in q.facts
+    assert q.facts == (("capacity", "max by (instance) (machine_cpu_cores)"),
+                       ("started_at", 'container_start_time_seconds{name!=""}'),
+                       ("shares", 'container_spec_cpu_shares{name!=""}'))
 
 
 def test_process_queries_are_exact() -> None:
     q = queries(process(capacity_cores=4, job="train"))
     assert q.cpu == 'rate(process_cpu_seconds_total{job="train"}[30s])'
-    assert q.facts == TAGGED.format('process_start_time_seconds{job="train"}', "started_at")
+    assert q.facts == (("started_at",
+                        'max by (job, instance) (process_start_time_seconds{job="train"})'),)
 
 
 def test_rate_window_is_the_interval_when_it_holds_two_scrapes() -> None:
@@ -118,3 +129,29 @@ def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="pair one to one"):
         promql.SourceSettings(profile="x", identity_labels=("a",),
                               evaluation_identity_labels=())
+
+
+def test_a_node_agent_asks_for_its_node_only() -> None:
+    q = promql.build_queries([flowcon()], kubernetes(evaluation_node_label="node"),
+                             now_seconds=NOW, node="w1")
+    assert q.evaluation == 'policyd_training_loss{node="w1"}'
+    assert 'container!="POD",node="w1",cpu="total"' in (q.cpu or "")
+    facts = dict(q.facts)
+    assert facts["capacity"] == 'max by (node) (machine_cpu_cores{node="w1"})'
+    assert 'node="w1"' in facts["started_at"] and 'node="w1"' in facts["shares"]
+    assert "node=" not in facts["annotations"]  # kube-state-metrics' series carry no node
+    assert (q.steps, q.progress) == ('policyd_training_steps_total{node="w1"}',
+                                     'policyd_training_progress_ratio{node="w1"}')
+
+
+def test_without_the_exporters_node_label_the_agent_reads_every_loss() -> None:
+    q = promql.build_queries([flowcon(evaluation={"query": "avg(loss)"})], kubernetes(),
+                             now_seconds=NOW, node="w1")
+    assert q.evaluation == "avg(loss)" and q.steps == "policyd_training_steps_total"
+    assert 'node="w1"' in (q.cpu or "")
+
+
+def test_a_docker_node_is_every_scrape_target_that_names_it() -> None:
+    settings = cadvisor_docker(node_names={"10.0.0.5:8080": "w1", "10.0.0.6:8080": "w2"})
+    q = promql.build_queries([flowcon()], settings, now_seconds=NOW, node="w1")
+    assert r'instance=~"10\\.0\\.0\\.5:8080|w1|w1:[0-9]+|\\[w1\\]:[0-9]+"' in (q.cpu or "")

@@ -2,8 +2,10 @@
 
 Layout: `settings` (the settings file's `docker` section, hosts, timings), `calls` (SDK
 clients and the retry policy), `engines` (per-node clients and lookups), `cpu` (SetCpu as update
-arguments, pure), `state` (what Docker cannot hold on a running container), `migration` (the
-checkpoint protocol), `recovery` (half-done migrations), `actuator` (`DockerActuator`).
+arguments, pure), `state` (what Docker cannot hold on a running container), `steps` (stop,
+start and confirm, remove), `migration` (the checkpoint protocol), `recovery` (half-done
+migrations, by the shared table `policyd.actuators.move_recovery`), `actuator`
+(`DockerActuator`).
 Imports no source, simulator, daemon or CLI.
 
 The settings values are imported here eagerly and import no Docker SDK, so the daemon's
@@ -18,9 +20,9 @@ from policyd.actuators.errors import ActuationError
 
 if TYPE_CHECKING:
     from policyd.actuators.docker.actuator import DockerActuator
-    from policyd.actuators.docker.recovery import RULES, Recovered
+    from policyd.actuators.docker.recovery import Recovered
 
-__all__ = ["RULES", "ActuationError", "DockerActuator", "DockerHost", "DockerSection",
+__all__ = ["ActuationError", "DockerActuator", "DockerHost", "DockerSection",
            "DockerSettings", "DockerTls", "Recovered"]
 
 
@@ -29,7 +31,7 @@ def __getattr__(name: str) -> Any:
         from policyd.actuators.docker.actuator import DockerActuator  # noqa: PLC0415
 
         return DockerActuator
-    if name in ("RULES", "Recovered"):
+    if name == "Recovered":
         from policyd.actuators.docker import recovery  # noqa: PLC0415
 
         return getattr(recovery, name)

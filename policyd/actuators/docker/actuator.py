@@ -1,12 +1,14 @@
-"""`DockerActuator`: SetCpu, Migrate, MarkMigrated and Admit on Docker engines
-(policyd.tick.Actuator).
+"""`DockerActuator`: SetCpu, Migrate, MarkMigrated, Stop and Admit on Docker engines
+(policyd.tick.Actuator; Stop: `stop`; Admit: `admission`).
 
 Only containers carrying `settings.managed_label` are touched. Every failure raises
 `ActuationError` with a one-line reason; engine calls are retried on daemon and connection
 errors (`calls`). Where markers live (`state`): labels on containers policyd creates, the
-state file for the rest. Half-done migrations are settled by `recover()` (`recovery`), which
-runs before the first action (again every minute until it succeeds: an engine may be down),
-and for a container before it is migrated. The daemon may also call it at start-up.
+state file for the rest, with the count of failed moves the engine backs off on. Half-done
+migrations are settled by `recover()` (`recovery`: every intent and every labelled pair),
+which runs before the first action (again every minute until it succeeds: an engine may be
+down), and by `settle_pending()` (the intents only), which the daemon calls at the start of
+every cycle: one look at the state file when nothing is pending.
 """
 
 from __future__ import annotations
@@ -28,9 +30,20 @@ from policyd.actuators.docker.migration import Migration
 from policyd.actuators.docker.recovery import Recovered, Recovery
 from policyd.actuators.docker.settings import DockerSettings
 from policyd.actuators.docker.state import ActuatorState
+from policyd.actuators.docker.steps import Steps, no_crash
+from policyd.actuators.docker.stop import Stopper
 from policyd.actuators.errors import ActuationError
 from policyd.actuators.grace import grace_seconds
-from policyd.model import Action, Admit, Decision, Markers, MarkMigrated, Migrate, SetCpu
+from policyd.model import (
+    Action,
+    Admit,
+    Decision,
+    Markers,
+    MarkMigrated,
+    Migrate,
+    SetCpu,
+    Stop,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -47,16 +60,22 @@ class DockerActuator:
     def __init__(self, settings: DockerSettings, *,
                  clients: Mapping[str, docker.DockerClient] | None = None,
                  clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 crash: Callable[[str], None] = no_crash) -> None:
         self.settings = settings
         self.clock = clock
         self.engines = Engines(settings, Caller(settings.retries, settings.backoff_seconds,
                                                 sleep), clients)
         self.state = ActuatorState.load(settings.state_path)
         self._grace = settings.grace_seconds
-        self.migration = Migration(self.engines, self.state, clock=clock, sleep=sleep)
-        self.recovery = Recovery(self.engines, self.state, grace_seconds=lambda: self._grace)
-        self.admission = Admission(self.engines, self.migration, clock=clock)
+        self.recovery = Recovery(self.engines, self.state, Steps(self.engines, clock, sleep),
+                                 grace_seconds=lambda: self._grace)
+        self.migration = Migration(self.engines, self.state,
+                                   Steps(self.engines, clock, sleep, crash), self.recovery,
+                                   clock=clock)
+        self.stopper = Stopper(self.engines, self.state, clock=clock)
+        self.admission = Admission(self.engines, self.migration,
+                                   Steps(self.engines, clock, sleep), clock=clock)
         self._recovered = False
         self._next_recovery = -math.inf
         self._lock = threading.Lock()
@@ -78,6 +97,9 @@ class DockerActuator:
                     self.migrate(action)
                 case MarkMigrated():
                     self.mark_migrated(action)
+                case Stop():
+                    self.stopper.run(action, grace_seconds=grace_seconds(
+                        action, self.settings.grace_seconds))
                 case Admit():
                     self.admit(action)
                 case _:
@@ -92,6 +114,14 @@ class DockerActuator:
         done = self.recovery.recover()
         self._recovered = True
         return done
+
+    def settle_pending(self) -> list[Recovered]:
+        """Finish or roll back the moves the state file says are pending; nothing (and no
+        engine call) when none is. Raises ActuationError when one cannot be settled now."""
+        if not self.state.migrations:
+            return []
+        with self._lock:
+            return self.recovery.pending()
 
     def set_cpu(self, action: SetCpu) -> None:
         container = self.engines.managed(action.node, action.container)
@@ -112,15 +142,40 @@ class DockerActuator:
     def migrate(self, action: Migrate) -> None:
         grace = grace_seconds(action, self.settings.grace_seconds)
         self._grace = grace
+        name = action.container
         try:
-            intent = self.state.migrations.get(action.container)
+            intent = self.state.migrations.get(name)
             if intent is not None:  # a half-done move of this job, maybe in another direction
-                self.recovery.settle(action.container, str(intent["from"]), str(intent["to"]))
-            elif self.engines.get(action.to_node, action.container) is not None:
-                self.recovery.settle(action.container, action.from_node, action.to_node)
-            self.migration.run(action, grace_seconds=grace)
+                done = self.recovery.settle(name, str(intent["from"]), str(intent["to"]))
+                if name in self.state.migrations:
+                    raise ActuationError(f"an earlier move of {name} ({intent['from']} -> "
+                                         f"{intent['to']}) is still pending: {done.why}")
+                if done.outcome == "finish":
+                    raise ActuationError(f"an earlier move of {name} to {intent['to']} was "
+                                         "finished just now; not moving it again")
+            elif self.engines.get(action.to_node, name) is not None:
+                self.recovery.settle(name, action.from_node, action.to_node)
+            try:
+                self.migration.run(action, grace_seconds=grace)
+            except ActuationError:
+                self.record_failure(action)
+                raise
         finally:
             self._grace = self.settings.grace_seconds
+
+    def record_failure(self, action: Migrate) -> None:
+        """Count a failed move on the container that holds the job now (the engine backs
+        off on the count: `policyd.engine.guards.move_backoff`)."""
+        for node in (action.from_node, action.to_node):
+            try:
+                found = self.engines.get(node, action.container)
+            except ActuationError:
+                continue
+            if found is not None and found.id:
+                count = self.state.record_failed_move(action.container, found.id, self.clock())
+                LOG.warning("docker: move of %s failed (%d in a row); the policy backs off",
+                            action.container, count)
+                return
 
     def admit(self, action: Admit) -> None:
         """Start a held container (`admission`); its start is policyd's action on it."""
@@ -145,5 +200,7 @@ class DockerActuator:
             out[str(entry.get("id", ""))] = Markers(migrated=bool(entry.get("migrated", False)),
                                 rebalanced=bool(entry.get("rebalanced", False)),
                                 converged_at=entry.get("converged_at"),
-                                last_action_at=entry.get("last_action_at"))
+                                last_action_at=entry.get("last_action_at"),
+                                move_failures=int(entry.get("move_failures", 0)),
+                                move_failed_at=entry.get("move_failed_at"))
         return out

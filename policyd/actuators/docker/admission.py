@@ -34,6 +34,7 @@ from docker.models.containers import Container
 from policyd.actuators.docker.cpu import cpu_update
 from policyd.actuators.docker.engines import Engines
 from policyd.actuators.docker.migration import Migration, copy_spec, created_at, epoch_label
+from policyd.actuators.docker.steps import Steps
 from policyd.actuators.errors import ActuationError
 from policyd.model import Admit, labels
 
@@ -55,7 +56,8 @@ class Admission:
     """One Admit action against `engines` (see the module docstring)."""
 
     engines: Engines
-    migration: Migration
+    migration: Migration  # copies the image to another node as a move does
+    steps: Steps  # starts and confirms the container as a move starts its replacement
     clock: Callable[[], float] = time.time
 
     def run(self, action: Admit) -> None:
@@ -99,7 +101,7 @@ class Admission:
                                 current_quota=int(host.get("CpuQuota") or 0))
             self.engines.call(node, f"update cpu of {name} ({update})",
                               lambda: held.update(**update))
-        problem = self.migration.start(node, held)
+        problem = self.steps.start(node, held)
         if problem is not None:
             raise ActuationError(f"held container {name} on node {node} {problem}")
 
@@ -121,7 +123,7 @@ class Admission:
         client = self.engines.client(node)
         copy: Container = self.engines.call(node, f"create {name}",
                                             lambda: client.containers.create(**spec))
-        problem = self.migration.start(node, copy)
+        problem = self.steps.start(node, copy)
         if problem is not None:
             self.engines.call(node, f"remove {name}", lambda: copy.remove(force=True))
             raise ActuationError(f"copy of held container {name} on node {node} {problem}; "

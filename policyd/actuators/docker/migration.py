@@ -1,48 +1,55 @@
 """Migrate: the checkpoint protocol of exporters/README.md, on two Docker engines.
 
-Steps, in this order so that a failure at any point leaves one job running (DESIGN.md: never
-remove the old container, whose checkpoint directory is shared, before the new one runs):
+Steps, in this order, so that a failure or a crash at any point leaves a state the recovery
+table (`policyd.actuators.move_recovery`) settles with one job running and its checkpoint kept:
 
 1. the source must be a running, managed container; its bind mounts must be host paths (a
    named volume is local to its engine: the replacement would start without the checkpoint);
 2. the image must exist on the target: if it does not, it is copied (`save` on the source
    engine, `load` on the target; image ids are content addresses, so the copy is exact);
-3. the replacement is *created* (not started) on the target under the same name (names are
-   per engine, so a retry finds it: idempotent), with the same image, command, environment
-   (`POLICYD_CONTAINER` set to its name), binds, network mode and labels, plus the markers
-   `policyd.io/migrated=true`, `converged_at`, `rebalanced` (Algorithm 5), `migrated-from`,
-   `last_action_at` and `submitted-at` (the source's creation, unless it has one: a deadline
-   given as a duration counts from the original submission); CPU settings are not copied
-   (unrestricted: FlowCon starts it afresh);
-4. the intent is recorded (`state.migrations`), then the source gets SIGTERM and the grace
-   period (`container.stop(timeout=grace)`: SIGTERM, then SIGKILL). It must exit 0 (the job's
-   "checkpoint written"); any other code rolls back: the replacement is removed and the
-   source started again (it resumes from its newest checkpoint);
-5. the replacement is started and must be running within `start_timeout_seconds` and still
-   running `confirm_seconds` later; otherwise it is removed (its log tail goes into the
-   error) and the source is started again;
-6. the source container is removed (its checkpoint files are on the shared path and stay),
+3. the intent is recorded (`state.migrations`: from, to, the old container's id, a new move
+   id; stage "moving") before anything changes;
+4. the replacement is *created* (not started) on the target under the same name, with the same
+   image, command, environment (`POLICYD_CONTAINER` set to its name), binds, network mode,
+   init and labels, plus the markers `policyd.io/migrated=true`, `converged_at`, `rebalanced`
+   (Algorithm 5), `migrated-from`, `last_action_at`, `move-id` and `submitted-at` (the
+   source's creation, unless it has one: a deadline given as a duration counts from the
+   original submission); CPU settings are not copied (unrestricted: FlowCon starts it afresh).
+   Idempotent: a create retried after a lost answer
+   meets 409 "name already in use" and adopts the container when its `move-id` is this
+   move's;
+5. the source gets its stop signal (SIGTERM), then `docker stop` with the grace period (the
+   engine SIGKILLs after it). It must exit 0 (the job's "checkpoint written");
+6. the intent is marked "starting"; the replacement is started and must be running within
+   `start_timeout_seconds` and still running `confirm_seconds` later;
+7. the source container is removed (its checkpoint files are on the shared path and stay),
    and the intent cleared.
 
-A crash between 4 and 6 leaves a half-done migration that `recovery` finishes or rolls back.
+Anything else - a non-zero exit, a replacement that dies, an exception from any step - goes
+to the same place a crash does: `Recovery.settle` reads the whole state and finishes or rolls
+back by the table, and the action fails with what happened. `Steps.crash` is called after
+steps 3, 4, 5 (the signal), 5 (the exit) and 6 (the start): the chaos test's hook.
 Not done here: asking the new job's exporter whether it answers (its port is in its
 command line, which policyd does not interpret); "running after confirm_seconds" stands in.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import docker.errors
+import requests
 from docker.models.containers import Container
 
 from policyd.actuators.docker.engines import Engines
+from policyd.actuators.docker.recovery import Recovery
 from policyd.actuators.docker.state import ActuatorState
+from policyd.actuators.docker.steps import Steps
 from policyd.actuators.errors import ActuationError
 from policyd.model import Migrate, labels
 
@@ -69,11 +76,13 @@ def created_at(attrs: Mapping[str, Any]) -> float | None:
 
 
 def replacement_spec(attrs: Mapping[str, Any], *, name: str, image: str, from_node: str,
-                     action: Migrate, now: float) -> dict[str, Any]:
+                     action: Migrate, now: float, move_id: str = "") -> dict[str, Any]:
     """`containers.create` keyword arguments re-creating `attrs` (an inspect result) as `name`
     with policyd's markers. Pure; raises ActuationError for what cannot move."""
     marks = {labels.MIGRATED: "true", labels.MIGRATED_FROM: from_node,
              labels.LAST_ACTION_AT: epoch_label(now)}
+    if move_id:
+        marks[labels.MOVE_ID] = move_id
     submitted = created_at(attrs)
     if submitted is not None and labels.SUBMITTED_AT not in ((attrs.get("Config") or {})
                                                              .get("Labels") or {}):
@@ -115,14 +124,21 @@ def copy_spec(attrs: Mapping[str, Any], *, name: str, image: str, from_node: str
     return spec
 
 
+NO_RESTART = frozenset({"", "no"})
+"""Restart policies under which a signalled job stays down after its exit. Under any other
+(always, unless-stopped, on-failure) the engine could start it again before `docker stop` has
+marked it stopped, so such jobs get `docker stop` alone (no separate SIGTERM first)."""
+
+
 @dataclass
 class Migration:
     """One Migrate action against `engines` (see the module docstring)."""
 
     engines: Engines
     state: ActuatorState
+    steps: Steps
+    recovery: Recovery
     clock: Callable[[], float] = time.time
-    sleep: Callable[[float], None] = time.sleep
 
     def run(self, action: Migrate, *, grace_seconds: float) -> None:
         name, src_node, dst_node = action.container, action.from_node, action.to_node
@@ -140,33 +156,89 @@ class Migration:
             if leftover.status == "running":
                 raise ActuationError(f"a replacement {name} already runs on node {dst_node} "
                                      "while the source runs too; recover() settles it")
-            self.engines.call(dst_node, f"remove leftover {name}",
-                              lambda: leftover.remove(force=True))
+            self.steps.remove(dst_node, leftover)
         if src.status != "running":
             raise ActuationError(f"container {name} on node {src_node} is {src.status}, "
                                  "not running; nothing to migrate")
         image = self.ensure_image(src.attrs, src_node, dst_node)
+        move_id = uuid.uuid4().hex
         spec = replacement_spec(src.attrs, name=name, image=image, from_node=src_node,
-                                action=action, now=self.clock())
-        dst_client = self.engines.client(dst_node)
-        new: Container = self.engines.call(dst_node, f"create {name}",
-                                           lambda: dst_client.containers.create(**spec))
+                                action=action, now=self.clock(), move_id=move_id)
         self.state.begin_migration(name, from_node=src_node, to_node=dst_node,
-                                   at=self.clock())
-        code = self.stop(src_node, src, grace_seconds)
-        if code != 0:
-            self.roll_back(src_node, src, dst_node, new)
-            raise ActuationError(
-                f"container {name} on node {src_node} exited with code {code} instead of 0 "
-                f"after SIGTERM (no checkpoint; 137 = killed after the {grace_seconds:g} s "
-                "grace period); rolled back: started it again")
-        problem = self.start(dst_node, new)
+                                   at=self.clock(), move_id=move_id, old_id=src.id or "")
+        self.steps.crash("intent")
+        try:
+            problem = self.move(src_node, src, dst_node, spec, grace_seconds=grace_seconds)
+        except (ActuationError, docker.errors.DockerException,
+                requests.exceptions.RequestException) as exc:
+            problem = f"failed: {exc}"
         if problem is not None:
-            self.roll_back(src_node, src, dst_node, new)
-            raise ActuationError(f"replacement {name} on node {dst_node} {problem}; rolled "
-                                 f"back: started it again on node {src_node}")
-        self.engines.call(src_node, f"remove {name}", lambda: src.remove(v=False))
+            raise ActuationError(f"moving {name} from node {src_node} to node {dst_node}: "
+                                 f"{problem}; {self.settle_after(name, src_node, dst_node)}")
+
+    def move(self, src_node: str, src: Container, dst_node: str, spec: dict[str, Any], *,
+             grace_seconds: float) -> str | None:
+        """Steps 4-7; None when the job runs on the target, else what went wrong."""
+        name = str(spec["name"])
+        new = self.create(dst_node, spec)
+        self.steps.crash("create")
+        restart = ((src.attrs.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name")
+        if (restart or "") in NO_RESTART:
+            self.steps.signal_stop(src_node, src)
+            self.steps.crash("sigterm")
+        code = self.steps.stop(src_node, src, grace_seconds)
+        self.steps.crash("exit")
+        if code != 0:
+            return (f"the old one exited with code {code} instead of 0 after SIGTERM (no "
+                    f"checkpoint; 137 = killed after the {grace_seconds:g} s grace period)")
+        # the target answers now: had it gone, the replacement was never started and the
+        # table rolls back at once (after "starting" it must wait for the target instead)
+        self.engines.call(dst_node, f"inspect {name}", new.reload)
+        self.state.set_stage(name, "starting")
+        problem = self.steps.start(dst_node, new)
+        if problem is not None:  # never to be started again: the table rolls back
+            self.state.set_stage(name, "rolling_back")
+            return f"the replacement {problem}"
+        self.steps.remove(src_node, src)
         self.state.end_migration(name)
+        return None
+
+    def create(self, node: str, spec: dict[str, Any]) -> Container:
+        """Create the replacement; a 409 "already in use" (a retry whose first answer was
+        lost) adopts the container of that name when it carries this move's id."""
+        client = self.engines.client(node)
+        name, move_id = str(spec["name"]), str(spec["labels"][labels.MOVE_ID])
+
+        def create_or_adopt() -> Container:
+            try:
+                made: Container = client.containers.create(**spec)
+                return made
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:
+                    raise
+                found: Container = client.containers.get(name)
+                if found.labels.get(labels.MOVE_ID) != move_id:
+                    raise ActuationError(f"node {node} already has a container named {name} "
+                                         "that this move did not create") from exc
+                return found
+
+        return self.engines.call(node, f"create {name}", create_or_adopt)
+
+    def settle_after(self, name: str, src_node: str, dst_node: str) -> str:
+        """Settle a failed move by the recovery table; what it came to, in words."""
+        try:
+            done = self.recovery.settle(name, src_node, dst_node, count_failure=False)
+        except ActuationError as exc:
+            return f"not settled yet ({exc}); tried again next cycle"
+        match done.outcome:
+            case "roll_back":
+                return f"rolled back: it runs on node {src_node} again ({done.why})"
+            case "finish":
+                return f"finished: it runs on node {dst_node} ({done.why})"
+            case "wait":
+                return f"pending: {done.why}; tried again every cycle"
+            case _:
+                return f"{done.outcome}: {done.why}"
 
     def ensure_image(self, attrs: Mapping[str, Any], src_node: str, dst_node: str) -> str:
         """The image reference to create the replacement from, copied to the target if it
@@ -199,52 +271,3 @@ class Migration:
         except (ActuationError, docker.errors.NotFound) as exc:
             raise ActuationError(f"{what} is not on node {dst_node} and could not be copied "
                                  f"from node {src_node}: {exc}") from exc
-
-    def stop(self, node: str, container: Container, grace_seconds: float) -> int:
-        """SIGTERM, wait up to the grace period (then SIGKILL); the exit code."""
-        if container.status in ("running", "restarting", "paused"):
-            self.engines.call(node, f"stop {container.name}",
-                              lambda: container.stop(timeout=round(grace_seconds)))
-        self.engines.call(node, f"inspect {container.name}", container.reload)
-        state = container.attrs.get("State") or {}
-        if state.get("Running"):
-            return -1
-        return int(state.get("ExitCode", -1))
-
-    def start(self, node: str, container: Container) -> str | None:
-        """Start and confirm; None when it runs, else what went wrong."""
-        timeout = self.engines.settings.start_timeout_seconds
-        self.engines.call(node, f"start {container.name}", container.start)
-        deadline = self.clock() + timeout
-        confirmed_at: float | None = None
-        while True:
-            self.engines.call(node, f"inspect {container.name}", container.reload)
-            state = container.attrs.get("State") or {}
-            if not state.get("Running"):
-                if state.get("Status") in ("exited", "dead"):
-                    tail = self.log_tail(node, container)
-                    return f"exited with code {state.get('ExitCode')}" + (
-                        f" (log: {tail})" if tail else "")
-            elif confirmed_at is None:
-                confirmed_at = self.clock() + self.engines.settings.confirm_seconds
-            if confirmed_at is not None and self.clock() >= confirmed_at:
-                return None
-            if confirmed_at is None and self.clock() >= deadline:
-                return f"was not running within {timeout:g} s"
-            self.sleep(0.2)
-
-    def log_tail(self, node: str, container: Container) -> str:
-        try:
-            raw = self.engines.call(node, "read logs", lambda: container.logs(tail=3))
-        except (ActuationError, docker.errors.NotFound):
-            return ""
-        text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
-        return " | ".join(line for line in text.splitlines() if line.strip())[-300:]
-
-    def roll_back(self, src_node: str, src: Container, dst_node: str, new: Container) -> None:
-        """Remove the replacement, start the source again (it resumes from its checkpoint)."""
-        name = src.name
-        with contextlib.suppress(docker.errors.NotFound):
-            self.engines.call(dst_node, f"remove {name}", lambda: new.remove(force=True))
-        self.engines.call(src_node, f"start {name} again", src.start)
-        self.state.end_migration(str(name))

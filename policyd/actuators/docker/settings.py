@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -102,6 +102,9 @@ class DockerSection(SettingsModel):
     grace_seconds: PositiveFloat = 60.0
     start_timeout_seconds: PositiveFloat = 30.0
     state_path: SettingsPath | None = None
+    test_crash_at: Literal["intent", "create", "sigterm", "exit", "start"] | None = None
+    """Test only (the chaos test, tests/resilience): SIGKILL policyd right after this step of a
+    migration (`policyd.actuators.docker.steps.CRASH_POINTS`). Never set in production."""
 
     @property
     def managed(self) -> tuple[str, str | None]:

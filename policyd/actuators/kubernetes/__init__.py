@@ -2,10 +2,13 @@
 
 Layout: `settings` (scope, write rate, timings), `rbac` (every API call as an RBAC rule: the
 Role is rendered from it), `calls` (the client, the token bucket, the retry policy), `cpu`
-(resize bodies and progress, pure), `pods` (pod JSON: names, markers, the replacement, pure),
-`events` (an Event per action), `migration` (bare pods: evict and recreate; Job-owned pods:
-suspend, re-pin, resume), `recovery` (Jobs left mid-migration), `actuator`
-(`KubernetesActuator`). Imports no source, simulator, daemon or CLI.
+(resize bodies and progress, pure) and `qos` (the QoS class a resize must keep, pure), `pods`
+(pod JSON: names, markers, the replacement, pure), `events` (an Event per action),
+`migration` (bare pods: evict and recreate; Job-owned pods: suspend, re-pin, resume), built on
+`moves` (the record of a move, written on the cluster first), `recovery` (the table that
+finishes or rolls back a recorded move, pure data), `mover` (runs its steps), `workloads`
+(the API calls on pods and Jobs) and `disruption` (PodDisruptionBudgets before a Job moves),
+`actuator` (`KubernetesActuator`). Imports no source, simulator, daemon or CLI.
 
 The settings values are imported here eagerly and load no Kubernetes client, so the daemon's
 settings file can hold them without it (the simulated and Docker backends never need it);
@@ -25,14 +28,16 @@ from policyd.actuators.kubernetes.settings import KubernetesScope, KubernetesSet
 
 if TYPE_CHECKING:
     from policyd.actuators.kubernetes.actuator import KubernetesActuator
+    from policyd.actuators.kubernetes.mover import Settled
     from policyd.actuators.kubernetes.rbac import REQUIRED_RULES, Rule, role_rules
-    from policyd.actuators.kubernetes.recovery import RULES, Recovered
+    from policyd.actuators.kubernetes.recovery import JOB_RULES, POD_RULES
 
-__all__ = ["REQUIRED_RULES", "RULES", "ActuationError", "KubernetesActuator", "KubernetesScope",
-           "KubernetesSettings", "Recovered", "Rule", "role_rules"]
+__all__ = ["JOB_RULES", "POD_RULES", "REQUIRED_RULES", "ActuationError", "KubernetesActuator",
+           "KubernetesScope", "KubernetesSettings", "Rule", "Settled", "role_rules"]
 
 _LAZY = {"KubernetesActuator": "actuator", "REQUIRED_RULES": "rbac", "Rule": "rbac",
-         "role_rules": "rbac", "RULES": "recovery", "Recovered": "recovery"}
+         "role_rules": "rbac", "POD_RULES": "recovery", "JOB_RULES": "recovery",
+         "Settled": "mover"}
 
 
 def __getattr__(name: str) -> Any:

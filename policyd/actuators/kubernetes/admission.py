@@ -7,8 +7,8 @@ Steps, each one idempotent so that a retry after any failure finishes the admiss
 
 1. read the Job named by the action (`namespace/name`); it must match the label selector and
    not be opted out, and must not be in the middle of a move (`policyd.io/migrating`);
-2. a Job that is no longer suspended was admitted already: nothing to do when its template is
-   pinned to `node`, an error otherwise (it runs where its own spec put it);
+2. a Job that is no longer suspended was admitted already: nothing to do (and no Event) when
+   its template is pinned to `node`, an error otherwise (it runs where its own spec put it);
 3. one patch of the pod template (allowed on a suspended Job that never ran: the mutable
    scheduling directives of Kubernetes 1.27+): the required node affinity, and annotations
    `policyd.io/submitted-at` (the Job's creation: a deadline given as a duration counts from
@@ -94,7 +94,9 @@ class JobAdmission:
     label_selector: str
     clock: Callable[[], float] = time.time
 
-    def run(self, action: Admit) -> dict[str, Any]:
+    def run(self, action: Admit) -> dict[str, Any] | None:
+        """Admit the Job; the Job as read before the patches, None when an earlier attempt
+        admitted it already (nothing changed)."""
         namespace, _, name = action.container.partition("/")
         if not namespace or not name or "/" in name:
             raise ActuationError(f"cannot admit {action.container!r}: a held Kubernetes job "
@@ -113,7 +115,7 @@ class JobAdmission:
             raise ActuationError(f"{where} is suspended by a move in progress, not held")
         if not (job.get("spec") or {}).get("suspend"):
             if pinned_to(job) == action.node:
-                return job  # admitted by an earlier attempt
+                return None  # admitted by an earlier attempt
             raise ActuationError(f"{where} is not suspended: it runs already, not held")
         self.patch(namespace, name, template_patch(job, action.node, self.clock()),
                    f"pin {where} to node {action.node}")

@@ -2,9 +2,10 @@
 
 `Caller.call(what, method, *args, write=..., **kwargs)` calls one client method with
 `_preload_content=False` and returns the response body as plain JSON (dicts and lists), so
-policyd reads what the server sent rather than a client version's models (32-36 and 37
-differ; see FACTS.md). Writes first take a token from `TokenBucket` (QPS and burst): a cycle
-with 100 resizes is spread over time, never dropped. Failures:
+policyd reads what the server sent rather than a client version's models (the client's
+generated models differ between its releases 32-36 and 37). Writes first take a token from
+`TokenBucket` (QPS and burst): a cycle with 100 resizes is spread over time, never dropped.
+Failures:
 
 * 5xx and connection errors: retried `retries` times, back-off `backoff_seconds * 2**attempt`;
 * statuses in `passthrough` (default 404 and 409): raised unchanged as `ApiException`, never

@@ -6,26 +6,36 @@
 * quota (hard cap, CFS): the CPU *limit* = fraction x allocatable cores; fraction 1.0 gives the
   whole node (a limit cannot be removed in place). A request above the new limit comes down
   with it; a Guaranteed pod has request and limit moved together so it stays Guaranteed.
-* the QoS class cannot change through a resize (FACTS.md): a BestEffort pod cannot be given a
-  request, a Guaranteed pod cannot have its request alone changed; both raise ActuationError
-  with the fix. Values are whole millicores, at least 1m.
+* the QoS class cannot change through a resize (the API server answers 422): a BestEffort pod
+  cannot be given a request, a Guaranteed pod cannot have its request alone changed (both raise
+  ActuationError with the fix), and a Burstable pod must not become Guaranteed: when the new
+  CPU request would reach the CPU limit while every other request already equals its limit
+  (`qos`), the request stops 1m below the limit. Values are whole millicores, at least 1m.
 
 The patch carries the pod's `resourceVersion`, so a pod changed since it was read gives 409
 Conflict (the caller re-reads and retries once) rather than a resize computed from stale data.
+`unchanged` says when the spec already asks for what the resize would: then nothing is sent.
 
-Progress (the PATCH returns at once): the conditions `PodResizePending` (reason `Deferred`:
-the node lacks room now; `Infeasible`: it never will) and `PodResizeInProgress` (reason `Error`
-when the kubelet failed); done = neither condition and `containerStatuses[].resources` equal to
+Progress (the PATCH is answered at once, with the pod's new `metadata.generation` and its old
+status): only what the kubelet wrote for that generation counts. `status.observedGeneration`
+below it means the kubelet has not looked yet; a condition whose own `observedGeneration` is
+older is a leftover of an earlier resize and is ignored (a server without pod generations,
+before 1.34, reports none: then every condition counts). The conditions are
+`PodResizePending` (reason `Deferred`: the node lacks room now, the kubelet retries and may
+still apply it; `Infeasible`: it never will) and `PodResizeInProgress` (reason `Error` when
+the kubelet failed); done = neither condition and `containerStatuses[].resources` equal to
 what was asked (`status.resize` is deprecated and not read).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from policyd.actuators.errors import ActuationError
+from policyd.actuators.kubernetes.qos import qos_class
 from policyd.clients import kubernetes_quantity
 
 Desired = dict[str, int]
@@ -70,7 +80,7 @@ def desired_cpu(pod: Mapping[str, Any], container: str | None, fraction: float,
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
     spec = container_of(pod, container)
     request, limit = cpu_of(spec)
-    qos = (pod.get("status") or {}).get("qosClass") or ""
+    qos = (pod.get("status") or {}).get("qosClass") or qos_class(pod.get("spec") or {})
     target = max(1, round(fraction * allocatable_millicores))
     where = f"pod {(pod.get('metadata') or {}).get('name')}"
     if qos == "BestEffort" or (request is None and limit is None):
@@ -80,11 +90,50 @@ def desired_cpu(pod: Mapping[str, Any], container: str | None, fraction: float,
         if qos == "Guaranteed":
             raise ActuationError(f"{where} is Guaranteed; changing its CPU request alone would "
                                  "change its QoS class: use mode quota for it")
-        return {"requests": min(target, limit) if limit is not None else target}
-    out: Desired = {"limits": target}
-    if qos == "Guaranteed" or (request is not None and request > target):
-        out["requests"] = target
-    return out
+        out: Desired = {"requests": min(target, limit) if limit is not None else target}
+    else:
+        out = {"limits": target}
+        if qos == "Guaranteed" or (request is not None and request > target):
+            out["requests"] = target
+    return _keep_qos(pod, container, out, qos, where)
+
+
+def _keep_qos(pod: Mapping[str, Any], container: str | None, out: Desired, qos: str,
+              where: str) -> Desired:
+    """`out`, with the request 1m below the limit when it would make a Burstable pod
+    Guaranteed (the API refuses any change of QoS class)."""
+    after = {"spec": with_cpu(pod, container, out)}
+    if qos_class(after["spec"]) == qos:
+        return out
+    _, limit = cpu_of(container_of(after, container))
+    if limit is None or limit < 2:
+        raise ActuationError(f"{where}: CPU {_shown(out)} would change its QoS class from "
+                             f"{qos}; not resized")
+    return {**out, "requests": limit - 1}
+
+
+def with_cpu(pod: Mapping[str, Any], container: str | None, desired: Desired
+             ) -> dict[str, Any]:
+    """The pod spec as it would be after the resize (a copy)."""
+    spec = copy.deepcopy(dict(pod.get("spec") or {}))
+    name = container_of(pod, container).get("name")
+    for c in spec.get("containers") or []:
+        if c.get("name") == name:
+            res = c.setdefault("resources", {})
+            for kind, value in desired.items():
+                res.setdefault(kind, {})["cpu"] = f"{value}m"
+    return spec
+
+
+def unchanged(pod: Mapping[str, Any], container: str | None, desired: Desired) -> bool:
+    """Whether the pod's spec already asks for `desired` (nothing to send)."""
+    request, limit = cpu_of(container_of(pod, container))
+    have = {"requests": request, "limits": limit}
+    return all(have[kind] == value for kind, value in desired.items())
+
+
+def _shown(desired: Desired) -> str:
+    return ", ".join(f"{k} {v}m" for k, v in desired.items())
 
 
 def resize_body(pod: Mapping[str, Any], container: str | None, desired: Desired
@@ -104,9 +153,25 @@ class Progress:
     detail: str = ""
 
 
-def progress(pod: Mapping[str, Any], container: str | None, desired: Desired) -> Progress:
-    """Read the resize's progress from the pod's conditions and container status."""
-    conditions = {c.get("type"): c for c in (pod.get("status") or {}).get("conditions") or []}
+def progress(pod: Mapping[str, Any], container: str | None, desired: Desired,
+             generation: int | None = None) -> Progress:
+    """Read the resize's progress for the pod's spec `generation` (None: the pod's own) from
+    its conditions and container status (module docstring)."""
+    status = pod.get("status") or {}
+    if generation is None:
+        generation = _int((pod.get("metadata") or {}).get("generation"))
+    observed = _int(status.get("observedGeneration"))
+    if generation is not None and observed is not None and observed < generation:
+        return Progress(state="waiting", detail=f"the kubelet has not seen generation "
+                                                f"{generation} yet (observed {observed})")
+
+    def current(cond: Mapping[str, Any]) -> bool:
+        seen = _int(cond.get("observedGeneration"))
+        if seen is None:  # a server that tracks no generations, or a condition without one
+            return generation is None or observed is None
+        return generation is None or seen >= generation
+
+    conditions = {c.get("type"): c for c in status.get("conditions") or [] if current(c)}
     pending = conditions.get("PodResizePending")
     if pending is not None and str(pending.get("status", "True")) == "True":
         reason = str(pending.get("reason") or "")
@@ -120,12 +185,16 @@ def progress(pod: Mapping[str, Any], container: str | None, desired: Desired) ->
             return Progress(state="error", detail=str(running.get("message") or "Error"))
         return Progress(state="waiting", detail="PodResizeInProgress")
     try:
-        status = container_of(pod, container, status=True)
+        applied = container_of(pod, container, status=True)
     except ActuationError:
         return Progress(state="waiting", detail="no container status yet")
-    request, limit = cpu_of(status)
+    request, limit = cpu_of(applied)
     have = {"requests": request, "limits": limit}
     if all(have[kind] == value for kind, value in desired.items()):
         return Progress(state="done")
     shown = ", ".join(f"{k} {have[k]}m" for k in desired)
     return Progress(state="waiting", detail=f"container status still shows {shown}")
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | str) and str(value).isdigit() else None

@@ -2,10 +2,11 @@
 
 `reason` is `Policyd<Action>` (PolicydSetCpu, PolicydMigrate, PolicydMarkMigrated), `action`
 the action kind, `note` the action's own reason (which names the policy and the numbers), with
-the error appended for a failure (type Warning). The Event regards the pod (or the Job for a
-Job-owned pod's migration). Creating an Event never fails an action: a refusal is logged.
-Events are created, never listed (listing events.k8s.io/v1 Events with a null eventTime fails
-validation in client 37; see FACTS.md).
+the error appended for a failure (type Warning), cut to 1024 *bytes* of UTF-8 (the API
+server counts bytes, and refuses a longer note with 422: the Event would be lost). The Event
+regards the pod (the replacement after a migration, or the Job for a Job-owned pod's).
+Creating an Event never fails an action: a refusal is logged. Events are created, never
+listed (listing events.k8s.io/v1 Events with a null eventTime fails validation in client 37).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from policyd.actuators.errors import ActuationError
 from policyd.actuators.kubernetes.calls import Caller
 
 LOG = logging.getLogger(__name__)
-NOTE_MAX = 1024
+NOTE_MAX_BYTES = 1024
+"""The API server's limit on `note`, in bytes of UTF-8 (not characters)."""
+ELLIPSIS = "..."
 
 
 def micro_time(seconds: float) -> str:
@@ -40,9 +43,18 @@ def event_body(*, regarding: Mapping[str, Any], action: str, note: str, warning:
         "action": action,
         "reason": f"Policyd{action}",
         "regarding": dict(regarding),
-        "note": note if len(note) <= NOTE_MAX else note[: NOTE_MAX - 3] + "...",
+        "note": cut_note(note),
         "type": "Warning" if warning else "Normal",
     }
+
+
+def cut_note(note: str, limit_bytes: int = NOTE_MAX_BYTES) -> str:
+    """`note`, or as much of it as fits in `limit_bytes` of UTF-8 with "..." (never half a
+    character)."""
+    data = note.encode()
+    if len(data) <= limit_bytes:
+        return note
+    return data[: limit_bytes - len(ELLIPSIS)].decode(errors="ignore") + ELLIPSIS
 
 
 def regarding_of(obj: Mapping[str, Any], *, api_version: str = "v1", kind: str = "Pod"

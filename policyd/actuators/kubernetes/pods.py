@@ -109,6 +109,31 @@ def pin_affinity(affinity: Mapping[str, Any] | None, node: str) -> dict[str, Any
     return out
 
 
+def pinned_node(affinity: Mapping[str, Any] | None) -> str | None:
+    """The node `pin_affinity` pinned to, when the required node affinity is exactly that
+    (one term, `metadata.name In [node]`); None otherwise."""
+    required = (((affinity or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms") or []
+    if len(terms) != 1 or terms[0].get("matchExpressions"):
+        return None
+    fields = terms[0].get("matchFields") or []
+    if len(fields) != 1:
+        return None
+    only = fields[0]
+    values = only.get("values") or []
+    if only.get("key") != "metadata.name" or only.get("operator") != "In" or len(values) != 1:
+        return None
+    return str(values[0])
+
+
+def selector_fits(node_selector: Mapping[str, str] | None, node: Mapping[str, Any]) -> bool:
+    """Whether `node` carries every label of a pod's `nodeSelector` (which a node-affinity pin
+    does not replace: the scheduler applies both)."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(key) == value for key, value in (node_selector or {}).items())
+
+
 def replacement(pod: Mapping[str, Any], *, to_node: str, markers: Mapping[str, str]
                 ) -> dict[str, Any]:
     """The pod to create on `to_node` in place of `pod`: same name, labels, spec (the

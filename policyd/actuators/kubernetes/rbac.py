@@ -1,14 +1,18 @@
 """Every Kubernetes API call policyd makes, as RBAC rules: the one place the Role comes from.
 
 `CALLS` maps each client method policyd calls (CoreV1Api, BatchV1Api, EventsV1Api,
-CoordinationV1Api) to the rule it needs; `REQUIRED_RULES` is the set of them. The manifests
-render the (Cluster)Role from `role_rules()`; tests wrap the autospec'd APIs, run every code
-path, and check that each method called is in `CALLS` (and that every rule is exercised), so
-the list cannot drift from the code. It covers the whole process: the actuator (this package),
-the pod source and watch (`policyd.sources.kubernetes_pods`) and leader election
-(`policyd.daemon.leader`); those modules cannot import this one (layers), so the test is the
-link. `nodes` are cluster-scoped: listing them needs a ClusterRole, as does watching pods in
-all namespaces (`KubernetesSettings.namespaces` empty).
+PolicyV1Api, CoordinationV1Api) to the rule it needs; `POLICY_RULES` are the rules on the
+policy custom resources (CustomObjectsApi: the resource is an argument, so they are listed
+per registered kind); `REQUIRED_RULES` is the set of them all. The manifests' (Cluster)Roles
+must add up to it; tests run every code path against the fake API server, turn each request
+into the rule the API server's authorizer checks, and check that each is in `REQUIRED_RULES`
+and every rule is exercised, so the list cannot drift from the code. It covers the whole
+process: the actuator (this package), the pod source and watch
+(`policyd.sources.kubernetes_pods`), leader election (`policyd.daemon.leader`) and the policy
+resources (`policyd.daemon.policy_resources`); those modules cannot import this one (layers),
+so the test is the link. `nodes` and the policy resources are cluster-scoped: they need a
+ClusterRole, as does watching pods in all namespaces (`KubernetesSettings.namespaces` empty);
+the move records are ConfigMaps in policyd's own namespace: a Role there.
 
 Pure data: no I/O.
 """
@@ -17,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
+
+from policyd.clients.policy_resources import GROUP, resources
 
 
 class Rule(NamedTuple):
@@ -43,11 +49,18 @@ CALLS: Mapping[str, Rule] = {
     "create_namespaced_pod_eviction": Rule("", "pods", "eviction", "create"),
     "delete_namespaced_pod": Rule("", "pods", "", "delete"),
     "create_namespaced_pod": Rule("", "pods", "", "create"),
-    # actuator: Migrate of a Job-owned pod (suspend, re-pin, resume) and its recovery
+    # actuator: Migrate of a Job-owned pod (suspend, re-pin, resume; its pods stopped with
+    # the policy's grace through delete_namespaced_pod), after its disruption budgets
     "read_namespaced_job": Rule("batch", "jobs", "", "get"),
     "patch_namespaced_job": Rule("batch", "jobs", "", "patch"),
-    "list_job_for_all_namespaces": Rule("batch", "jobs", "", "list"),
-    "list_namespaced_job": Rule("batch", "jobs", "", "list"),
+    "list_namespaced_pod_disruption_budget": Rule("policy", "poddisruptionbudgets", "", "list"),
+    # actuator: every move written down first (ConfigMaps in policyd's namespace), settled
+    # and forgotten; listed at start and while one is pending
+    "create_namespaced_config_map": Rule("", "configmaps", "", "create"),
+    "read_namespaced_config_map": Rule("", "configmaps", "", "get"),
+    "replace_namespaced_config_map": Rule("", "configmaps", "", "update"),
+    "delete_namespaced_config_map": Rule("", "configmaps", "", "delete"),
+    "list_namespaced_config_map": Rule("", "configmaps", "", "list"),
     # actuator: a Kubernetes Event on every action
     "create_namespaced_event": Rule("events.k8s.io", "events", "", "create"),
     # source: one pod list and one node list per cycle; the pod watch (watch=True)
@@ -63,6 +76,13 @@ CALLS: Mapping[str, Rule] = {
 WATCHES: frozenset[str] = frozenset({"list_pod_for_all_namespaces", "list_namespaced_pod"})
 """List methods that `watch.Watch().stream` calls with `watch=True` (verb `watch`)."""
 
+POLICY_RULES: frozenset[Rule] = frozenset(
+    rule for r in resources() for rule in (
+        Rule(GROUP, r.plural, "", "list"), Rule(GROUP, r.plural, "", "watch"),
+        Rule(GROUP, r.plural, "status", "patch")))
+"""The policy custom resources (`list_cluster_custom_object`, watched, and
+`patch_cluster_custom_object_status`): read and judged, the verdict written in the status."""
+
 
 def rule_for(method: str, kwargs: Mapping[str, Any] | None = None) -> Rule:
     """The rule a call of `method` with `kwargs` needs; KeyError for an undeclared method."""
@@ -73,7 +93,7 @@ def rule_for(method: str, kwargs: Mapping[str, Any] | None = None) -> Rule:
 
 
 REQUIRED_RULES: frozenset[Rule] = frozenset(
-    {*CALLS.values(), *(CALLS[m]._replace(verb="watch") for m in WATCHES)})
+    {*CALLS.values(), *(CALLS[m]._replace(verb="watch") for m in WATCHES), *POLICY_RULES})
 """Everything policyd needs; nothing more."""
 
 

@@ -57,7 +57,11 @@ class KubernetesSettings(KubernetesScope):
     to SIGKILL, unless the policy gives one: `policyd.actuators.grace`), gone within
     `grace + delete_timeout_seconds`, running within `start_timeout_seconds` and still running
     `confirm_seconds` later. `use_eviction` deletes bare pods through the Eviction API
-    (PodDisruptionBudgets honoured) instead of DELETE.
+    (PodDisruptionBudgets honoured) instead of DELETE. Moves are written down in
+    `record_namespace` (policyd's own: the settings file's `kubernetes.namespace`) before they
+    start (`moves`); a half-done one is settled at the first action and then retried every
+    `pending_retry_seconds` while it stays pending. A node agent (`node_name` set) makes no
+    moves and settles none.
     """
 
     container_name: NonEmptyStr | None = None
@@ -73,6 +77,8 @@ class KubernetesSettings(KubernetesScope):
     start_timeout_seconds: PositiveFloat = 120.0
     confirm_seconds: NonNegativeFloat = 5.0
     use_eviction: bool = True
+    record_namespace: NonEmptyStr = "policyd"
+    pending_retry_seconds: PositiveFloat = 30.0
     require_replacement_policy_failed: bool = True
     reporting_controller: NonEmptyStr = "policyd.io/policyd"
     reporting_instance: NonEmptyStr = "policyd"

@@ -1,0 +1,90 @@
+"""One process's live manager cycles against a real Prometheus, as JSON on stdout (the child of
+benchmarks/prometheus_scale.py, which runs it once per tree and size).
+
+Usage: python benchmarks/prometheus_cycle.py --url URL --now SECONDS [--cycles 3]
+       [--policy policies/flowcon.yaml] [--node NODE]
+
+Imports policyd from PYTHONPATH, so the same file times the checkout under test and a baseline
+(another checkout of policyd). Each cycle is what the daemon does every interval: the source's
+queries (`PrometheusSource.observe`: HTTP, decoding, `parse_cycle`) and `engine.decide` for the
+policy, with the clock fixed at `--now` (the end of the backfilled data). Per cycle it reports
+the wall seconds of the whole cycle, of each query (as the client waited for it) with the bytes
+of its answer, of the parse (observe minus its queries) and of decide; per process the peak RSS.
+The first cycle warms the connection and the imports' caches and is reported apart. With
+`--node` the cycles are a node agent's: every query narrowed to that node (the exporter's series
+carry `node`, as deploy/kubernetes/podmonitor-training.yaml makes them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--now", type=float, required=True)
+    parser.add_argument("--cycles", type=int, default=3)
+    parser.add_argument("--policy", type=Path, default=ROOT / "policies" / "flowcon.yaml")
+    parser.add_argument("--node", default=None)
+    args = parser.parse_args()
+
+    from policyd.engine import decide  # noqa: PLC0415 (the tree on PYTHONPATH)
+    from policyd.policy import load_policies  # noqa: PLC0415
+    from policyd.sources import kubernetes  # noqa: PLC0415
+    from policyd.sources.prometheus import PrometheusSource  # noqa: PLC0415
+    from policyd.sources.promql import build_queries  # noqa: PLC0415
+
+    policies = load_policies(args.policy)[:1]
+    if args.node is None:
+        settings = kubernetes()
+        source = PrometheusSource(args.url, settings, timeout_seconds=60, retries=0,
+                                  clock=lambda: args.now)
+    else:  # only trees that have node agents' queries
+        settings = kubernetes(evaluation_node_label="node")
+        source = PrometheusSource(args.url, settings, timeout_seconds=60, retries=0,
+                                  clock=lambda: args.now, node=args.node)
+    names = {query: what for what, query in build_queries(
+        policies, settings, now_seconds=args.now, **({"node": args.node} if args.node else {})
+    ).labelled()}
+    calls: list[dict[str, Any]] = []
+    session = source._client._session  # type: ignore[attr-defined]  # our own client's session
+    request = session.request
+
+    def timed(method: str, url: str, **kw: Any) -> Any:
+        started = time.perf_counter()
+        response = request(method, url, **kw)
+        query = (kw.get("params") or {}).get("query", "")
+        calls.append({"query": names.get(query, query[:60]),
+                      "seconds": time.perf_counter() - started,
+                      "bytes": len(response.content)})
+        return response
+
+    session.request = timed
+    cycles = []
+    for _ in range(args.cycles + 1):
+        calls.clear()
+        started = time.perf_counter()
+        parsed = source.observe(policies)
+        observed = time.perf_counter()
+        decision = decide(policies[0], parsed.snapshot)
+        done = time.perf_counter()
+        queried = sum(c["seconds"] for c in calls)
+        cycles.append({"cycle": done - started, "queries": list(calls),
+                       "parse": observed - started - queried, "decide": done - observed,
+                       "containers": len(parsed.snapshot.containers),
+                       "actions": len(decision.actions), "warnings": len(parsed.warnings)})
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    json.dump({"warm_up": cycles[0], "cycles": cycles[1:], "rss_mib": rss}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""Live manager cycles against a real Prometheus holding N training containers (issue 18).
+
+Usage: flock /tmp/policyd-slow.lock python benchmarks/prometheus_scale.py
+           [--containers 1000 10000] [--runs 3] [--cycles 3] [--baseline DIR] [--work DIR]
+
+For each N: the series of `tests/integration/cluster_series.py` (N containers, 10 a node, the
+kubelet's whole label sets, 20 min at 15 s ending now) are backfilled with `promtool tsdb
+create-blocks-from openmetrics` (benchmarks/backfill.py) and served by Debian's Prometheus on
+127.0.0.1. Then `--runs` processes of benchmarks/prometheus_cycle.py each time `--cycles` warm
+cycles (queries, parse, decide for `POLICY`, the clock at the data's end). With
+`--baseline DIR` (another checkout, e.g. `git archive` of main) its processes run interleaved
+with ours, run for run, against the same server, so both see the same load: compare the ratios
+of one run, not figures across runs (the machine is shared). Figures are medians over every
+cycle of every run: the whole cycle, each query group (the evaluation range, the CPU range, the
+facts, the progress queries) with its answer's bytes, parse, decide, and the peak RSS of a run.
+A node agent's cycles (ours, node w0: its 10 containers) run beside them.
+Heavy (10,000 containers: ~6 GB of text written and deleted in chunks, ~1 GB of TSDB): never
+in CI, always under the lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.integration
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from backfill import backfill, serving
+
+from tests.integration.cluster_series import Cluster
+
+ROOT = Path(__file__).resolve().parents[1]
+HISTORY_SECONDS = 20 * 60
+POLICY = """\
+apiVersion: policyd.io/v1alpha1
+kind: FlowCon
+metadata: {name: scale}
+spec: {interval_seconds: 20, window_intervals: 20, mode: shares}
+"""
+"""policies/flowcon.yaml without its `app: train` selector: FlowCon manages every job."""
+
+
+def group(query: str) -> str:
+    """The query group a labelled query belongs to (`CycleQueries.labelled` names)."""
+    if query.startswith("facts"):
+        return "facts"
+    return {"steps": "progress", "progress": "progress"}.get(query, query)
+
+
+def one_run(tree: Path, url: str, now: float, *, cycles: int, policy: Path,
+            node: str | None = None) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "prometheus_cycle.py"),
+                           "--url", url, "--now", str(now), "--cycles", str(cycles),
+                           "--policy", str(policy),
+                           *(["--node", node] if node else [])],
+                          env=env, cwd=tree, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: the cycle failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over every cycle of every run (seconds, bytes), and of the runs' peak RSS."""
+    cycles = [c for r in runs for c in r["cycles"]]
+    groups: dict[str, list[tuple[float, int, int]]] = {}
+    for c in cycles:
+        per: dict[str, list[float]] = {}
+        for q in c["queries"]:
+            seconds, size, count = per.setdefault(group(q["query"]), [0.0, 0, 0])
+            per[group(q["query"])] = [seconds + q["seconds"], size + q["bytes"], count + 1]
+        for name, (seconds, size, count) in per.items():
+            groups.setdefault(name, []).append((seconds, int(size), int(count)))
+    med = statistics.median
+    return {
+        "cycle": med(c["cycle"] for c in cycles), "parse": med(c["parse"] for c in cycles),
+        "decide": med(c["decide"] for c in cycles),
+        "queries": med(len(c["queries"]) for c in cycles),
+        "bytes": med(sum(q["bytes"] for q in c["queries"]) for c in cycles),
+        "containers": med(c["containers"] for c in cycles),
+        "actions": med(c["actions"] for c in cycles),
+        "rss_mib": med(r["rss_mib"] for r in runs),
+        "groups": {name: {"seconds": med(v[0] for v in vals), "bytes": med(v[1] for v in vals),
+                          "queries": med(v[2] for v in vals)}
+                   for name, vals in groups.items()},
+    }
+
+
+def show(label: str, s: dict[str, Any]) -> str:
+    parts = [f"{name} {g['seconds']:.3f} s / {g['bytes'] / 1e6:.2f} MB ({g['queries']:g} q)"
+             for name, g in sorted(s["groups"].items())]
+    queried = sum(g["seconds"] for g in s["groups"].values())
+    return (f"  {label}: cycle {s['cycle']:.3f} s = queries {queried:.3f}"
+            f" + parse {s['parse']:.3f} + decide {s['decide']:.3f}; {s['queries']:g} queries, "
+            f"{s['bytes'] / 1e6:.2f} MB; {s['containers']:g} containers, {s['actions']:g} "
+            f"actions; RSS "
+            f"{s['rss_mib']:.0f} MiB\n    " + "; ".join(parts))
+
+
+def measure(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    end = math.floor(time.time() / 15) * 15.0
+    cluster = Cluster(containers=n, start_seconds=end - HISTORY_SECONDS, end_seconds=end)
+    data = work / f"prometheus-{n}"
+    print(f"{n} containers: backfilling {cluster.nodes} nodes ...", flush=True)
+    backfill_seconds = backfill(cluster, data, log=work / f"promtool-{n}.log")
+    trees = {"ours": ROOT, **({"baseline": args.baseline} if args.baseline else {})}
+    policy = work / "policy.yaml"
+    policy.write_text(POLICY)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in (*trees, "node agent")}
+    with serving(data) as url:
+        for _ in range(args.runs):
+            for name, tree in trees.items():
+                runs[name].append(one_run(tree, url, end, cycles=args.cycles, policy=policy))
+            runs["node agent"].append(one_run(ROOT, url, end, cycles=args.cycles,
+                                              policy=policy, node="w0"))
+    result: dict[str, Any] = {"containers": n, "backfill_seconds": backfill_seconds,
+                              **{name: summary(r) for name, r in runs.items()}}
+    print(f"{n} containers (backfill {backfill_seconds:.0f} s), medians of "
+          f"{args.runs} runs x {args.cycles} cycles:")
+    for name in runs:
+        print(show(name, result[name]))
+    if "baseline" in result:
+        ours, base = result["ours"], result["baseline"]
+        print(f"  baseline / ours: cycle {base['cycle'] / ours['cycle']:.2f}x, bytes "
+              f"{base['bytes'] / ours['bytes']:.2f}x, facts seconds "
+              f"{base['groups']['facts']['seconds'] / ours['groups']['facts']['seconds']:.2f}x, "
+              f"RSS {base['rss_mib'] / ours['rss_mib']:.2f}x")
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--containers", type=int, nargs="+", default=[1000, 10_000])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--cycles", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, default=None)
+    parser.add_argument("--work", type=Path, default=None, help="keep the data here")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="policyd-scale-") as tmp:
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        results = [measure(n, args, work) for n in args.containers]
+    if len(results) > 1:
+        small, big = results[0], results[-1]
+        growth = big["ours"]["cycle"] / small["ours"]["cycle"]
+        scale = big["containers"] / small["containers"]
+        print(f"ours: {small['containers']} -> {big['containers']} containers ({scale:g}x): "
+              f"cycle {growth:.2f}x ({growth / scale:.2f} of linear)")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""Jobs that have reached their quality target or converged: the step every kind shares.
+
+Theory of operation. A job's CPU is worth spending only while the job still improves. After a
+kind's plan (`policyd.engine.decide`), this step looks at every job the policy assessed and asks
+two questions, both from the snapshot alone:
+
+* target: the job declares the loss it is trained to reach (`policyd.io/target-loss`, label or
+  annotation) and its latest evaluation sample (fresh: at most two intervals old) is at or
+  below it (at or above it when the policy's evaluation is `maximize`);
+* converged: the forecast (`policyd.engine.forecasting`, with `Settings.improvement`) says the
+  loss will still fall by less than `converged_below` of today's loss over the whole rest of
+  the run (to its total steps when it reports them, else to where its fitted curve turns
+  converged). One slow interval is not enough: the fitted curve has to agree.
+
+The policy's response (`on_target`, `on_converged`) decides what happens:
+
+* `notify` (the default): the assessment carries a `Delivery` and its note says so; the
+  daemon's alerter posts it and its metrics count it. No action: policyd never stops a job
+  unless a policy asks it to.
+* `deprioritize`: the job's CPU drops to the kind's floor (`Kind.floor`); the kind's own CPU
+  action on it, if any, is replaced.
+* `stop`: a `Stop` action (the actuators checkpoint, keep the checkpoint and mark the job
+  delivered), and every other action of this policy on the job is dropped.
+
+Both actions respect the shared guards (opt-out, minimum age, cooldown: `guards`), and
+ownership applies afterwards (`Kind.acts_on_of` adds "stop" and "cpu" for these responses).
+A target reached comes before convergence when both hold. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, replace
+
+from policyd.engine.forecasting import (
+    forecast_containers,
+    job_forecast,
+    settings_of,
+    target_loss,
+)
+from policyd.engine.guards import action_blocked
+from policyd.engine.registry import KINDS
+from policyd.engine.spec import PolicyDocument
+from policyd.model import Action, Assessment, Container, Decision, SetCpu, Snapshot, Stop
+from policyd.model import labels as keys
+from policyd.model.qoe import Delivery, DeliveryEvent, Response
+
+STALE_INTERVALS = 2.0
+"""A loss sample older than this many of the policy's intervals says nothing about now."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Found:
+    event: DeliveryEvent
+    response: Response
+    why: str
+
+
+def target_reached(container: Container, policy: PolicyDocument, now: float,
+                   interval_seconds: float) -> str | None:
+    """Why the job has reached its declared target loss, or None (no target, not yet, or no
+    fresh finite sample)."""
+    target, _ = target_loss(container)
+    series = container.evaluation
+    if target is None or len(series) == 0:
+        return None
+    t, value = float(series.times_seconds[-1]), float(series.values[-1])
+    if not math.isfinite(value) or now - t > STALE_INTERVALS * interval_seconds:
+        return None
+    maximize = policy.spec.evaluation.direction == "maximize"
+    if (value >= target) if maximize else (value <= target):
+        return (f"reached its target loss: {value:.4g} {'>=' if maximize else '<='} "
+                f"{target:g} ({keys.TARGET_LOSS})")
+    return None
+
+
+def _converged(a: Assessment, threshold: float) -> str | None:
+    f = a.forecast
+    if f is None or f.remaining_improvement is None or f.remaining_improvement >= threshold:
+        return None
+    to = "its total steps" if f.total_steps is not None else "where its fitted curve converges"
+    return (f"converged: the forecast has the loss falling by only "
+            f"{100 * f.remaining_improvement:.2f} % more up to {to} "
+            f"({f.remaining_steps:.0f} steps left), under converged_below "
+            f"{100 * threshold:g} %")
+
+
+def _with_forecasts(decision: Decision, policy: PolicyDocument,
+                    snapshot: Snapshot) -> Decision:
+    """The decision with a forecast on every assessed job that has none yet (the remaining
+    improvement is what convergence reads)."""
+    wanted = {a.container for a in decision.assessments
+              if a.category is not None and a.forecast is None and not a.forecast_note}
+    if not wanted:
+        return decision
+    kind = KINDS.of(policy)
+    settings = settings_of(policy, snapshot, alpha=kind.convergence_alpha(policy),
+                           interval_seconds=kind.intervals(policy).base_seconds)
+    found = forecast_containers(settings, snapshot,
+                                [c for c in snapshot.containers if c.id in wanted])
+    out = []
+    for a in decision.assessments:
+        if a.container in wanted:
+            f = found.by_id.get(a.container)
+            note = found.notes.get(a.container, "")
+            a = (replace(a, forecast=job_forecast(f, note)) if f is not None  # noqa: PLW2901
+                 else replace(a, forecast_note=note or "not forecast"))
+        out.append(a)
+    return replace(decision, assessments=tuple(out))
+
+
+def _finds(decision: Decision, policy: PolicyDocument, snapshot: Snapshot,
+           by_id: dict[str, Container]) -> dict[str, _Found]:
+    spec = policy.spec
+    interval = snapshot.interval_seconds(policy.name,
+                                         KINDS.of(policy).intervals(policy).base_seconds)
+    found: dict[str, _Found] = {}
+    for a in decision.assessments:
+        c = by_id.get(a.container)
+        if c is None or a.category is None:
+            continue
+        why = target_reached(c, policy, snapshot.time, interval)
+        if why is not None:
+            found[c.id] = _Found(event="target", response=spec.on_target, why=why)
+            continue
+        why = _converged(a, spec.converged_below)
+        if why is not None:
+            found[c.id] = _Found(event="converged", response=spec.on_converged, why=why)
+    return found
+
+
+def deliver(decision: Decision, policy: PolicyDocument, snapshot: Snapshot, *,
+            forecasts: bool) -> Decision:
+    """`decision` with the policy's responses to jobs that reached their target or converged
+    (module docstring). `forecasts=False` (a caller that reads only the actions) skips what
+    changes no action: convergence is judged only when its response acts."""
+    spec = policy.spec
+    acting = {spec.on_target, spec.on_converged} - {"notify"}
+    if not forecasts and not acting:
+        return decision
+    if forecasts or spec.on_converged != "notify":
+        decision = _with_forecasts(decision, policy, snapshot)
+    by_id = {c.id: c for c in snapshot.containers}
+    found = _finds(decision, policy, snapshot, by_id)
+    if not found:
+        return decision
+    kind = KINDS.of(policy)
+    per_node = Counter(by_id[a.container].node for a in decision.assessments
+                       if a.container in by_id)
+    actions: list[Action] = [a for a in decision.actions
+                             if a.container not in found or (
+                                 found[a.container].response == "notify"
+                                 or (found[a.container].response == "deprioritize"
+                                     and not isinstance(a, SetCpu)))]
+    assessments = []
+    for a in decision.assessments:
+        hit = found.get(a.container)
+        if hit is None:
+            assessments.append(a)
+            continue
+        c = by_id[a.container]
+        reason, next_fraction = hit.why, a.cpu_fraction_next
+        blocked = action_blocked(c, spec, snapshot.time) if hit.response != "notify" else None
+        if blocked is not None:
+            reason = f"{hit.why}; {hit.response}: no action ({blocked})"
+        elif hit.response == "stop":
+            actions.append(Stop(policy=policy.name, container=c.id, node=c.node,
+                                event=hit.event, reason=hit.why,
+                                grace_seconds=spec.stop_grace_seconds))
+            reason = f"{hit.why}: stopped (checkpoint kept, delivered)"
+        elif hit.response == "deprioritize":
+            floor = kind.floor(policy, per_node[c.node])
+            next_fraction = floor
+            if abs(c.cpu_allocation - floor) > 1e-9:
+                actions.append(SetCpu(policy=policy.name, container=c.id, node=c.node,
+                                      fraction=floor, mode=kind.cpu_mode(policy) or "shares",
+                                      reason=f"{hit.why}: deprioritized to the floor "
+                                             f"{floor:.3g}"))
+            reason = f"{hit.why}: deprioritized to the floor {floor:.3g}"
+        else:
+            reason = f"{hit.why}: notified"
+        assessments.append(replace(
+            a, delivery=Delivery(event=hit.event, response=hit.response, reason=reason),
+            cpu_fraction_next=next_fraction, note=f"{reason}; {a.note}" if a.note else reason))
+    events = Counter(f"{hit.event} -> {hit.response}" for hit in found.values())
+    note = "delivered: " + ", ".join(f"{n} {what}" for what, n in sorted(events.items()))
+    return replace(decision, actions=tuple(actions), assessments=tuple(assessments),
+                   notes=(*decision.notes, note))

@@ -1,0 +1,506 @@
+"""QoE: CPU moved between the jobs of a worker so that as many as possible meet their targets.
+
+Theory of operation (our design; DQoES, arXiv 2010.12728, publishes only its aim: clients state
+a target QoE per job and the scheduler adjusts resources to approach every target). Every
+interval, per worker:
+
+1. Read each selected job's target (`policyd.engine.qoe_target`: `policyd.io/qoe-target`, e.g.
+   `steps_per_second>=40`). A malformed one is a note and no action on that job; so is a
+   target whose metric has no fresh samples (the job is left alone, its CPU counted as used).
+2. Measure it over the last `measure_seconds`, and find the cores that meet the target with
+   `headroom` to spare. For `steps_per_second` this is the forecast's speed model
+   (`policyd.engine.speed`: Amdahl's law fitted to the job's own intervals), scaled so that it
+   passes through what was just measured (a model fitted on one allocation knows the speed
+   there, and only its prior says how it grows): the cores c with speed(c) = target * (1 +
+   headroom). A named metric is taken to scale with the cores the job gets (throughput-like
+   `>=` in proportion, latency-like `<=` inversely). A need beyond the cores the job can use
+   (its threads, its worker) is infeasible.
+3. Share the worker (`policyd.engine.qoe_allocation`): every job keeps the floor
+   capacity / (beta * n); the smallest needs are met first, as many as fit (the most targets
+   one worker can meet), the rest stay short, and what is left goes to the jobs without a
+   target, then to those left short, then to the satisfied ones. The decision's notes say how
+   many targets the worker can meet and which are left short.
+   Settling: a short job takes the whole step; a job meeting its target by up to three
+   headrooms keeps the cores it has; beyond, it gives back half its surplus an interval
+   (`settled`). A speed model wrong by some percent then walks a job up in steps and down by
+   halves instead of back and forth across its target.
+4. Turn cores into limits: cores / capacity in both modes (`shares`: weights that split the
+   worker as planned while every job is busy; `quota`: hard caps). A limit that would move by no
+   more than `min_change` of its current cores stays, so allocations settle.
+
+Categories: SATISFIED, SHORT (by x %), INFEASIBLE, NEW (a target, no measurement yet: it shares
+what is left until it has one) and FREE (no target). Each assessment carries a `QoeStatus`
+(`policyd.model.qoe`): `plan` shows it, the daemon exports it, and an alert fires when a job
+has been short for `alert_after_seconds` (counted from the window's samples, so a restarted
+daemon says the same). Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from policyd.engine.forecasting import histories
+from policyd.engine.guards import action_blocked
+from policyd.engine.kind import CpuMode, Intervals, Kind
+from policyd.engine.qoe_allocation import Claim, share
+from policyd.engine.qoe_target import (
+    STEPS_PER_SECOND,
+    Measured,
+    Target,
+    declaration,
+    measure,
+    read_target,
+)
+from policyd.engine.spec import CommonSpec, PolicyDocument
+from policyd.engine.speed import SpeedModel, fit_speed
+from policyd.model import Assessment, Container, Decision, QoeStatus, SetCpu, Snapshot
+from policyd.model import labels as keys
+from policyd.model.qoe import QoeState
+
+SATISFIED, SHORT, INFEASIBLE, NEW, FREE = "SATISFIED", "SHORT", "INFEASIBLE", "NEW", "FREE"
+_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+class QoESpec(CommonSpec):
+    """QoE's arguments."""
+
+    interval_seconds: float = Field(
+        default=15.0, ge=1, le=86400, description="Evaluation interval, seconds.")
+    measure_seconds: float | None = Field(
+        default=None, gt=0, le=86400,
+        description="Each job's metric is read over this many seconds (default: the interval).")
+    metrics: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "QoE metrics beside the built-in steps_per_second: name -> PromQL selecting one "
+            "series per container (keeping the labels that name the container on the loss "
+            "series). Each is one query a cycle, whatever the number of containers."),
+    )
+    headroom: float = Field(
+        default=0.05, ge=0, le=1,
+        description="Aim this fraction beyond each target (a job exactly at it flips in and out).")
+    beta: float = Field(
+        default=2.0, ge=1, le=100,
+        description="Floor: every job keeps at least 1 / (beta * n) of its worker (n jobs).")
+    mode: Literal["shares", "quota"] = Field(
+        default="shares", description="shares: soft, work-conserving limits; quota: hard caps.")
+    hysteresis: float = Field(
+        default=0.1, ge=0, lt=1,
+        description=(
+            "A job meeting its target keeps its place unless another's need is smaller by more "
+            "than this fraction."),
+    )
+    min_change: float = Field(
+        default=0.05, ge=0, lt=1,
+        description=(
+            "A job's limit that would move by no more than this fraction of its cores stays."),
+    )
+    alert_after_seconds: float = Field(
+        default=300.0, gt=0, le=86400,
+        description=(
+            "A job short of its target for this long (every sample of the window since) raises "
+            "an alert. At most the history policyd reads: window_intervals x interval_seconds."),
+    )
+
+    @field_validator("metrics")
+    @classmethod
+    def _names(cls, metrics: dict[str, str]) -> dict[str, str]:
+        problems = []
+        for name, query in metrics.items():
+            if name == STEPS_PER_SECOND:
+                problems.append(f"{name} is built in (read from the steps counter); choose "
+                                "another name")
+            elif not _NAME.match(name):
+                problems.append(f"{name!r} must be lowercase letters, digits and _ (a PromQL "
+                                "label-like name), starting with a letter or _")
+            if not query.strip():
+                problems.append(f"{name}: the query is empty")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return metrics
+
+    @model_validator(mode="after")
+    def _check(self) -> QoESpec:
+        history = self.window_intervals * self.interval_seconds
+        if self.alert_after_seconds > history:
+            raise ValueError(
+                f"alert_after_seconds ({self.alert_after_seconds:g}) must be at most the history "
+                f"policyd reads, window_intervals x interval_seconds = {history:g} s: a longer "
+                "shortfall could never be seen")
+        if self.window_seconds > history:
+            raise ValueError(f"measure_seconds ({self.window_seconds:g}) must be at most the "
+                             f"history policyd reads ({history:g} s)")
+        return self
+
+    @property
+    def window_seconds(self) -> float:
+        return self.measure_seconds if self.measure_seconds is not None else self.interval_seconds
+
+
+class QoEPolicy(PolicyDocument):
+    kind: Literal["QoE"]
+    spec: QoESpec
+
+
+def _qoe(policy: PolicyDocument) -> QoEPolicy:
+    if not isinstance(policy, QoEPolicy):
+        raise TypeError(f"QoE cannot plan policy {policy.name!r} of kind {policy.kind!r}")
+    return policy
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Job:
+    container: Container
+    target: Target | None
+    measured: Measured | None
+    need: float | None  # cores for the target with headroom; inf: infeasible; None: no need
+    cap: float
+    note: str  # why it is left alone ("" when it is not)
+
+
+def _speed(snapshot: Snapshot, containers: Sequence[Container], *,
+           soft: bool) -> dict[str, SpeedModel]:
+    """Each container's fitted speed model (one row each), from the forecast's histories.
+
+    With soft limits (`shares`), the most cores a job can use is read from the intervals its
+    node had cores to spare: CPU shares are work-conserving, so a job then used all it could.
+    It is the largest such use in the window (the model's own reading, from the last interval
+    only, would forget it as soon as the job is given less); with none, the model's."""
+    if not containers:
+        return {}
+    h = histories(snapshot, containers)
+    model = fit_speed(steps_made=np.diff(h.steps, axis=1),
+                      seconds=np.diff(h.times_seconds, axis=1), cores=h.cores[:, 1:],
+                      allocation_cores=h.allocation_cores, max_cores=h.max_cores,
+                      busy=h.busy[:, 1:])
+    cap = model.cap_cores
+    if soft:
+        with np.errstate(invalid="ignore"):
+            spare = (h.busy[:, 1:] == 0) & np.isfinite(h.cores[:, 1:]) & (h.cores[:, 1:] > 0)
+        used = np.max(np.where(spare, h.cores[:, 1:], -np.inf), axis=1, initial=-np.inf)
+        cap = np.where(np.isfinite(used), np.minimum(used, h.max_cores), cap)
+    model = replace(model, cap_cores=cap)
+    out = {}
+    for i, c in enumerate(containers):
+        rows = np.array([i])
+        out[c.id] = SpeedModel(
+            serial_seconds=model.serial_seconds[rows],
+            parallel_seconds=model.parallel_seconds[rows],
+            cap_cores=model.cap_cores[rows], spread=model.spread[rows],
+            usable=model.usable[rows], mean_cores=model.mean_cores[rows])
+    return out
+
+
+def cores_for_rate(model: SpeedModel, rate: float, scale: float) -> float:
+    """The fewest cores at which `scale` x the model's speed reaches `rate` steps per second
+    (inf when none up to the model's cap): the inverse of s(c) = serial + parallel / c (c >= 1)
+    or (serial + parallel) / c (c < 1)."""
+    serial = float(model.serial_seconds[0])
+    parallel = float(model.parallel_seconds[0])
+    cap = float(model.cap_cores[0])
+    seconds = scale / rate  # model seconds per step wanted
+    if not (math.isfinite(serial) and math.isfinite(parallel)) or seconds <= 0:
+        return math.inf
+    total = serial + parallel
+    if total <= 0:
+        return math.inf
+    if seconds >= total:  # a fraction of one core is enough (time slicing)
+        cores = total / seconds
+    elif seconds > serial and parallel > 0:
+        cores = parallel / (seconds - serial)
+    else:
+        return math.inf
+    return cores if cores <= cap + 1e-9 else math.inf
+
+
+def catch_up_rate(target: Target, container: Container, now: float) -> float:
+    """The steps per second a throughput target asks of a job now: the target itself, or, for
+    a job that reports its total steps and has fallen behind (its average since its container
+    started is below the target), the rate that brings that average back to the target by the
+    time the target allows it to end (inf when that time has passed)."""
+    if target.metric != STEPS_PER_SECOND or target.comparison != ">=" or \
+            container.total_steps is None or len(container.steps) == 0:
+        return target.value
+    done = float(container.steps.values[-1])
+    remaining = container.total_steps - done
+    if not (math.isfinite(done) and remaining > 0):
+        return target.value
+    left = container.started_at + container.total_steps / target.value - now
+    return max(target.value, remaining / left) if left > 0 else math.inf
+
+
+def _need(target: Target, got: Measured, model: SpeedModel | None, *, headroom: float,
+          cap: float, rate: float) -> float:
+    """Cores meeting `target` (at `rate`, for a throughput target) with headroom (module
+    docstring, 2)."""
+    if not math.isfinite(rate):
+        return math.inf
+    aim = rate * (1.0 + headroom) if target.comparison == ">=" else (
+        target.value / (1.0 + headroom))
+    cores_now = got.cores
+    if target.metric == STEPS_PER_SECOND and model is not None and bool(model.usable[0]):
+        predicted = float(model.steps_per_second(np.array([cores_now]))[0]) if (
+            math.isfinite(cores_now) and cores_now > 0) else math.nan
+        scale = got.value / predicted if math.isfinite(predicted) and predicted > 0 and \
+            got.value > 0 else 1.0
+        need = cores_for_rate(model, aim, scale)
+    elif math.isfinite(cores_now) and cores_now > 0 and got.value > 0:
+        need = (cores_now * aim / got.value if target.comparison == ">="
+                else cores_now * got.value / aim)
+    else:
+        return math.inf if got.value <= 0 and target.comparison == ">=" else math.nan
+    return need if need <= cap + 1e-9 else math.inf
+
+
+SETTLE_HEADROOMS = 3.0
+"""A job that meets its target by no more than this many headrooms keeps the cores it has."""
+RELEASE = 0.5
+"""A job beyond that band gives back this share of its surplus per interval."""
+
+
+def settled(need: float, target: Target, got: Measured, headroom: float, *,
+            behind: bool = False) -> float:
+    """The need, settled (module docstring, 3): a short job takes the whole step up; a job
+    meeting its target within SETTLE_HEADROOMS x headroom keeps what it gets; beyond, it gives
+    back RELEASE of its surplus. A speed model that is wrong by some percent then moves a job
+    up in steps and down by halves, rather than back and forth."""
+    held = got.cores
+    if not (math.isfinite(need) and math.isfinite(held) and held > 0):
+        return need
+    ratio = target.ratio(got.value)
+    if ratio < 1.0 or behind:
+        return need
+    if ratio <= 1.0 + SETTLE_HEADROOMS * headroom:
+        return held
+    return max(need, held - RELEASE * (held - need))
+
+
+def _jobs(policy: QoEPolicy, snapshot: Snapshot, chosen: Sequence[Container]) -> list[_Job]:
+    spec = policy.spec
+    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
+    known = {STEPS_PER_SECOND, *spec.metrics}
+    stale = 2.0 * snapshot.interval_seconds(policy.name, spec.interval_seconds)
+    targets: dict[str, Target | str | None] = {}
+    for c in chosen:
+        text = declaration(c)
+        targets[c.id] = None if text is None else read_target(text, known)
+    models = _speed(snapshot, [c for c in chosen if isinstance(targets[c.id], Target)
+                               and len(c.steps) > 0], soft=spec.mode == "shares")
+    jobs = []
+    for c in chosen:
+        cap = capacity[c.node]
+        found = targets[c.id]
+        if found is None:
+            jobs.append(_Job(container=c, target=None, measured=None, need=None, cap=cap,
+                             note=""))
+            continue
+        if isinstance(found, str):
+            jobs.append(_Job(container=c, target=None, measured=None, need=None, cap=cap,
+                             note=found))
+            continue
+        model = models.get(c.id)
+        if model is not None and bool(model.usable[0]):
+            cap = min(cap, max(float(model.cap_cores[0]), 1.0))
+        got = measure(found, c, now=snapshot.time, window_seconds=spec.window_seconds,
+                      stale_seconds=stale)
+        if isinstance(got, str):
+            young = snapshot.time - c.started_at <= stale
+            jobs.append(_Job(container=c, target=found, measured=None, need=None, cap=cap,
+                             note="" if young else got))
+            continue
+        rate = catch_up_rate(found, c, snapshot.time)
+        need = settled(_need(found, got, model, headroom=spec.headroom, cap=cap, rate=rate),
+                       found, got, spec.headroom, behind=rate > found.value)
+        jobs.append(_Job(container=c, target=found, measured=got,
+                         need=None if math.isnan(need) else need, cap=cap, note=""))
+    return jobs
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Outcome:
+    job: _Job
+    cores: float
+    selected: bool
+    category: str | None
+    status: QoeStatus | None
+    reason: str
+
+
+def _status(job: _Job, spec: QoESpec, selected: bool) -> tuple[str, QoeStatus | None]:
+    t, m = job.target, job.measured
+    if t is None:
+        return FREE, None
+    if m is None:
+        return NEW, None
+    ratio = t.ratio(m.value)
+    state: QoeState = ("satisfied" if t.met_by(m.value) else
+                       "infeasible" if job.need is not None and math.isinf(job.need)
+                       else "short")
+    status = QoeStatus(
+        target=t.text, metric=t.metric, comparison=t.comparison, target_value=t.value,
+        measured=m.value, state=state,
+        shortfall=0.0 if state == "satisfied" else max(1.0 - min(ratio, 1.0), 0.0),
+        short_seconds=m.short_seconds,
+        alerting=state != "satisfied" and m.short_seconds >= spec.alert_after_seconds,
+        cores_needed=job.need if job.need is not None and math.isfinite(job.need) else None)
+    return {"satisfied": SATISFIED, "short": SHORT, "infeasible": INFEASIBLE}[state], status
+
+
+def _reason(job: _Job, status: QoeStatus | None, cores: float, *, selected: bool,
+            capacity: float, floor: float) -> str:
+    lead = f"{cores:.2f} of {capacity:g} cores"
+    if job.target is None:
+        return f"no target ({keys.QOE_TARGET}): shares what is left; {lead}"
+    if status is None:
+        return f"{job.target.text}: not measured yet; shares what is left; {lead}"
+    measured = (f"{job.target.metric} {status.measured:.4g} vs {status.comparison} "
+                f"{status.target_value:g}")
+    if job.need is not None and math.isinf(job.need):
+        return (f"{measured}: infeasible (more than the {job.cap:.2g} cores it can use would "
+                f"be needed); {lead}")
+    need = f"needs {job.need:.2f} cores" if job.need is not None else "need unknown"
+    if selected:
+        return f"{measured}; {need}: met first (smallest needs first); {lead}"
+    return (f"{measured}; {need}: left short (meeting it would leave smaller needs unmet); "
+            f"{lead} (floor {floor:.2f})")
+
+
+def _served(job: _Job) -> bool:
+    """An incumbent: it meets its target now, or already gets the cores it needs."""
+    m, t, need = job.measured, job.target, job.need
+    if m is None or t is None or need is None or not math.isfinite(need):
+        return False
+    return t.met_by(m.value) or (math.isfinite(m.cores) and m.cores >= 0.95 * need)
+
+
+def _node(jobs: list[_Job], capacity: float, spec: QoESpec) -> list[_Outcome]:
+    acting = [j for j in jobs if not j.note]
+    idle = sum(min(j.container.cpu_allocation * capacity, capacity) for j in jobs if j.note)
+    room = max(capacity - idle, 0.0) if acting else 0.0
+    claims = [Claim(key=j.container.id, need=j.need, cap=j.cap, incumbent=_served(j))
+              for j in acting]
+    shared = share(claims, room, beta=spec.beta, hysteresis=spec.hysteresis,
+                   soft=spec.mode == "shares") if acting else None
+    out = []
+    k = 0
+    for j in jobs:
+        if j.note:
+            out.append(_Outcome(job=j, cores=math.nan, selected=False, category=None,
+                                status=None, reason=j.note))
+            continue
+        assert shared is not None
+        cores, selected = shared.cores[k], shared.selected[k]
+        k += 1
+        category, status = _status(j, spec, selected)
+        out.append(_Outcome(job=j, cores=cores, selected=selected, category=category,
+                            status=status,
+                            reason=_reason(j, status, cores, selected=selected,
+                                           capacity=capacity, floor=shared.floor_cores)))
+    return out
+
+
+def _node_note(node: str, outcomes: Sequence[_Outcome]) -> str:
+    targeted = [o for o in outcomes if o.job.need is not None]
+    met = [o for o in targeted if o.selected]
+    left = [o for o in targeted if not o.selected]
+    text = f"{node}: {len(met)} of {len(targeted)} measured targets can be met"
+    if left:
+        shown = ", ".join(f"{o.job.container.id} ("
+                          + ("infeasible" if o.job.need is not None and math.isinf(o.job.need)
+                             else f"needs {o.job.need:.2f} cores") + ")" for o in left)
+        text += f"; left short so that the others are met: {shown}"
+    alone = [o for o in outcomes if o.category is None]
+    if alone:
+        text += f"; {len(alone)} left alone (a malformed target or no metric: see their notes)"
+    return text
+
+
+def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
+    """QoE's decision for `snapshot`: a CPU limit per job from its target (module docstring)."""
+    policy = _qoe(policy)
+    spec, now = policy.spec, snapshot.time
+    chosen = sorted((c for c in snapshot.containers if spec.selector.selects(c)),
+                    key=lambda c: (c.node, c.id))
+    by_node: defaultdict[str, list[_Job]] = defaultdict(list)
+    for job in _jobs(policy, snapshot, chosen):
+        by_node[job.container.node].append(job)
+    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
+    actions: list[SetCpu] = []
+    assessments: list[Assessment] = []
+    notes: list[str] = []
+    for node in sorted(by_node):
+        cap = capacity[node]
+        outcomes = _node(by_node[node], cap, spec)
+        notes.append(_node_note(node, outcomes))
+        for o in outcomes:
+            c = o.job.container
+            if o.category is None:
+                assessments.append(Assessment(container=c.id, node=c.node, category=None,
+                                              cpu_fraction_now=c.cpu_allocation, note=o.reason))
+                continue
+            floor = 1.0 / (spec.beta * len(by_node[node]))
+            fraction = min(max(o.cores / cap, floor), 1.0)
+            target, note = fraction, o.reason
+            now_cores = c.cpu_allocation * cap
+            if abs(fraction * cap - now_cores) <= max(spec.min_change * now_cores, 1e-6):
+                target = c.cpu_allocation
+                if abs(fraction - c.cpu_allocation) > 1e-9:
+                    note = (f"{o.reason}; within min_change {spec.min_change:g} of its "
+                            f"{now_cores:.2f} cores: unchanged")
+            elif (blocked := action_blocked(c, spec, now)) is not None:
+                target, note = c.cpu_allocation, f"no action ({blocked}): {o.reason}"
+            else:
+                actions.append(SetCpu(policy=policy.name, container=c.id, node=c.node,
+                                      fraction=fraction, mode=spec.mode, reason=o.reason))
+            assessments.append(Assessment(
+                container=c.id, node=c.node, category=o.category,
+                gain=o.status.ratio if o.status is not None else None,
+                cpu_fraction_now=c.cpu_allocation, cpu_fraction_next=target, note=note,
+                qoe=o.status))
+    return Decision(policy=policy.name, kind="QoE", time=now, actions=tuple(actions),
+                    assessments=tuple(assessments), next_interval=spec.interval_seconds,
+                    dry_run=spec.dry_run, notes=tuple(notes))
+
+
+def _intervals(policy: PolicyDocument) -> Intervals:
+    seconds = _qoe(policy).spec.interval_seconds
+    return Intervals(base_seconds=seconds, longest_seconds=seconds)
+
+
+def _summary(policy: PolicyDocument) -> str:
+    spec = _qoe(policy).spec
+    return (f"interval {spec.interval_seconds:g} s, headroom {spec.headroom:g}, beta "
+            f"{spec.beta:g}, {spec.mode}")
+
+
+def _cpu_mode(policy: PolicyDocument) -> CpuMode:
+    return _qoe(policy).spec.mode
+
+
+def _floor(policy: PolicyDocument, jobs: int) -> float:
+    return 1.0 / (_qoe(policy).spec.beta * max(jobs, 1))
+
+
+def _metric_queries(policy: PolicyDocument) -> Mapping[str, str]:
+    return dict(_qoe(policy).spec.metrics)
+
+
+KIND = Kind(
+    name="QoE", document=QoEPolicy, plan=plan,
+    scope="node",  # each worker's CPU among its own jobs
+    intervals=_intervals,
+    wakes_on=frozenset({"started", "stopped"}),  # a job that comes or goes changes the shares
+    inputs=frozenset({"evaluation", "cpu", "steps", "metrics"}),
+    acts_on=frozenset({"cpu"}),
+    cpu_mode=_cpu_mode, summary=_summary, gain_label="QOE (measured/target)",
+    floor=_floor, metric_queries=_metric_queries,
+)
+"""QoE's registration entry (`policyd.engine.registry`)."""

@@ -1,0 +1,150 @@
+"""One worker's cores shared out so that as many QoE targets as possible are met.
+
+Theory of operation. Each job on the worker comes with the cores it needs to meet its target
+(`need`, from the speed model: `policyd.engine.qoe`), infinite when no allocation this worker
+can give meets it, or no need at all (no target, or no measurement yet). Every job keeps at
+least the floor, capacity / (beta * n), so none starves. Then:
+
+1. Selection. For a single capacity, taking the smallest needs first satisfies the most jobs
+   there can be (any set of k jobs that fits needs at least the k smallest needs). But a job
+   already served (an incumbent: it meets its target, or holds its need) is on track, and
+   trading it for a newcomer of a slightly smaller need gains nothing and costs both a change
+   of limit: so incumbents are kept first, smallest needs first, while they fit (with every
+   other job's floor); then the other jobs, smallest needs first, while they fit; and an
+   incumbent is given up only when that lets at least two more jobs in (the count goes up).
+   Hysteresis: an incumbent's need counts `hysteresis` smaller when it is weighed against
+   others. The jobs left out keep the floor (and a part of what is left, below): the
+   shortfall falls on as few jobs as possible rather than on everyone.
+2. What is left goes first to the jobs without a target (equal shares, up to what each can
+   use), then to the targeted jobs left out (they still progress), then to the satisfied ones
+   in proportion to their needs (more headroom), each up to what it can use. With soft limits
+   (`soft`: CPU shares, work-conserving) what is left is split equally between the jobs
+   without a target and those left out, whatever each can use: the kernel hands a share a
+   job cannot use to the others anyway, and the satisfied jobs keep exactly their needs (were
+   they given more, they would give it back next interval, and their limits would never
+   settle).
+
+Pure arithmetic on plain numbers: no snapshot, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+EPSILON = 1e-12
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """One job's claim on its worker: `need` cores to meet its target (inf: infeasible; None:
+    no target to meet now), `cap` the most it can use, `incumbent` whether it is served now
+    (it meets its target or holds its need), `key` a tie-breaker (its id)."""
+
+    key: str
+    need: float | None
+    cap: float
+    incumbent: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Share:
+    """The outcome: cores per job (in the claims' order) and which jobs are to be satisfied."""
+
+    cores: tuple[float, ...]
+    selected: tuple[bool, ...]
+    floor_cores: float
+
+
+def _fill(cores: list[float], caps: Sequence[float], who: Sequence[int], amount: float,
+          weights: Sequence[float] | None = None) -> float:
+    """Give `amount` to the jobs `who` in proportion to `weights` (equal by default), none
+    beyond its cap; what could not be given is returned."""
+    open_ = [i for i in who if caps[i] - cores[i] > EPSILON]
+    while amount > EPSILON and open_:
+        weight = {i: (weights[k] if weights is not None else 1.0)
+                  for k, i in enumerate(who) if i in open_}
+        total = sum(weight.values())
+        if total <= 0:
+            break
+        given = 0.0
+        for i in open_:
+            extra = min(amount * weight[i] / total, caps[i] - cores[i])
+            cores[i] += extra
+            given += extra
+        amount -= given
+        open_ = [i for i in open_ if caps[i] - cores[i] > EPSILON]
+        if given <= EPSILON:
+            break
+    return max(amount, 0.0)
+
+
+def _fit(order: Sequence[int], wanted: Callable[[int], float], room: float, floor: float,
+         chosen: Sequence[int] = ()) -> list[int]:
+    """`chosen` plus the jobs of `order` (in that order) whose extra over the floor still fits
+    in `room` (the capacity left over every job's floor)."""
+    out = list(chosen)
+    used = sum(wanted(i) - floor for i in out)
+    for i in order:
+        if i in out:
+            continue
+        extra = wanted(i) - floor
+        if used + extra <= room + EPSILON:
+            out.append(i)
+            used += extra
+    return out
+
+
+def share(claims: Sequence[Claim], capacity: float, *, beta: float,
+          hysteresis: float, soft: bool = False) -> Share:
+    """Cores per claim (module docstring)."""
+    n = len(claims)
+    if n == 0:
+        return Share(cores=(), selected=(), floor_cores=0.0)
+    floor = capacity / (beta * n)
+    caps = [max(c.cap, floor) for c in claims]
+    cores = [floor] * n
+    selected = [False] * n
+
+    def wanted(i: int) -> float:
+        need = claims[i].need
+        assert need is not None
+        return min(max(need, floor), caps[i])
+
+    def order(i: int) -> tuple[float, str]:
+        need = wanted(i)
+        return (need * (1.0 - hysteresis) if claims[i].incumbent else need, claims[i].key)
+
+    finite = [i for i, c in enumerate(claims) if c.need is not None and math.isfinite(c.need)]
+    incumbents = sorted((i for i in finite if claims[i].incumbent), key=order)
+    others = sorted((i for i in finite if not claims[i].incumbent), key=order)
+    chosen = _fit(incumbents, wanted, capacity - floor * n, floor)
+    chosen = _fit(others, wanted, capacity - floor * n, floor, chosen)
+    while True:  # give up the largest incumbent only when two or more others get in for it
+        kept = [i for i in chosen if claims[i].incumbent]
+        if not kept:
+            break
+        largest = max(kept, key=order)
+        trial = _fit(others, wanted, capacity - floor * n, floor,
+                     [i for i in chosen if i != largest and claims[i].incumbent])
+        if len(trial) < len(chosen) + 1:
+            break
+        chosen = trial
+    for i in chosen:
+        cores[i] = wanted(i)
+        selected[i] = True
+    used = sum(cores)
+    left = max(capacity - used, 0.0)
+    free = [i for i, c in enumerate(claims) if c.need is None]
+    left_out = [i for i, c in enumerate(claims) if c.need is not None and not selected[i]]
+    chosen = [i for i in range(n) if selected[i]]
+    if soft:
+        others = free + left_out
+        _fill(cores, [math.inf] * n, others, left)
+        return Share(cores=tuple(cores), selected=tuple(selected), floor_cores=floor)
+    left = _fill(cores, caps, free, left)
+    left = _fill(cores, caps, left_out, left)
+    _fill(cores, caps, chosen, left,
+          weights=[cores[i] for i in chosen])
+    return Share(cores=tuple(cores), selected=tuple(selected), floor_cores=floor)

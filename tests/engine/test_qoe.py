@@ -1,0 +1,173 @@
+"""QoE: a job's target read and measured, CPU moved from jobs with surplus to jobs short of
+their targets, malformed targets and missing metrics left alone with a note, the deadline a
+throughput target sets, and settling."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from policyd.engine.qoe import (
+    FREE,
+    INFEASIBLE,
+    SATISFIED,
+    SHORT,
+    QoEPolicy,
+    catch_up_rate,
+    plan,
+    settled,
+)
+from policyd.engine.qoe_target import Measured, Target, read_target
+from policyd.engine.spec import API_VERSION
+from policyd.model import Container, Node, Series, SetCpu, Snapshot
+from policyd.model import labels as keys
+
+NOW = 1_700_001_000.0
+SCRAPE = 5.0
+
+
+def policy(**spec: Any) -> QoEPolicy:
+    return QoEPolicy.model_validate({
+        "apiVersion": API_VERSION, "kind": "QoE", "metadata": {"name": "qoe"},
+        "spec": {"interval_seconds": 15, **spec}})
+
+
+def job(cid: str, *, target: str | None, rate: float, cores: float, allocation: float,
+        samples: int = 12, metrics: dict[str, Series] | None = None,
+        total: float | None = None, done: float = 5000.0,
+        started_at: float | None = None) -> Container:
+    """A job that made `rate` steps a second on `cores` cores over its last `samples` scrapes."""
+    t = NOW - SCRAPE * np.arange(samples - 1, -1, -1)
+    steps = done - rate * (NOW - t)
+    return Container(
+        id=cid, name=cid, node="w1",
+        started_at=started_at if started_at is not None else float(t[0]) - 60.0,
+        evaluation=Series.of(t, 2.0 * np.exp(-steps / 5000.0) + 0.1),
+        cpu_usage=Series.of(t[1:], [cores] * (samples - 1)), cpu_allocation=allocation,
+        labels={"app": "train", **({keys.QOE_TARGET: target} if target else {})},
+        steps=Series.of(t, steps), total_steps=total, metrics=metrics or {})
+
+
+def snapshot(*containers: Container, cores: float = 4.0) -> Snapshot:
+    return Snapshot(time=NOW, nodes=(Node(name="w1", cpu_capacity=cores),),
+                    containers=containers)
+
+
+def limits(decision: Any) -> dict[str, float]:
+    return {a.container: a.fraction for a in decision.actions if isinstance(a, SetCpu)}
+
+
+def by_id(decision: Any) -> dict[str, Any]:
+    return {a.container: a for a in decision.assessments}
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    pytest.param("steps_per_second>=40", None, id="ok"),
+    pytest.param("p95_latency_ms<=80", None, id="ok-named"),
+    pytest.param("goodput>=3", "unknown metric 'goodput'", id="unknown-metric"),
+    pytest.param("steps_per_second>40", "comparison '>' is not one of >=, <=", id="bad-op"),
+    pytest.param("steps_per_second>=fast", "'fast' is not a positive number", id="not-number"),
+    pytest.param("steps_per_second>=-3", "is not a positive number", id="negative"),
+    pytest.param("40 steps", "is not <metric><op><number>", id="shape"),
+])
+def test_reading_a_declaration(text: str, says: str | None) -> None:
+    got = read_target(text, {"steps_per_second", "p95_latency_ms"})
+    if says is None:
+        assert isinstance(got, Target)
+    else:
+        assert isinstance(got, str) and says in got and "no action on this job" in got
+
+
+def test_cpu_moves_from_a_job_with_surplus_to_a_job_short_of_its_target() -> None:
+    # Two jobs on 4 cores at 2 cores each making 20 steps/s (the speed model's prior: half
+    # the work parallel, so 3 cores make 22.5): "short" wants 21, "rich" wants 5.
+    d = plan(policy(), snapshot(
+        job("short", target="steps_per_second>=21", rate=20, cores=2, allocation=0.5),
+        job("rich", target="steps_per_second>=5", rate=20, cores=2, allocation=0.5)))
+    a = by_id(d)
+    assert a["short"].category == SHORT and a["rich"].category == SATISFIED
+    assert a["short"].qoe.shortfall == pytest.approx(1 - 20 / 21)
+    got = limits(d)
+    assert got["short"] > 0.5 > got["rich"]
+    assert all(act.reason for act in d.actions)
+
+
+def test_an_infeasible_target_is_said_so_and_does_not_take_the_worker() -> None:
+    d = plan(policy(), snapshot(
+        job("greedy", target="steps_per_second>=500", rate=20, cores=2, allocation=0.5),
+        job("modest", target="steps_per_second>=21", rate=20, cores=2, allocation=0.5)))
+    a = by_id(d)
+    assert a["greedy"].category == INFEASIBLE and "infeasible" in a["greedy"].note
+    assert a["modest"].cpu_fraction_next > 0.5
+    assert any("1 of 2 measured targets can be met" in n for n in d.notes)
+
+
+@pytest.mark.parametrize("text", ["goodput>=3", "steps_per_second=>x", "steps_per_second>3"])
+def test_a_malformed_target_is_a_note_and_no_action(text: str) -> None:
+    d = plan(policy(), snapshot(
+        job("bad", target=text, rate=20, cores=2, allocation=0.5),
+        job("free", target=None, rate=20, cores=2, allocation=0.5)))
+    a = by_id(d)
+    assert a["bad"].category is None and "no action on this job" in a["bad"].note
+    assert "bad" not in limits(d)
+    assert a["free"].category == FREE
+
+
+def test_a_job_whose_metric_is_missing_is_left_alone_with_a_note() -> None:
+    p = policy(metrics={"p95_latency_ms": "histogram_quantile(0.95, x)"})
+    d = plan(p, snapshot(job("serve", target="p95_latency_ms<=80", rate=20, cores=2,
+                             allocation=0.5)))
+    a = by_id(d)["serve"]
+    assert a.category is None and "no samples of its metric 'p95_latency_ms'" in a.note
+    assert limits(d) == {}
+
+
+def test_a_latency_target_asks_for_more_cores_when_latency_is_too_high() -> None:
+    t = NOW - SCRAPE * np.arange(11, -1, -1)
+    p = policy(metrics={"p95_latency_ms": "q"})
+    d = plan(p, snapshot(
+        job("serve", target="p95_latency_ms<=80", rate=20, cores=1, allocation=0.25,
+            metrics={"p95_latency_ms": Series.of(t, [120.0] * 12)}),
+        job("free", target=None, rate=20, cores=3, allocation=0.75)))
+    a = by_id(d)["serve"]
+    assert a.category == SHORT and a.qoe.short_seconds == pytest.approx(55.0)
+    assert limits(d)["serve"] > 0.25
+
+
+def test_the_alert_flag_follows_alert_after_seconds() -> None:
+    short = job("s", target="steps_per_second>=30", rate=20, cores=2, allocation=0.5,
+                samples=40)
+    assert by_id(plan(policy(alert_after_seconds=120), snapshot(short)))["s"].qoe.alerting
+    assert not by_id(plan(policy(alert_after_seconds=240), snapshot(short)))["s"].qoe.alerting
+
+
+@pytest.mark.parametrize(("done", "total", "started_ago", "rate"), [
+    pytest.param(1000.0, None, 100.0, 10.0, id="no-total-the-target"),
+    pytest.param(1000.0, 2000.0, 100.0, 10.0, id="on-track-the-target"),
+    # 500 of 2000 steps in 100 s at a 10 steps/s target: 1500 left for the 100 s that remain.
+    pytest.param(500.0, 2000.0, 100.0, 15.0, id="behind-catches-up"),
+    pytest.param(500.0, 2000.0, 250.0, math.inf, id="deadline-passed"),
+])
+def test_catch_up_rate(done: float, total: float | None, started_ago: float,
+                       rate: float) -> None:
+    c = Container(id="c", name="c", node="w1", started_at=NOW - started_ago,
+                  evaluation=Series.empty(), cpu_usage=Series.empty(),
+                  steps=Series.of([NOW - 5, NOW], [done - 10, done]), total_steps=total)
+    target = read_target("steps_per_second>=10", {"steps_per_second"})
+    assert isinstance(target, Target)
+    assert catch_up_rate(target, c, NOW) == pytest.approx(rate)
+
+
+@pytest.mark.parametrize(("measured", "need", "settled_need"), [
+    pytest.param(8.0, 2.5, 2.5, id="short-takes-the-whole-step"),
+    pytest.param(11.0, 1.8, 2.0, id="within-the-band-keeps-its-cores"),
+    pytest.param(20.0, 1.0, 1.5, id="beyond-gives-back-half-its-surplus"),
+])
+def test_settled(measured: float, need: float, settled_need: float) -> None:
+    target = read_target("steps_per_second>=10", {"steps_per_second"})
+    assert isinstance(target, Target)
+    got = Measured(value=measured, cores=2.0, short_seconds=0.0)
+    assert settled(need, target, got, 0.05) == pytest.approx(settled_need)

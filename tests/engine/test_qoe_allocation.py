@@ -1,0 +1,62 @@
+"""QoE's sharing of one worker: the smallest needs met first beside every floor, incumbents
+kept unless giving one up lets two more in, what is left to the free and the left-out jobs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from policyd.engine.qoe_allocation import Claim, share
+
+
+def claims(*needs: float | None, incumbent: tuple[str, ...] = (), cap: float = 8.0) -> list[Claim]:
+    return [Claim(key=f"j{i}", need=n, cap=cap, incumbent=f"j{i}" in incumbent)
+            for i, n in enumerate(needs)]
+
+
+@pytest.mark.parametrize(("needs", "incumbent", "selected"), [
+    pytest.param((1.0, 2.0, 3.0, 5.0), (), (True, True, True, False), id="smallest-first"),
+    pytest.param((5.0, 3.0, 2.0, 1.0), (), (False, True, True, True), id="order-free"),
+    pytest.param((math.inf, 1.5, 1.5, None), (), (False, True, True, False),
+                 id="infeasible-and-free-never-selected"),
+    # Only one fits: the incumbent stays although the newcomer needs a little less.
+    pytest.param((3.0, 2.9), ("j0",), (True, False), id="incumbent-kept"),
+    pytest.param((3.0, 2.9), (), (False, True), id="no-incumbent-smaller-wins"),
+    # Giving up the incumbent lets two in: the count goes up, so it is given up.
+    pytest.param((3.5, 1.5, 1.5), ("j0",), (False, True, True), id="incumbent-given-up-for-two"),
+])
+def test_selection(needs: tuple[float | None, ...], incumbent: tuple[str, ...],
+                   selected: tuple[bool, ...]) -> None:
+    capacity = 8.0 if len(needs) == 4 else 4.0
+    got = share(claims(*needs, incumbent=incumbent), capacity, beta=100.0 if capacity == 4.0
+                else 2.0, hysteresis=0.1)
+    assert got.selected == selected
+
+
+def test_every_job_keeps_its_floor_and_no_more_than_the_worker_is_given() -> None:
+    got = share(claims(1.0, 2.0, 3.0, 5.0, math.inf), 8.0, beta=2.0, hysteresis=0.1)
+    assert got.floor_cores == pytest.approx(0.8)
+    assert min(got.cores) >= got.floor_cores - 1e-12
+    assert sum(got.cores) <= 8.0 + 1e-9
+
+
+def test_hard_limits_give_what_is_left_to_free_jobs_first_up_to_what_they_can_use() -> None:
+    c = [Claim(key="met", need=2.0, cap=8.0), Claim(key="free", need=None, cap=1.5),
+         Claim(key="short", need=math.inf, cap=8.0)]
+    got = share(c, 8.0, beta=4.0, hysteresis=0.1)
+    assert got.cores[1] == pytest.approx(1.5)  # the free job up to its cap
+    assert got.cores[0] >= 2.0 and got.cores[2] > got.floor_cores
+    assert sum(got.cores) == pytest.approx(8.0)
+
+
+def test_soft_limits_keep_the_met_jobs_at_their_needs_and_split_the_rest() -> None:
+    c = [Claim(key="met", need=2.0, cap=8.0), Claim(key="free", need=None, cap=1.5),
+         Claim(key="short", need=math.inf, cap=8.0)]
+    got = share(c, 8.0, beta=4.0, hysteresis=0.1, soft=True)
+    assert got.cores[0] == pytest.approx(2.0)
+    assert got.cores[1] == pytest.approx(got.cores[2]) == pytest.approx(3.0)
+
+
+def test_no_claims_share_nothing() -> None:
+    assert share([], 8.0, beta=2.0, hysteresis=0.1).cores == ()
