@@ -53,7 +53,9 @@ from tests.integration.docker_engines import TRAINER_TAG, host_binds
 INTERVAL_SECONDS = 1.0
 GRACE_SECONDS = 10.0
 RESTART_DELAY_SECONDS = 1.0
-OUTAGE_SECONDS = 5.0
+OUTAGE_SECONDS = 10.0
+"""Longer than the engine calls' retries (0.5 + 1 + 2 s of back-off): a shorter outage is
+ridden out by the retries, and the move never sees the target gone."""
 IDLE = ("ch-learning-1", "ch-learning-2")
 
 
