@@ -387,12 +387,18 @@ def sigtermed(world: Lab, name: str, since: float) -> bool:
 
 def stop_target_on_create(world: Lab, name: str, since: float) -> None:
     """As soon as the job's replacement is created on e2 (policyd sends the SIGTERM next),
-    kill e2's engine; start it again after `OUTAGE_SECONDS`. (Stopped gently instead, it
-    went on answering until the trainer had checkpointed: the move never saw it gone.)"""
+    kill e2's engine; start it again `OUTAGE_SECONDS` after the old trainer has exited.
+    (Stopped gently instead, it went on answering until the trainer had checkpointed: the
+    move never saw it gone.)"""
     wait_for(lambda: any(e.node == "e2" for e in world.events.of(name, "create", since=since)),
              timeout_seconds=120, every=0.01, what=f"the replacement of {name} on e2")
     target = world.engine("e2")
     target.kill()
+    # Down until the old trainer has checkpointed and exited (its SIGTERM, then the grace
+    # for its checkpoint: longer than a fixed outage on a loaded machine), and `OUTAGE_SECONDS`
+    # more: policyd's start of the replacement, retries included, finds e2 gone.
+    wait_for(lambda: any(e.node == "e1" for e in world.events.of(name, "die", since=since)),
+             timeout_seconds=120, every=0.05, what=f"{name} to exit on e1 after its SIGTERM")
     time.sleep(OUTAGE_SECONDS)
     target.start()
 
