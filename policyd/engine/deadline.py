@@ -64,7 +64,7 @@ from policyd.engine.forecast_output import Forecast
 from policyd.engine.forecasting import forecast_containers, job_forecast, settings_of
 from policyd.engine.guards import MigrationBudget, action_blocked
 from policyd.engine.kind import ActionClass, CpuMode, Intervals, Kind
-from policyd.engine.spec import CommonSpec, PolicyDocument, check_relative_alpha
+from policyd.engine.spec import CommonSpec, PolicyDocument, check_relative_alpha, of_kind
 from policyd.model import (
     Admit,
     Assessment,
@@ -158,9 +158,7 @@ class DeadlinePolicy(PolicyDocument):
 
 
 def _deadline(policy: PolicyDocument) -> DeadlinePolicy:
-    if not isinstance(policy, DeadlinePolicy):
-        raise TypeError(f"Deadline cannot plan policy {policy.name!r} of kind {policy.kind!r}")
-    return policy
+    return of_kind(policy, DeadlinePolicy, "Deadline")
 
 
 def _span(seconds: float) -> str:

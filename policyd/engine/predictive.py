@@ -45,7 +45,7 @@ from policyd.engine.forecast_output import Forecast
 from policyd.engine.forecasting import forecast_containers, job_forecast, settings_of
 from policyd.engine.guards import MigrationBudget, action_blocked
 from policyd.engine.kind import ActionClass, CpuMode, Intervals, Kind, Scope
-from policyd.engine.spec import CommonSpec, PolicyDocument, check_relative_alpha
+from policyd.engine.spec import CommonSpec, PolicyDocument, check_relative_alpha, of_kind
 from policyd.model import Assessment, Container, Decision, Migrate, SetCpu, Snapshot
 
 NEW_KEY = 1e300
@@ -125,9 +125,7 @@ class PredictivePolicy(PolicyDocument):
 
 
 def _predictive(policy: PolicyDocument) -> PredictivePolicy:
-    if not isinstance(policy, PredictivePolicy):
-        raise TypeError(f"Predictive cannot plan policy {policy.name!r} of kind {policy.kind!r}")
-    return policy
+    return of_kind(policy, PredictivePolicy, "Predictive")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -59,7 +59,7 @@ from policyd.engine.qoe_target import (
     measure,
     read_target,
 )
-from policyd.engine.spec import CommonSpec, PolicyDocument
+from policyd.engine.spec import CommonSpec, PolicyDocument, of_kind
 from policyd.engine.speed import SpeedModel, fit_speed
 from policyd.model import Assessment, Container, Decision, QoeStatus, SetCpu, Snapshot
 from policyd.model import labels as keys
@@ -151,9 +151,7 @@ class QoEPolicy(PolicyDocument):
 
 
 def _qoe(policy: PolicyDocument) -> QoEPolicy:
-    if not isinstance(policy, QoEPolicy):
-        raise TypeError(f"QoE cannot plan policy {policy.name!r} of kind {policy.kind!r}")
-    return policy
+    return of_kind(policy, QoEPolicy, "QoE")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -33,7 +33,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-EPSILON = 1e-12
+from policyd.engine.waterfill import EPSILON, fill
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,29 +55,6 @@ class Share:
     cores: tuple[float, ...]
     selected: tuple[bool, ...]
     floor_cores: float
-
-
-def _fill(cores: list[float], caps: Sequence[float], who: Sequence[int], amount: float,
-          weights: Sequence[float] | None = None) -> float:
-    """Give `amount` to the jobs `who` in proportion to `weights` (equal by default), none
-    beyond its cap; what could not be given is returned."""
-    open_ = [i for i in who if caps[i] - cores[i] > EPSILON]
-    while amount > EPSILON and open_:
-        weight = {i: (weights[k] if weights is not None else 1.0)
-                  for k, i in enumerate(who) if i in open_}
-        total = sum(weight.values())
-        if total <= 0:
-            break
-        given = 0.0
-        for i in open_:
-            extra = min(amount * weight[i] / total, caps[i] - cores[i])
-            cores[i] += extra
-            given += extra
-        amount -= given
-        open_ = [i for i in open_ if caps[i] - cores[i] > EPSILON]
-        if given <= EPSILON:
-            break
-    return max(amount, 0.0)
 
 
 def _fit(order: Sequence[int], wanted: Callable[[int], float], room: float, floor: float,
@@ -141,10 +118,10 @@ def share(claims: Sequence[Claim], capacity: float, *, beta: float,
     chosen = [i for i in range(n) if selected[i]]
     if soft:
         others = free + left_out
-        _fill(cores, [math.inf] * n, others, left)
+        fill(cores, [math.inf] * n, others, left)
         return Share(cores=tuple(cores), selected=tuple(selected), floor_cores=floor)
-    left = _fill(cores, caps, free, left)
-    left = _fill(cores, caps, left_out, left)
-    _fill(cores, caps, chosen, left,
+    left = fill(cores, caps, free, left)
+    left = fill(cores, caps, left_out, left)
+    fill(cores, caps, chosen, left,
           weights=[cores[i] for i in chosen])
     return Share(cores=tuple(cores), selected=tuple(selected), floor_cores=floor)

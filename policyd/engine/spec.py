@@ -10,7 +10,7 @@ file, line and policy name to each message; this module does no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -205,3 +205,14 @@ class PolicyDocument(Strict):
     @property
     def name(self) -> str:
         return self.metadata.name
+
+
+_D = TypeVar("_D", bound=PolicyDocument)
+
+
+def of_kind(policy: PolicyDocument, document: type[_D], kind: str) -> _D:
+    """`policy` as its kind's document model; a TypeError when a planner is handed a policy of
+    another kind (the registry routes each policy to its own kind's planner)."""
+    if not isinstance(policy, document):
+        raise TypeError(f"{kind} cannot plan policy {policy.name!r} of kind {policy.kind!r}")
+    return policy

@@ -38,7 +38,7 @@ from pydantic import Field, model_validator
 from policyd.engine import guards, series
 from policyd.engine.kind import Intervals, Kind
 from policyd.engine.rebalance import rebalance_cluster
-from policyd.engine.spec import CommonSpec, PolicyDocument, Strict, check_relative_alpha
+from policyd.engine.spec import CommonSpec, PolicyDocument, Strict, check_relative_alpha, of_kind
 from policyd.model import Action, Assessment, Container, Decision, MarkMigrated, Migrate, Snapshot
 from policyd.model.snapshot import FloatArray
 
@@ -354,9 +354,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
 
 
 def _specon(policy: PolicyDocument) -> SpeConPolicy:
-    if not isinstance(policy, SpeConPolicy):
-        raise TypeError(f"SpeCon cannot plan policy {policy.name!r} of kind {policy.kind!r}")
-    return policy
+    return of_kind(policy, SpeConPolicy, "SpeCon")
 
 
 def _intervals(policy: PolicyDocument) -> Intervals:

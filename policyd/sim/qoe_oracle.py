@@ -28,9 +28,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from policyd.engine.waterfill import EPSILON, fill
 from policyd.sim.types import JobSpec
-
-EPSILON = 1e-12
 
 
 def cores_for(spec: JobSpec, rate: float) -> float:
@@ -89,26 +88,6 @@ def most_met(needs: Sequence[float | None], capacity: float) -> list[bool]:
     return chosen
 
 
-def _fill(cores: list[float], caps: Sequence[float], who: Sequence[int], amount: float,
-          weights: Sequence[float] | None = None) -> float:
-    """Water-fill `amount` over `who` (in proportion to `weights`, equal by default), none
-    beyond its cap; what could not be given is returned."""
-    weight = dict(zip(who, weights if weights is not None else [1.0] * len(who), strict=True))
-    open_ = [i for i in who if caps[i] - cores[i] > EPSILON and weight[i] > 0]
-    while amount > EPSILON and open_:
-        total = sum(weight[i] for i in open_)
-        given = 0.0
-        for i in open_:
-            extra = min(amount * weight[i] / total, caps[i] - cores[i])
-            cores[i] += extra
-            given += extra
-        amount -= given
-        open_ = [i for i in open_ if caps[i] - cores[i] > EPSILON]
-        if given <= EPSILON:
-            break
-    return max(amount, 0.0)
-
-
 def qoe_share(capacity: float, jobs: Sequence[OracleJob]) -> list[float]:
     """Cores per job (module docstring, 2-3)."""
     chosen = most_met([j.need for j in jobs], capacity)
@@ -119,7 +98,7 @@ def qoe_share(capacity: float, jobs: Sequence[OracleJob]) -> list[float]:
     free = [i for i, j in enumerate(jobs) if j.need is None]
     missed = [i for i, j in enumerate(jobs) if j.need is not None and not chosen[i]]
     met = [i for i in range(len(jobs)) if chosen[i]]
-    left = _fill(cores, caps, free, left)
-    left = _fill(cores, caps, missed, left)
-    _fill(cores, caps, met, left, weights=[max(cores[i], EPSILON) for i in met])
+    left = fill(cores, caps, free, left)
+    left = fill(cores, caps, missed, left)
+    fill(cores, caps, met, left, weights=[max(cores[i], EPSILON) for i in met])
     return cores
