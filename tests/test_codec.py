@@ -165,3 +165,14 @@ def test_decision_json_uses_design_md_keys() -> None:
 def test_actions_reject_impossible_values(make: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         make()
+
+
+def test_a_node_speed_round_trips_and_a_bad_one_is_named() -> None:
+    raw = {"time": 0.0, "nodes": [{"name": "f", "cpu_capacity": 4, "speed": 1.5},
+                                   {"name": "p", "cpu_capacity": 2}], "containers": []}
+    snap = snapshot_from_dict(raw)
+    assert [n.speed for n in snap.nodes] == [1.5, None]
+    assert snapshot_from_dict(snapshot_to_dict(snap)).nodes == snap.nodes
+    raw["nodes"][1]["speed"] = 0
+    with pytest.raises(SnapshotError, match=r"nodes\[1\]: speed must be a positive number"):
+        snapshot_from_dict(raw)

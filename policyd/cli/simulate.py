@@ -47,7 +47,23 @@ def _work(names: list[str], args: argparse.Namespace) -> list[tuple[str, Scenari
             work.append(("", scenarios.build(name, args.seed)))
     if args.policy:
         work = _override_policy(work, Path(args.policy))
+    if args.workers:
+        work = _override_workers(work, Path(args.workers))
     return work
+
+
+def _override_workers(work: list[tuple[str, Scenario]],
+                      path: Path) -> list[tuple[str, Scenario]]:
+    """Every scenario played on the file's workers instead of its own; a job pinned to a node
+    the file does not have is placed by the default scheduler instead."""
+    from policyd.sim import scenarios  # noqa: PLC0415
+    from policyd.sim.workers import WorkersFileError, load_workers  # noqa: PLC0415
+
+    try:
+        nodes = load_workers(path)
+    except WorkersFileError as exc:
+        raise InputError(exc.problems) from None
+    return [(label, scenarios.on_workers(scenario, nodes)) for label, scenario in work]
 
 
 def _override_policy(work: list[tuple[str, Scenario]], path: Path) -> list[tuple[str, Scenario]]:
@@ -141,6 +157,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     simulate.add_argument("--policy", metavar="FILE",
                           help="run this file's policies instead of the scenario's (any kinds; "
                                "several run together)")
+    simulate.add_argument("--workers", metavar="FILE",
+                          help="play the scenarios on this worker file's machines (cores and "
+                               "speed each; see policyd/sim/workers.py)")
     simulate.add_argument("--seed", type=int, help="draw the random scenarios from this seed")
     simulate.add_argument("--output", choices=("text", "json"), default="text")
     simulate.add_argument("--plot", metavar="DIR", help="write PNG pictures into DIR")

@@ -167,10 +167,11 @@ def _node(raw: Any, path: str, problems: list[str]) -> Node | None:
     name = _required_string(raw, "name", path, problems)
     capacity = _number(raw, "cpu_capacity", path, problems)
     usage = _number(raw, "cpu_usage", path, problems, default=0.0)
+    speed = _number(raw, "speed", path, problems, optional=True)
     if len(problems) > before or capacity is None or usage is None:
         return None
     try:
-        return Node(name=name, cpu_capacity=capacity, cpu_usage=usage)
+        return Node(name=name, cpu_capacity=capacity, cpu_usage=usage, speed=speed)
     except ValueError as exc:
         problems.append(f"{path}: {exc}")
         return None
@@ -288,7 +289,8 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
     return {
         "time": snapshot.time,
         "nodes": [
-            {"name": n.name, "cpu_capacity": n.cpu_capacity, "cpu_usage": n.cpu_usage}
+            {"name": n.name, "cpu_capacity": n.cpu_capacity, "cpu_usage": n.cpu_usage,
+             **({} if n.speed is None else {"speed": n.speed})}
             for n in snapshot.nodes
         ],
         "containers": [

@@ -72,6 +72,10 @@ QOE_TARGET = PREFIX + "qoe-target"
 comparison and a number, `steps_per_second>=40` or `p95_latency_ms<=80` (`policyd.engine.qoe`
 reads it; the metric names a QoE policy knows are `steps_per_second` and its `spec.metrics`)."""
 
+SPEED = PREFIX + "speed"
+"""Label of a node (Kubernetes) or engine (Docker): how fast one of its cores trains relative to
+an average core (a positive number, `1.0` average, `1.5` half again as fast); `Node.speed`."""
+
 DELIVERED = PREFIX + "delivered"
 """When policyd stopped the job because it reached its target loss or converged (epoch
 seconds): a delivered job is never restarted or migrated."""

@@ -136,11 +136,17 @@ class Markers:
 
 @dataclass(frozen=True, kw_only=True)
 class Node:
-    """A worker: a Docker host or a Kubernetes node. CPU figures are in cores."""
+    """A worker: a Docker host or a Kubernetes node. CPU figures are in cores.
+
+    `speed` is how fast one of its cores trains relative to an average core (1.0; 2.0: a step
+    takes half the time), as the operator states it (`policyd.io/speed` on the node); None when
+    not stated: `policyd.engine.node_speed` then judges it from the jobs' step rates, or treats
+    it as average and says so."""
 
     name: str
     cpu_capacity: float
     cpu_usage: float = 0.0
+    speed: float | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -151,6 +157,9 @@ class Node:
         if not (self.cpu_usage >= 0 and np.isfinite(self.cpu_usage)):
             raise ValueError(
                 f"cpu_usage must be a non-negative number of cores, got {self.cpu_usage}")
+        if self.speed is not None and not (self.speed > 0 and np.isfinite(self.speed)):
+            raise ValueError(f"speed must be a positive number (1.0: an average core), "
+                             f"got {self.speed}")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -47,6 +47,7 @@ class SimJob:
     progress: float = 0.0  # iterations done, fractional
     cores: float = 0.0
     rate: float = 0.0  # iterations per second on `cores`
+    speed: float = 1.0  # how fast its node's cores train (set when it starts on one)
     fraction: float = 1.0  # FlowCon's limit as a fraction of the node
     mode: CpuMode = "shares"
     started_at: float = 0.0  # when its current container started
@@ -100,9 +101,11 @@ class SimJob:
         return self.progress >= self.iterations - PROGRESS_TOLERANCE
 
     def set_cores(self, cores: float) -> None:
+        """Its cores from now on; it runs at its node's `speed` (a core of speed 1.5 does an
+        iteration in 1 / 1.5 of the time)."""
         self.cores = cores
         seconds = self.spec.profile.iteration_seconds(cores) * self.spec.work_scale
-        self.rate = 0.0 if cores <= 0 else 1.0 / seconds
+        self.rate = 0.0 if cores <= 0 else self.speed / seconds
 
     def seconds_to_finish(self) -> float:
         if self.rate <= 0:
@@ -112,7 +115,7 @@ class SimJob:
     def remaining_work_seconds(self, capacity_cores: float) -> float:
         """Seconds left at its best speed on a node of `capacity_cores` (the oracle's key)."""
         best = min(self.demand, capacity_cores)
-        seconds = self.spec.profile.iteration_seconds(best) * self.spec.work_scale
+        seconds = self.spec.profile.iteration_seconds(best) * self.spec.work_scale / self.speed
         return max(self.iterations - self.progress, 0.0) * seconds
 
     def cores_to_finish_within(self, seconds: float) -> float:
@@ -125,7 +128,7 @@ class SimJob:
         if seconds <= 0:
             return math.inf
         profile = self.spec.profile
-        one = profile.iteration_seconds_1core * self.spec.work_scale
+        one = profile.iteration_seconds_1core * self.spec.work_scale / self.speed
         serial = one * (1.0 - profile.parallel_fraction)
         x = seconds / left
         if x >= one:
@@ -135,12 +138,14 @@ class SimJob:
             return cores if cores <= self.demand else math.inf
         return math.inf
 
-    def start(self, now: float, node: str) -> None:
-        """A container for this job starts on `node` (submission, or restore after a move)."""
+    def start(self, now: float, node: str, *, speed: float = 1.0) -> None:
+        """A container for this job starts on `node`, whose cores train at `speed`
+        (submission, or restore after a move)."""
         if self.first_started_at is None:
             self.first_started_at = now
         self.phase = "running"
         self.node = node
+        self.speed = speed
         if not self.nodes or self.nodes[-1] != node:
             self.nodes.append(node)
         self.started_at = now

@@ -3,8 +3,10 @@ oracle, the averages, and the thesis's figures beside ours.
 
 JSON shape (keys may be added, none renamed):
 `{"scenarios": [{"name", "seed", "thesis": {...}, "runs": {"policy": R, "baseline": R,
-"oracle": R}}]}`, R = `{"avg_jct", "makespan", "migrations", "target_jobs", "targets_met",
-"core_seconds", "jobs": [{"id", "submit", "finish", "jct", "time_to_quality", "final_loss"}]}`;
+"baseline_fewest": R, "oracle": R}}]}` (`baseline`: the default scheduler's scoring;
+`baseline_fewest`: the fewest-jobs placement), R = `{"avg_jct", "makespan", "migrations",
+"target_jobs", "targets_met", "core_seconds", "jobs": [{"id", "submit", "finish", "jct",
+"time_to_quality", "final_loss"}]}`;
 a job a policy stopped also has `"stopped"` (why), and a job with a declared target `"target"`
 (`policyd.sim.targets`). In a scenario whose jobs have deadlines, R also has `deadline_jobs`
 and `deadlines_met` (counts), `allocated_cpu_used` (the fraction of allocated CPU-seconds the
@@ -18,14 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
-from policyd.sim.types import JobResult, RunResult, Scenario, TargetResult
+from policyd.sim.types import JobResult, RunResult, Scenario, Strategy, TargetResult
 
-STRATEGIES: tuple[Literal["policy", "baseline", "oracle"], ...] = ("policy", "baseline", "oracle")
-"""The three runs a report compares, in the order it prints them."""
+STRATEGIES: tuple[Strategy, ...] = ("policy", "baseline", "baseline_fewest", "oracle")
+"""The runs a report compares, in the order it prints them: `baseline` is the default
+scheduler's scoring, `baseline_fewest` the fewest-jobs placement (`policyd.sim.run`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,6 +225,15 @@ def _deadline_block(o: Outcome) -> list[str]:
     return [*lines, ""]
 
 
+def _fewest_line(policy: RunResult, fewest: RunResult | None) -> list[str]:
+    """The policy against the second baseline (the fewest-jobs placement)."""
+    if fewest is None:
+        return []
+    return [f"  vs fewest-jobs placement: avg JCT {fewest.avg_jct:.1f} s "
+            f"({_fmt_change(policy.avg_jct, fewest.avg_jct)}), makespan {fewest.makespan:.1f} s "
+            f"({_fmt_change(policy.makespan, fewest.makespan)})"]
+
+
 def render_text(outcomes: Sequence[Outcome]) -> str:
     """The report as aligned text, one block per scenario, then a summary of any sweep."""
     lines: list[str] = []
@@ -256,6 +268,7 @@ def render_text(outcomes: Sequence[Outcome]) -> str:
             f"({_fmt_change(policy.avg_jct, baseline.avg_jct)}){oracle_avg}",
             f"  makespan:    policy {policy.makespan:.1f} s, baseline {baseline.makespan:.1f} s "
             f"({_fmt_change(policy.makespan, baseline.makespan)}){oracle_span}",
+            *_fewest_line(policy, runs.get("baseline_fewest")),
             f"  migrations:  policy {policy.migrations}",
             *_thesis_lines(s, policy, baseline),
             "",

@@ -3,8 +3,10 @@
 * `policy`: the scenario's policies (or the ones given) drive the world through `policyd.tick`.
 * `baseline`: what the thesis compares against. For FlowCon scenarios that is NA (plain Docker:
   equal competition, no limits), for SpeCon ones DS (the Kubernetes default scheduler's
-  placement, never migrated). In the simulator both are the same thing: DS placement and no
-  actions at all, so there is one code path.
+  placement, never migrated). In the simulator both are the same thing: DS placement (the
+  default scheduler's scoring, `policyd.sim.kube_scheduler`) and no actions at all, so there is
+  one code path. `baseline_fewest` is the same with the earlier placement rule, the node with
+  the fewest jobs (a second baseline: already balanced, unlike the default scheduler).
 * `oracle`: the same placement, with each node's cores given by shortest remaining processing
   time (`policyd.sim.oracle`), or for the qoe-* scenarios so that the most QoE targets are met
   (`policyd.sim.qoe_oracle`): a per-node reference without migrations. For deadline
@@ -19,13 +21,11 @@ so every strategy sees the same jobs at the same times and a run is deterministi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, assert_never
+from typing import assert_never
 
 from policyd.engine.spec import PolicyDocument
-from policyd.sim.types import RunResult, Scenario
+from policyd.sim.types import RunResult, Scenario, Strategy
 from policyd.sim.world import World
-
-Strategy = Literal["policy", "baseline", "oracle"]
 
 
 def run(scenario: Scenario, strategy: Strategy, *,
@@ -37,6 +37,8 @@ def run(scenario: Scenario, strategy: Strategy, *,
                           record_timeline=record_timeline)
         case "baseline":
             world = World(scenario, record_timeline=record_timeline)
+        case "baseline_fewest":
+            world = World(scenario, record_timeline=record_timeline, placement="fewest")
         case "oracle":
             world = World(scenario, allocation=scenario.oracle, record_timeline=record_timeline)
         case _:

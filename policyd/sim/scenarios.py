@@ -266,6 +266,16 @@ def with_policies(scenario: Scenario, policies: Sequence[PolicyDocument]) -> Sce
     return replace(scenario, policies=tuple(policies))
 
 
+def on_workers(scenario: Scenario, nodes: Sequence[NodeSpec]) -> Scenario:
+    """The same jobs and policies on other workers (a worker file's): a job pinned to a node
+    that is not among them is placed by the default scheduler instead."""
+    names = {n.name for n in nodes}
+    jobs = tuple(j if j.node is None or j.node in names else replace(j, node=None)
+                 for j in scenario.jobs)
+    return replace(scenario, nodes=tuple(nodes), jobs=jobs,
+                   description=f"{scenario.description}; on {len(nodes)} unequal workers")
+
+
 def sweep_variants(name: str, seed: int | None = None) -> list[tuple[str, Scenario]]:
     """(label, scenario) for every setting of the sweep, sharing one world."""
     sweep = SWEEPS[name]

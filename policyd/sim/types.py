@@ -97,10 +97,32 @@ class Profile:
         return self._reported_values[done]
 
 
+DEFAULT_MEMORY_GIB_PER_CORE = 4.0
+"""A worker's memory when its entry does not say: 4 GiB per core (only the default scheduler's
+scores read memory: `policyd.sim.kube_scheduler`)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class NodeSpec:
+    """A simulated worker: its cores, how fast each trains relative to an average core (None:
+    not stated, runs at 1.0 and its snapshot says nothing, so policies judge it), and its
+    memory (None: `DEFAULT_MEMORY_GIB_PER_CORE` per core)."""
+
     name: str
     cores: float
+    speed: float | None = None
+    memory_gib: float | None = None
+
+    @property
+    def core_speed(self) -> float:
+        """What one of its cores trains at (1.0 when not stated)."""
+        return 1.0 if self.speed is None else self.speed
+
+    @property
+    def memory_bytes(self) -> int:
+        gib = self.cores * DEFAULT_MEMORY_GIB_PER_CORE if self.memory_gib is None \
+            else self.memory_gib
+        return int(gib * 1024 ** 3)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,11 +251,16 @@ class Sample:
     jobs: Mapping[str, tuple[str, float, float]]  # job id -> (node, cores used, cpu fraction)
 
 
+Strategy = Literal["policy", "baseline", "baseline_fewest", "oracle"]
+"""How a run is driven: the scenario's policies; no policy with the default scheduler's
+scoring ("baseline") or with the fewest-jobs rule ("baseline_fewest"); the oracle."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunResult:
-    """One run of a scenario under one strategy (policy, baseline or oracle)."""
+    """One run of a scenario under one strategy (policy, baselines or oracle)."""
 
-    strategy: Literal["policy", "baseline", "oracle"]
+    strategy: Strategy
     jobs: tuple[JobResult, ...]
     migrations: int
     timeline: tuple[Sample, ...] = ()

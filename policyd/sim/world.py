@@ -26,8 +26,13 @@ handled:
    routes a dry-run decision away from the world.
 
 The world contains no policy logic: it shares CPU, runs, pauses and moves jobs, and measures.
-Placement of new jobs imitates the Kubernetes default scheduler (DS): the node with the fewest
-jobs (running, or being restored there), ties by the fewest cores in use, then by name.
+Placement of new jobs (`placement`) imitates the Kubernetes default scheduler (DS): "kube" is
+its default scoring (`policyd.sim.kube_scheduler`: the non-zero default requests,
+least-allocated and balanced-allocation scores, image locality, a seeded random choice among
+equal scores); "fewest" the earlier rule, the node with the fewest jobs (running, or being
+restored there), ties by the fewest cores in use, then by name. A worker's cores train at its
+speed (`NodeSpec.speed`): a job's iterations per second on it are its speed times its rate on
+as many average cores.
 
 As an actuator it carries out `SetCpu`, `Migrate`, `MarkMigrated`, `Stop`
 (`policyd.sim.actuator`) and `Admit` (a held job starts on the node named); a decision marked
@@ -49,12 +54,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Literal
 
+import numpy as np
+
 from policyd.engine.kind import EventKind
 from policyd.engine.ownership import precedence
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule, base_interval_seconds, wakes_on
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Action, Admit, Decision, Migrate, Node, Snapshot, Stop
+from policyd.sim import kube_scheduler
 from policyd.sim.actuator import carry_out
 from policyd.sim.cpu import share_node, weight_and_cap
 from policyd.sim.deadline_oracle import edf_admit, edf_share
@@ -63,10 +71,11 @@ from policyd.sim.oracle import srpt_share
 from policyd.sim.qoe_oracle import OracleJob, deadline_need, qoe_share
 from policyd.sim.source import EPOCH_SECONDS, Ring, history_seconds, ring_capacity
 from policyd.sim.targets import declared, score
-from policyd.sim.types import JobResult, RunResult, Sample, Scenario
+from policyd.sim.types import JobResult, RunResult, Sample, Scenario, Strategy
 from policyd.tick import Outcome, tick
 
 Allocation = Literal["fair", "srpt", "edf", "qoe"]
+Placement = Literal["kube", "fewest"]
 
 
 class World:
@@ -74,7 +83,7 @@ class World:
 
     def __init__(self, scenario: Scenario, *, policies: Sequence[PolicyDocument] = (),
                  allocation: Allocation = "fair", record_timeline: bool = False,
-                 forecast_decisions: bool = False) -> None:
+                 forecast_decisions: bool = False, placement: Placement = "kube") -> None:
         _check(scenario)
         names = [p.name for p in policies]
         if len(set(names)) != len(names):
@@ -92,6 +101,10 @@ class World:
         # (kinds that act on forecasts make their own). The simulated daemon asks for them.
         self._forecasts = forecast_decisions
         self._capacity = {n.name: n.cores for n in scenario.nodes}
+        self._speed = {n.name: n.core_speed for n in scenario.nodes}
+        self._placement: Placement = placement
+        self._rng = np.random.default_rng(scenario.seed)  # the default scheduler's ties
+        self._images: dict[str, set[str]] = {n.name: set() for n in scenario.nodes}
         capacity = ring_capacity(self.policies, scenario.scrape_seconds)
         self._jobs = [
             SimJob(spec=j, quality_iteration=quality_iteration(j.profile.reported),
@@ -160,7 +173,7 @@ class World:
                 j.stop()
                 self._events.add("stopped")
             elif j.phase == "migrating" and j.resume_at <= now:
-                j.start(now, j.node)
+                self._start(j, j.node)
                 self._events.add("started")
         while self._pending and self._pending[0].spec.submit_seconds <= now:
             job = self._pending.pop(0)
@@ -168,7 +181,7 @@ class World:
                 job.phase = "held"
                 self._held.append(job)
                 continue
-            job.start(now, job.spec.node or self._place())
+            self._start(job, job.spec.node or self._place(job))
             self._events.add("started")
         if self._allocation == "edf" and self._held:
             self._oracle_admits()
@@ -189,14 +202,22 @@ class World:
 
     # --- placement, CPU, scrapes and ticks ---------------------------------------------------
 
-    def _place(self) -> str:
-        """DS: the node with the fewest jobs, then the fewest cores in use, then by name."""
+    def _start(self, job: SimJob, node: str) -> None:
+        """`job`'s container starts on `node` (at its speed); the node keeps its image."""
+        job.start(self.now, node, speed=self._speed[node])
+        self._images[node].add(image_of(job))
+
+    def _place(self, job: SimJob) -> str:
+        """DS (module docstring): the default scheduler's scoring, or the fewest jobs."""
         jobs: Counter[str] = Counter()
         used: defaultdict[str, float] = defaultdict(float)
         for j in self._jobs:
             if j.phase in ("running", "migrating"):
                 jobs[j.node] += 1
                 used[j.node] += j.cores
+        if self._placement == "kube":
+            return kube_scheduler.choose(self.scenario.nodes, jobs, image_of(job), self._images,
+                                         self._rng)
         return min(self._capacity, key=lambda n: (jobs[n], used[n], n))
 
     def _running_by_node(self) -> defaultdict[str, list[SimJob]]:
@@ -211,7 +232,7 @@ class World:
         for job, node in edf_admit(self._held, self._running_by_node(), self._capacity,
                                    self.now):
             self._held.remove(job)
-            job.start(self.now, node)
+            self._start(job, node)
             self._events.add("started")
 
     def _share(self) -> None:
@@ -293,8 +314,8 @@ class World:
         used: defaultdict[str, float] = defaultdict(float)
         for j in running:
             used[j.node] += j.cores
-        nodes = tuple(Node(name=n, cpu_capacity=c, cpu_usage=used[n])
-                      for n, c in self._capacity.items())
+        nodes = tuple(Node(name=n.name, cpu_capacity=n.cores, cpu_usage=used[n.name],
+                           speed=n.speed) for n in self.scenario.nodes)
         scrape = self.scenario.scrape_seconds
         current = {p.name: self._interval_of(p, intervals or {}) for p in policies}
         reach = max((history_seconds(p, current[p.name], scrape) for p in policies),
@@ -339,7 +360,7 @@ class World:
         if action.node not in self._capacity:
             raise LookupError(f"no node {action.node!r} to admit {job.id!r} on")
         self._held.remove(job)
-        job.start(self.now, action.node)
+        self._start(job, action.node)
         if action.fraction is not None:
             job.fraction, job.mode = action.fraction, action.mode
         job.markers = replace(job.markers, last_action_at=EPOCH_SECONDS + self.now)
@@ -355,7 +376,7 @@ class World:
                 return j
         raise LookupError(f"no job {job_id!r}")
 
-    def result(self, strategy: Literal["policy", "baseline", "oracle"]) -> RunResult:
+    def result(self, strategy: Strategy) -> RunResult:
         """The run's outcome; every job must be done."""
         jobs = []
         for j in self._jobs:
@@ -374,6 +395,11 @@ class World:
                          allocated_core_seconds=sum(j.allocated_seconds for j in self._jobs),
                          used_core_seconds=sum(j.used_seconds for j in self._jobs),
                          core_seconds=sum(j.cpu_seconds_total for j in self._jobs))
+
+
+def image_of(job: SimJob) -> str:
+    """A job's container image: one per model family (what image locality compares)."""
+    return f"training/{job.spec.profile.model}"
 
 
 def _entitlements(capacity: float, fractions: Sequence[float],
@@ -396,6 +422,8 @@ def _check(scenario: Scenario) -> None:
         problems.append(f"node names must be unique and at least one: {names}")
     problems += [f"node {n.name}: cores must be positive" for n in scenario.nodes
                  if not n.cores > 0]
+    problems += [f"node {n.name}: speed must be positive" for n in scenario.nodes
+                 if n.speed is not None and not n.speed > 0]
     ids = [j.id for j in scenario.jobs]
     if len(set(ids)) != len(ids):
         problems.append("job ids must be unique")

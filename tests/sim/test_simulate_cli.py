@@ -26,7 +26,7 @@ def test_json_has_policy_baseline_and_oracle_runs() -> None:
     assert scenario["name"] == "flowcon-fixed-3"
     assert scenario["seed"] == 1
     assert scenario["thesis"]["baseline_makespan"] == 394.0
-    assert set(scenario["runs"]) == {"policy", "baseline", "oracle"}
+    assert set(scenario["runs"]) == {"policy", "baseline", "baseline_fewest", "oracle"}
     for r in scenario["runs"].values():
         assert set(r) >= {"avg_jct", "makespan", "migrations", "jobs"}
         assert [j["id"] for j in r["jobs"]] == ["job-1", "job-2", "job-3"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -141,12 +142,12 @@ def test_a_dry_run_policy_decides_but_changes_nothing() -> None:
     assert (world.job("vae").cores, world.job("mnist").cores) == pytest.approx((2.0, 2.0))
 
 
-def test_default_placement_takes_the_least_allocated_node() -> None:
+def test_fewest_jobs_placement_takes_the_least_allocated_node() -> None:
     world = World(scenario(
         job("one", profile(max_parallelism=1.0)), job("two", profile(max_parallelism=2.0),
                                                        submit=1.0),
         job("three", submit=2.0), job("pinned", submit=3.0, node="w2"),
-        nodes={"w1": 4.0, "w2": 4.0}))
+        nodes={"w1": 4.0, "w2": 4.0}), placement="fewest")
     world.run_until(3.0)
     # one -> w1 (tie on everything: name); two -> w2 (fewest jobs); three -> w1 (1 job each,
     # w1 uses 1 core, w2 uses 2); pinned stays where its spec says.
@@ -154,12 +155,39 @@ def test_default_placement_takes_the_least_allocated_node() -> None:
         "w1", "w2", "w1", "w2"]
 
 
+def test_a_faster_worker_trains_faster_and_its_speed_is_in_the_snapshot() -> None:
+    prof = profile(iterations=100, max_parallelism=1.0)
+    nodes = (NodeSpec(name="fast", cores=1.0, speed=2.0), NodeSpec(name="plain", cores=1.0))
+    world = World(replace(scenario(job("a", prof, node="fast"), job("b", prof, node="plain")),
+                          nodes=nodes))
+    world.run()
+    finish = {j.id: j.finish for j in world.result("baseline").jobs}
+    assert finish == pytest.approx({"a": 50.0, "b": 100.0})  # 1 s per iteration on speed 1
+    world = World(replace(scenario(job("a", prof, node="fast")), nodes=nodes))
+    world.run_until(1.0)
+    assert {n.name: n.speed for n in world.snapshot([]).nodes} == {"fast": 2.0, "plain": None}
+
+
+def test_default_scheduler_placement_is_seeded_and_prefers_the_emptier_node() -> None:
+    prof = profile(iterations=100, max_parallelism=1.0)
+    jobs = [job(f"j{i}", prof, submit=float(i)) for i in range(6)]
+    nodes = (NodeSpec(name="big", cores=8.0), NodeSpec(name="small", cores=1.0))
+    first = World(replace(scenario(*jobs), nodes=nodes))
+    first.run_until(6.0)
+    again = World(replace(scenario(*jobs), nodes=nodes))
+    again.run_until(6.0)
+    placed = [first.job(j.id).node for j in jobs]
+    assert placed == [again.job(j.id).node for j in jobs]  # the same seed, the same ties
+    # 100 m CPU per pod is 1/80 of big and 1/10 of small: big scores higher for every pod here
+    assert placed.count("big") >= 5
+
+
 # --- migrations and markers -------------------------------------------------------------------
 
 
 def test_a_migration_pauses_the_job_and_keeps_its_progress() -> None:
     prof = profile(iterations=100)
-    world = World(scenario(job("a", prof), nodes={"w1": 1.0, "w2": 1.0}))
+    world = World(scenario(job("a", prof, node="w1"), nodes={"w1": 1.0, "w2": 1.0}))
     world.run_until(10.0)
     world.apply(Migrate(policy="sc", container="a", from_node="w1", to_node="w2",
                         reason="test", converged_at=EPOCH_SECONDS + 10.0), decision())
@@ -207,7 +235,7 @@ def test_mark_migrated_writes_markers_only() -> None:
      LookupError),
 ], ids=["unknown container", "wrong node", "unknown target node"])
 def test_impossible_actions_raise(action: Action, error: type[Exception]) -> None:
-    world = World(scenario(job("a"), nodes={"w1": 1.0, "w2": 1.0}))
+    world = World(scenario(job("a", node="w1"), nodes={"w1": 1.0, "w2": 1.0}))
     world.run_until(1.0)
     with pytest.raises(error):
         world.apply(action, decision())
