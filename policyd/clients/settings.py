@@ -105,7 +105,10 @@ def _resolved(path: Path, info: ValidationInfo) -> Path:
     base = (info.context or {}).get(BASE)
     if base is None:
         return path
-    path = path.expanduser()
+    try:
+        path = path.expanduser()
+    except RuntimeError:  # `~user` of a user this machine does not know
+        raise ValueError(f"{str(path)!r}: no such user's home directory") from None
     return path if path.is_absolute() else Path(os.path.normpath(Path(base) / path))
 
 
