@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 
-from policyd.engine import deadline, flowcon, predictive, qoe, specon
+from policyd.engine import deadline, flowcon, flowcon2, predictive, qoe, specon
 from policyd.engine.kind import Kind
 from policyd.engine.spec import PolicyDocument
 
@@ -65,4 +65,5 @@ KINDS = Registry([
     predictive.KIND,
     deadline.KIND,
     qoe.KIND,
+    flowcon2.KIND,
 ])

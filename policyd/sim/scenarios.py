@@ -32,6 +32,7 @@ from policyd.sim.deadline_scenarios import BUILDERS as DEADLINE_BUILDERS
 from policyd.sim.profiles import fitted_profile, load_profiles
 from policyd.sim.thesis import THESIS
 from policyd.sim.types import JobSpec, NodeSpec, Profile, Scenario
+from policyd.sim.workers import CLUSTERS, load_workers
 
 NODE_CORES = 2.0
 FAMILIES = ("vae", "cnn", "lstm", "birnn", "gru", "rnn")
@@ -63,6 +64,10 @@ STANDALONE_SECONDS: Mapping[str, tuple[float, ...]] = MappingProxyType({
     "specon-random-20": (542.0,),  # makespan 1421.0 s (1421 s)
     "specon-random-30": (407.0,),  # makespan 1640.0 s (1640 s)
     "specon-random-50-8w": (552.3,),  # makespan 2070.0 s (2070 s)
+    # FlowCon 2.0's experiments (issue 16): not calibrated (the paper's baseline figures are
+    # not public); the job size of the thesis's SpeCon experiment on as many workers
+    "flowcon2-4w-20": (542.0,),  # as specon-random-20 (4 workers, 20 jobs)
+    "flowcon2-8w-60-hetero": (552.3,),  # as specon-random-50-8w (8 workers)
 })
 """Per scenario, how long each job would take alone on one core, seconds: one figure for every
 job, or one per job (see the module docstring)."""
@@ -183,6 +188,47 @@ def _specon_random(name: str, count: int, workers: int, horizon: float,
     return build
 
 
+def flowcon2_policy(name: str) -> PolicyDocument:
+    """FlowCon2 at its defaults (FlowCon's alpha 0.05, interval 20 s, beta 2, shares; moves
+    when the predicted gain exceeds 30 s x 2)."""
+    return policy_document("FlowCon2", name, {})
+
+
+def _flowcon2(name: str, count: int, horizon: float,
+              cluster: str | None) -> Callable[[int], Scenario]:
+    """FlowCon 2.0's experiments: `count` jobs of random models submitted at random in
+    [0, horizon] s, handed over held (the policy places them; the baselines start them at
+    submission on the default scheduler's node), on `cluster`'s workers (a worker file of
+    policyd/sim/data/clusters) or 4 equal 2-core workers."""
+    def build(seed: int) -> Scenario:
+        rng = np.random.default_rng(seed)
+        models = [str(m) for m in rng.choice(FAMILIES, size=count)]
+        submits = rng.uniform(0.0, horizon, size=count)
+        jobs = tuple(replace(j, held=True) for j in _jobs(
+            name, list(zip(models, submits.tolist(), strict=True)), rng=rng, recorded=False,
+            node=None))
+        nodes = load_workers(CLUSTERS / f"{cluster}.yaml") if cluster else _nodes(4)
+        where = (f"{len(nodes)} unequal workers ({cluster})" if cluster
+                 else f"{len(nodes)} equal workers")
+        return Scenario(
+            name=name, description=f"{count} held jobs of random models submitted at random "
+                                   f"in [0, {horizon:g}] s on {where}",
+            seed=seed, nodes=nodes, jobs=jobs, policies=(flowcon2_policy(name),),
+            baseline="DS", thesis=THESIS.get(name, {}))
+
+    return build
+
+
+def _hetero(base: str, cluster: str) -> Callable[[int], Scenario]:
+    """A thesis scenario played on a worker file's unequal workers."""
+    def build(seed: int) -> Scenario:
+        scenario = on_workers(SCENARIOS[base].build(seed),
+                              load_workers(CLUSTERS / f"{cluster}.yaml"))
+        return replace(scenario, name=f"{base}-hetero")
+
+    return build
+
+
 @dataclass(frozen=True, kw_only=True)
 class Entry:
     build: Callable[[int], Scenario]
@@ -208,6 +254,17 @@ SCENARIOS: Mapping[str, Entry] = MappingProxyType({
     "deadline-insufficient": Entry(build=DEADLINE_BUILDERS["deadline-insufficient"],
                                    seed=3),
     # QoE targets (`policyd.sim.qoe_scenarios`): not the thesis's, so not in the default set
+    # FlowCon 2.0 (issue 16): placement on equal and unequal workers, and the thesis's SpeCon
+    # scenarios on unequal ones
+    "flowcon2-4w-20": Entry(build=_flowcon2("flowcon2-4w-20", 20, 300.0, None), seed=40,
+                            default=False),
+    "flowcon2-8w-60-hetero": Entry(
+        build=_flowcon2("flowcon2-8w-60-hetero", 60, 1200.0, "8w-hetero"), seed=60,
+        default=False),
+    "specon-random-20-hetero": Entry(build=_hetero("specon-random-20", "4w-hetero"), seed=22,
+                                     default=False),
+    "specon-random-50-8w-hetero": Entry(build=_hetero("specon-random-50-8w", "8w-hetero"),
+                                        seed=50, default=False),
     "qoe-fixed-8": Entry(build=qoe_scenarios.fixed_8, seed=8, default=False),
     "qoe-random-12": Entry(build=qoe_scenarios.random_jobs("qoe-random-12", 12, 1, 120.0),
                            seed=12, default=False),

@@ -37,6 +37,7 @@ def test_the_kustomization_renders_the_whole_deployment() -> None:
         "Role/policyd-manager", "RoleBinding/policyd-manager",
         "CustomResourceDefinition/deadlines.policyd.io",
         "CustomResourceDefinition/flowcons.policyd.io",
+        "CustomResourceDefinition/flowcon2s.policyd.io",
         "CustomResourceDefinition/specons.policyd.io",
         "CustomResourceDefinition/predictives.policyd.io",
         "CustomResourceDefinition/qoes.policyd.io",

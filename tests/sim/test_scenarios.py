@@ -7,7 +7,9 @@ import pytest
 from policyd.sim import scenarios
 from policyd.sim.thesis import THESIS
 
-THESIS_SCENARIOS = [n for n in scenarios.SCENARIOS if not n.startswith(("qoe-", "deadline-"))]
+THESIS_SCENARIOS = [n for n in scenarios.SCENARIOS
+                    if not n.startswith(("qoe-", "deadline-", "flowcon2-"))
+                    and not n.endswith("-hetero")]
 
 
 @pytest.mark.parametrize("name", THESIS_SCENARIOS)
@@ -85,3 +87,17 @@ def test_with_policies_takes_any_kinds_and_keeps_the_world() -> None:
     assert (both.jobs, both.nodes, both.baseline) == (flowcon.jobs, flowcon.nodes, "NA")
     with pytest.raises(ValueError, match="at least one policy"):
         scenarios.with_policies(flowcon, [])
+
+
+@pytest.mark.parametrize("name", ["flowcon2-4w-20", "flowcon2-8w-60-hetero",
+                                  "specon-random-20-hetero", "specon-random-50-8w-hetero"])
+def test_the_flowcon2_and_heterogeneous_scenarios_build(name: str) -> None:
+    scenario, again = scenarios.build(name), scenarios.build(name)
+    assert scenario.name == name
+    assert [(j.id, j.profile.model, j.submit_seconds) for j in scenario.jobs] == [
+        (j.id, j.profile.model, j.submit_seconds) for j in again.jobs]
+    if name.startswith("flowcon2"):
+        assert all(j.held for j in scenario.jobs) and scenario.policy.kind == "FlowCon2"
+        assert len(scenario.jobs) == int(name.split("-")[2])
+    if name.endswith("hetero"):
+        assert len({n.speed for n in scenario.nodes}) > 1

@@ -108,3 +108,25 @@ def test_a_plot_directory_that_cannot_be_written_is_refused_before_simulating(
     code, out, err = run("simulate", "--scenario", "specon-random-50-8w", "--plot", str(target))
     assert (code, out) == (1, "")  # no report: nothing was simulated
     assert err == problem.format(target) + "\n"
+
+
+def test_workers_file_plays_a_scenario_on_unequal_machines(tmp_path: Path) -> None:
+    workers = tmp_path / "workers.yaml"
+    workers.write_text("workers:\n  - {name: fast, cores: 2, speed: 2}\n"
+                       "  - {name: slow, cores: 2, speed: 0.5}\n", encoding="utf-8")
+    code, out, _ = run("simulate", "--scenario", "specon-fixed-20", "--workers", str(workers),
+                       "--output", "json")
+    assert code == 0
+    (scenario,) = json.loads(out)["scenarios"]
+    nodes = {n for j in scenario["runs"]["baseline"]["jobs"] for n in j["nodes"]}
+    assert nodes <= {"fast", "slow"}
+
+
+def test_a_bad_workers_file_names_the_file_the_entry_and_the_reason(tmp_path: Path) -> None:
+    workers = tmp_path / "workers.yaml"
+    workers.write_text("workers:\n  - {name: a, cores: 2}\n  - {name: b, cores: 2, speed: 0}\n",
+                       encoding="utf-8")
+    code, out, err = run("simulate", "--scenario", "specon-fixed-20", "--workers", str(workers))
+    assert (code, out) == (1, "")
+    assert f"{workers}: workers[1] (b): speed must be a positive number, got 0" in err
+    assert "Traceback" not in err

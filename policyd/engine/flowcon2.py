@@ -1,0 +1,361 @@
+"""FlowCon2: FlowCon's per-worker CPU limits, plus where jobs start and move (our reading of
+FlowCon 2.0, Mao et al., IEEE TCC 2023; only its abstract is public, so the design is ours:
+docs/design.md, "FlowCon2").
+
+Theory of operation. Every interval, over the whole cluster:
+
+1. Limits: FlowCon's Algorithm 1 on every worker (`policyd.engine.flowcon.plan`, run as a
+   FlowCon policy of the same name and settings): NL/WL/CL from each job's growth efficiency,
+   CL jobs down to their share of growth with the floor 1 / (beta n), NL jobs at 1.
+2. A model of each worker's next interval: the cores each job would get there, its CPU split
+   by the limits as weights, none above what the job can use (its forecast's cap; the worker's
+   cores without one): `policyd.engine.waterfill`. A worker's cores count at its speed
+   (`policyd.engine.node_speed`; a node whose speed is unknown is average, and the notes say
+   so).
+3. Admission: held jobs (`policyd.model.pending`), oldest first, each start on the worker
+   where it would grow fastest: the most effective cores (cores x speed) the model gives it
+   there beside the jobs already growing, so a young job gets fast cores where they are not
+   taken by growing jobs. `admission.place` admits it there, or holds it while no worker
+   offers `admission_min_cores`. Each admission joins the model before the next is placed.
+4. Moves: a converged job (CL) moves to another worker when the forecast's predicted gain
+   exceeds the move's cost (`migration_cost_seconds`: pause, checkpoint, restore) times
+   (1 + `migration_margin`). The gain is the predicted remaining seconds saved, summed over
+   the jobs it touches: the jobs left on its worker, which get its cores; the job itself, on
+   the other worker's cores at that worker's speed; minus what the jobs already there lose.
+   A worker with a job whose forecast is unknown is not a target (its loss cannot be judged).
+   There the job runs at the limit FlowCon gives a converged job: the floor 1 / (beta n) beside
+   growing jobs, 1 among converged ones. A job is moved once (`markers.migrated`): a converged
+   job moved again would chase the emptiest worker, and every move costs it a pause.
+   Best gain first, one at a time, each joining the model; every safety limit holds (opt-out,
+   minimum age, cooldown, failed-move back-off, migrations per cycle and per node:
+   `policyd.engine.guards`). The reason names the gain and the cost.
+
+The interval does not back off (a held job would wait as long). Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from pydantic import Field
+
+from policyd.engine import flowcon
+from policyd.engine.admission import Candidate, place
+from policyd.engine.forecast_output import Forecast
+from policyd.engine.forecasting import forecast_containers, job_forecast, settings_of
+from policyd.engine.guards import MigrationBudget, action_blocked
+from policyd.engine.kind import Intervals, Kind
+from policyd.engine.node_speed import NodeSpeeds, node_speeds
+from policyd.engine.spec import PolicyDocument, of_kind
+from policyd.engine.waterfill import fill
+from policyd.model import (
+    Action,
+    Admit,
+    Container,
+    Decision,
+    Migrate,
+    PendingJob,
+    QueuedJob,
+    SetCpu,
+    Snapshot,
+)
+
+MOVABLE = "CL"
+"""FlowCon's category of a converged job: the only ones FlowCon2 moves."""
+
+
+class FlowCon2Spec(flowcon.FlowConSpec):
+    """FlowCon's arguments (the per-worker limits), and placement's."""
+
+    admission_min_cores: float = Field(
+        default=0.0, ge=0, le=1024,
+        description=(
+            "A held job starts only on a worker that would give it at least this many "
+            "effective cores (cores x speed); 0: every held job starts at the next cycle."),
+    )
+    migrate: bool = Field(
+        default=True, description="Move converged jobs to make room for growing ones.")
+    migration_cost_seconds: float = Field(
+        default=30.0, ge=0, le=3600,
+        description="What a move costs the job: pause, checkpoint and restore, seconds.",
+    )
+    migration_margin: float = Field(
+        default=1.0, ge=0, le=100,
+        description="A move is made when its predicted gain exceeds its cost x (1 + this).",
+    )
+    migration_grace_seconds: float = Field(
+        default=60.0, ge=0, le=3600,
+        description="How long a job may take to checkpoint and exit after SIGTERM.",
+    )
+
+
+class FlowCon2Policy(PolicyDocument):
+    kind: Literal["FlowCon2"]
+    spec: FlowCon2Spec
+
+
+def _flowcon2(policy: PolicyDocument) -> FlowCon2Policy:
+    return of_kind(policy, FlowCon2Policy, "FlowCon2")
+
+
+def as_flowcon(policy: FlowCon2Policy) -> flowcon.FlowConPolicy:
+    """The FlowCon policy whose limits FlowCon2 sets (same name, selector and settings)."""
+    fields = set(flowcon.FlowConSpec.model_fields)
+    return flowcon.FlowConPolicy.model_validate({
+        "apiVersion": policy.api_version, "kind": "FlowCon",
+        "metadata": policy.metadata.model_dump(),
+        "spec": policy.spec.model_dump(include=fields, by_alias=True)})
+
+
+# --- the model of the next interval ---------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Job:
+    """A job in the model: its weight (next limit), the most cores it can use, its forecast."""
+
+    id: str
+    weight: float
+    cap: float
+    forecast: Forecast | None
+    speed: float  # the speed of the worker its forecast was measured on
+
+    def seconds_at(self, cores: float, speed: float) -> float:
+        """Predicted remaining seconds on `cores` of a worker of `speed` (inf without a
+        forecast)."""
+        if self.forecast is None:
+            return math.inf
+        return self.forecast.remaining_seconds_at(cores) * self.speed / speed
+
+
+def cores_of(jobs: Sequence[_Job], capacity: float) -> list[float]:
+    """The cores each job gets on a worker of `capacity` cores: split by weight, none above
+    its cap (water-filling)."""
+    cores = [0.0] * len(jobs)
+    fill(cores, [j.cap for j in jobs], range(len(jobs)), capacity, [j.weight for j in jobs])
+    return cores
+
+
+def _total(jobs: Sequence[_Job], capacity: float, speed: float) -> float:
+    """Predicted remaining seconds of the forecast jobs, summed."""
+    return sum(j.seconds_at(c, speed) for j, c in zip(jobs, cores_of(jobs, capacity),
+                                                        strict=True)
+               if j.forecast is not None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Move:
+    job: _Job
+    source: str
+    target: str
+    gain: float
+    freed: float  # seconds the jobs left on the source save
+    own: float  # seconds the job itself saves (negative: it runs slower there)
+    harm: float  # seconds the jobs on the target lose
+
+
+def _gain(job: _Job, source: str, target: str, *, model: Mapping[str, list[_Job]],
+          capacity: Mapping[str, float], speeds: NodeSpeeds, arriving_weight: float
+          ) -> _Move | None:
+    """The predicted gain of moving `job` from `source` to `target` (module docstring, 4),
+    where it runs at `arriving_weight`; None when the target's jobs cannot be judged or the
+    job has no forecast."""
+    there, here = model[target], model[source]
+    if job.forecast is None or any(j.forecast is None for j in there):
+        return None
+    s_speed, t_speed = speeds.of(source), speeds.of(target)
+    here_cores = cores_of(here, capacity[source])
+    rest = [j for j in here if j.id != job.id]
+    freed = sum(j.seconds_at(c, s_speed) for j, c in zip(here, here_cores, strict=True)
+                if j.id != job.id and j.forecast is not None) \
+        - _total(rest, capacity[source], s_speed)
+    arriving = replace(job, weight=arriving_weight,
+                       cap=min(max(job.forecast.cap_cores, 1.0), capacity[target]))
+    joined_cores = cores_of([*there, arriving], capacity[target])
+    own = (job.seconds_at(here_cores[here.index(job)], s_speed)
+           - arriving.seconds_at(joined_cores[-1], t_speed))
+    harm = sum(j.seconds_at(c, t_speed) for j, c in zip(there, joined_cores, strict=False)) \
+        - _total(there, capacity[target], t_speed)
+    return _Move(job=arriving, source=source, target=target, gain=freed + own - harm,
+                 freed=freed, own=own, harm=harm)
+
+
+def _weight_there(there: Sequence[_Job], categories: Mapping[str, str], beta: float) -> float:
+    """The limit FlowCon gives a converged job on a worker: 1 where every job is converged
+    (free competition), else the floor 1 / (beta n)."""
+    if all(categories.get(j.id) == MOVABLE for j in there):
+        return 1.0
+    return 1.0 / (beta * (len(there) + 1))
+
+
+def _moves(policy: FlowCon2Policy, model: dict[str, list[_Job]], *,
+           containers: Mapping[str, Container], categories: Mapping[str, str],
+           capacity: Mapping[str, float], speeds: NodeSpeeds, now: float) -> list[_Move]:
+    """Converged jobs moved while the best move's gain beats its cost (module docstring)."""
+    spec = policy.spec
+    threshold = spec.migration_cost_seconds * (1.0 + spec.migration_margin)
+    budget = MigrationBudget.of(spec)
+    moved: list[_Move] = []
+    while True:
+        best: _Move | None = None
+        for source in sorted(model):
+            for job in model[source]:
+                c = containers[job.id]
+                if (categories.get(job.id) != MOVABLE or job.forecast is None
+                        or c.markers.migrated or any(m.job.id == job.id for m in moved)
+                        or action_blocked(c, spec, now) is not None):
+                    continue
+                for target in sorted(model):
+                    if target == source or budget.refusal(source, target) is not None:
+                        continue
+                    move = _gain(job, source, target, model=model, capacity=capacity,
+                                 speeds=speeds,
+                                 arriving_weight=_weight_there(model[target], categories,
+                                                               spec.beta))
+                    if move is not None and move.gain > threshold and (
+                            best is None or move.gain > best.gain):
+                        best = move
+        if best is None:
+            return moved
+        moved.append(best)
+        budget.spend(best.source, best.target)
+        model[best.source] = [j for j in model[best.source] if j.id != best.job.id]
+        model[best.target] = [*model[best.target], best.job]
+
+
+def _move_reason(m: _Move, spec: FlowCon2Spec, speeds: NodeSpeeds) -> str:
+    return (f"converged (CL) on {m.source} (speed {speeds.of(m.source):g}); predicted gain "
+            f"{m.gain:.0f} s on {m.target} (speed {speeds.of(m.target):g}): jobs left on "
+            f"{m.source} sooner by {m.freed:.0f} s, itself {m.own:+.0f} s, jobs on "
+            f"{m.target} later by {m.harm:.0f} s; > migration cost "
+            f"{spec.migration_cost_seconds:g} s x (1 + {spec.migration_margin:g})")
+
+
+# --- admission ----------------------------------------------------------------------------
+
+
+def _admit(policy: FlowCon2Policy, pending: Sequence[PendingJob],
+           model: dict[str, list[_Job]], capacity: Mapping[str, float],
+           speeds: NodeSpeeds) -> tuple[list[Admit], list[QueuedJob]]:
+    """Held jobs, oldest first, each on the worker where it grows fastest (module
+    docstring, 3)."""
+    spec = policy.spec
+    admits: list[Admit] = []
+    waiting: list[QueuedJob] = []
+    for p in sorted((p for p in pending if spec.selector.selects(p)),
+                    key=lambda p: (p.submitted_at, p.id)):
+        if spec.selector.opted_out(p):
+            blocked = f"opted out ({spec.selector.opt_out_key}=true)"
+        else:
+            blocked = ""
+        offer = {}
+        for node in sorted(model):
+            newcomer = _Job(id=p.id, weight=1.0, cap=capacity[node], forecast=None,
+                            speed=speeds.of(node))
+            cores = cores_of([*model[node], newcomer], capacity[node])[-1]
+            offer[node] = speeds.effective_cores(node, cores)
+        best = min(offer, key=lambda n: (-offer[n], n != p.node, n))
+        growing = sum(1 for j in model[best] if j.weight >= 1.0 - 1e-9)
+        about = (f"grows fastest on {best}: {offer[best]:.2f} effective cores (cores x speed "
+                 f"{speeds.of(best):g}) beside {growing} job(s) at full limit there"
+                 + (f"; {speeds.notes[best]}" if best in speeds.notes else ""))
+        placed = place([Candidate(job=p, key=(p.submitted_at,), cores=spec.admission_min_cores,
+                                  about=about, blocked=blocked)],
+                       offer, policy=policy.name)
+        for admit in placed.admits:
+            admits.append(admit)
+            model[admit.node] = [*model[admit.node],
+                                 _Job(id=p.id, weight=1.0, cap=capacity[admit.node],
+                                      forecast=None, speed=speeds.of(admit.node))]
+        waiting += [replace(q, position=len(waiting) + 1) for q in placed.queue]
+    return admits, waiting
+
+
+# --- plan ---------------------------------------------------------------------------------
+
+
+def _model(snapshot: Snapshot, chosen: Sequence[Container], *, limits: Mapping[str, float],
+           forecasts: Mapping[str, Forecast | None], speeds: NodeSpeeds
+           ) -> dict[str, list[_Job]]:
+    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
+    model: dict[str, list[_Job]] = {n: [] for n in capacity}
+    for c in chosen:
+        f = forecasts.get(c.id)
+        cap = min(max(f.cap_cores, 1.0), capacity[c.node]) if f is not None \
+            else capacity[c.node]
+        model[c.node].append(_Job(id=c.id, weight=limits.get(c.id, c.cpu_allocation), cap=cap,
+                                  forecast=f, speed=speeds.of(c.node)))
+    return model
+
+
+def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
+    """FlowCon2's decision: FlowCon's limits, admissions of held jobs and moves of converged
+    ones (module docstring)."""
+    policy = _flowcon2(policy)
+    spec, now = policy.spec, snapshot.time
+    limits_decision = flowcon.plan(as_flowcon(policy), snapshot)
+    limits = {a.container: a.fraction for a in limits_decision.actions
+              if isinstance(a, SetCpu)}
+    categories = limits_decision.categories
+    speeds = node_speeds(snapshot)
+    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
+    chosen = sorted((c for c in snapshot.containers if spec.selector.selects(c)),
+                    key=lambda c: (c.node, c.id))
+    settings = settings_of(policy, snapshot, alpha=spec.alpha,
+                           interval_seconds=spec.interval_seconds)
+    found = forecast_containers(settings, snapshot, chosen)
+    model = _model(snapshot, chosen, limits=limits, forecasts=found.by_id, speeds=speeds)
+    moves = _moves(policy, model, containers={c.id: c for c in chosen},
+                   categories=categories, capacity=capacity, speeds=speeds,
+                   now=now) if spec.migrate else []
+    admits, queue = _admit(policy, snapshot.pending, model, capacity, speeds)
+    moving = {m.job.id: m for m in moves}
+    actions: list[Action] = [a for a in limits_decision.actions
+                             if not (isinstance(a, SetCpu) and a.container in moving)]
+    for m in moves:
+        actions.append(Migrate(policy=policy.name, container=m.job.id, from_node=m.source,
+                               to_node=m.target, reason=_move_reason(m, spec, speeds),
+                               grace_seconds=spec.migration_grace_seconds))
+    actions += admits
+    assessments = []
+    for a in limits_decision.assessments:
+        f = found.by_id.get(a.container)
+        note = a.note
+        if a.container in moving:
+            note = f"moves: {_move_reason(moving[a.container], spec, speeds)}"
+        assessments.append(replace(
+            a, note=note, forecast=job_forecast(f) if f is not None else None,
+            forecast_note="" if f is not None else found.notes.get(a.container, "")))
+    notes = [*limits_decision.notes, *speeds.notes.values()]
+    return Decision(policy=policy.name, kind="FlowCon2", time=now, actions=tuple(actions),
+                    assessments=tuple(assessments), next_interval=spec.interval_seconds,
+                    dry_run=spec.dry_run, notes=tuple(notes), queue=tuple(queue))
+
+
+def _intervals(policy: PolicyDocument) -> Intervals:
+    seconds = _flowcon2(policy).spec.interval_seconds
+    return Intervals(base_seconds=seconds, longest_seconds=seconds)
+
+
+def _summary(policy: PolicyDocument) -> str:
+    spec = _flowcon2(policy).spec
+    return (f"alpha {spec.alpha:g}, interval {spec.interval_seconds:g} s, beta {spec.beta:g}, "
+            f"{spec.mode}, moves {'on' if spec.migrate else 'off'} (cost "
+            f"{spec.migration_cost_seconds:g} s, margin {spec.migration_margin:g})")
+
+
+KIND = Kind(
+    name="FlowCon2", document=FlowCon2Policy, plan=plan,
+    scope="cluster",  # where jobs start and move: the whole cluster, in the manager
+    intervals=_intervals,
+    wakes_on=frozenset({"started", "stopped"}),  # a job that ends frees cores to admit into
+    inputs=frozenset({"evaluation", "cpu", "steps"}),
+    acts_on=frozenset({"cpu", "placement", "admission"}),
+    cpu_mode=lambda p: _flowcon2(p).spec.mode, summary=_summary, gain_label="G (per core)",
+    convergence_alpha=lambda p: _flowcon2(p).spec.alpha,
+    floor=lambda p, n: 1.0 / (_flowcon2(p).spec.beta * max(n, 1)),
+)
+"""FlowCon2's registration entry (`policyd.engine.registry`)."""

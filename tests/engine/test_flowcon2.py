@@ -1,0 +1,184 @@
+"""FlowCon2: FlowCon's limits, held jobs admitted where they grow fastest, converged jobs moved
+when the forecast's gain beats the move's cost; the safety limits always hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from policyd.engine.flowcon2 import FlowCon2Policy, as_flowcon, plan
+from policyd.engine.registry import KINDS
+from policyd.engine.spec import API_VERSION
+from policyd.model import (
+    Admit,
+    Container,
+    Markers,
+    Migrate,
+    Node,
+    PendingJob,
+    Series,
+    SetCpu,
+    Snapshot,
+)
+
+NOW = 1_700_001_000.0
+SCRAPE = 5.0
+SAMPLES = 100  # 500 s: more than FlowCon's window of 20 intervals of 20 s
+
+
+def policy(**spec: Any) -> FlowCon2Policy:
+    return FlowCon2Policy.model_validate({
+        "apiVersion": API_VERSION, "kind": "FlowCon2", "metadata": {"name": "fc2"},
+        "spec": spec})
+
+
+def job(cid: str, node: str, *, converged: bool, cores: float, done: float = 1000.0,
+        total: float = 5000.0, allocation: float = 1.0, labels: dict[str, str] | None = None,
+        markers: Markers | None = None, age: float = 600.0) -> Container:
+    """A job on `node` using `cores` over its last SAMPLES scrapes, at 10 steps a second per
+    core used, now `done` of `total` steps; its loss flat (converged) or falling by 10 % every
+    20 s (growing)."""
+    t = NOW - SCRAPE * np.arange(SAMPLES - 1, -1, -1)
+    steps = done - 10.0 * cores * (NOW - t)
+    loss = (np.full(t.size, 0.5) if converged else 2.0 * 0.9 ** ((t - t[0]) / 20.0))
+    return Container(
+        id=cid, name=cid, node=node, started_at=NOW - age,
+        evaluation=Series.of(t, loss), cpu_usage=Series.of(t[1:], [cores] * (SAMPLES - 1)),
+        cpu_allocation=allocation, labels={"app": "train", **(labels or {})},
+        markers=markers or Markers(), steps=Series.of(t, steps), total_steps=total)
+
+
+def cluster(*containers: Container, nodes: dict[str, tuple[float, float | None]],
+            pending: tuple[PendingJob, ...] = ()) -> Snapshot:
+    return Snapshot(time=NOW, nodes=tuple(Node(name=n, cpu_capacity=c, speed=s)
+                                          for n, (c, s) in nodes.items()),
+                    containers=containers, pending=pending)
+
+
+def crowded(**overrides: Any) -> Snapshot:
+    """A 2-core worker with a converged job held at the floor beside two growing ones, and an
+    empty worker."""
+    return cluster(
+        job("old", "busy", converged=True, cores=0.4, allocation=1 / 6, **overrides),
+        job("g1", "busy", converged=False, cores=0.8),
+        job("g2", "busy", converged=False, cores=0.8),
+        nodes={"busy": (2.0, 1.0), "idle": (2.0, 1.0)})
+
+
+def moves(decision: Any) -> list[Migrate]:
+    return [a for a in decision.actions if isinstance(a, Migrate)]
+
+
+def test_the_kind_is_registered_cluster_wide_and_acts_on_cpu_placement_and_admission() -> None:
+    kind = KINDS["FlowCon2"]
+    assert kind.scope_of(policy()) == "cluster"
+    assert kind.acts_on_of(policy()) == {"cpu", "placement", "admission"}
+
+
+def test_limits_are_flowcons() -> None:
+    snapshot = crowded()
+    ours = {a.container: a.fraction for a in plan(policy(migrate=False), snapshot).actions
+            if isinstance(a, SetCpu)}
+    flowcon = {a.container: a.fraction for a in KINDS["FlowCon"].plan(
+        as_flowcon(policy(migrate=False)), snapshot).actions if isinstance(a, SetCpu)}
+    assert ours == flowcon
+
+
+def test_a_converged_job_moves_off_a_crowded_worker_and_the_reason_names_gain_and_cost() -> None:
+    d = plan(policy(), crowded())
+    (move,) = moves(d)
+    assert (move.container, move.from_node, move.to_node) == ("old", "busy", "idle")
+    assert "predicted gain" in move.reason and "> migration cost 30 s x (1 + 1)" in move.reason
+    gain = float(move.reason.split("predicted gain ")[1].split(" s")[0])
+    assert gain > 60.0
+    assert not any(isinstance(a, SetCpu) and a.container == "old" for a in d.actions)
+
+
+def test_no_move_when_the_gain_does_not_beat_the_cost() -> None:
+    assert moves(plan(policy(migration_cost_seconds=3600, migration_margin=100),
+                      crowded())) == []
+
+
+def test_growing_jobs_are_never_moved() -> None:
+    d = plan(policy(), cluster(job("g1", "busy", converged=False, cores=0.7),
+                               job("g2", "busy", converged=False, cores=0.7),
+                               job("g3", "busy", converged=False, cores=0.6),
+                               nodes={"busy": (2.0, 1.0), "idle": (2.0, 1.0)}))
+    assert moves(d) == []
+
+
+@pytest.mark.parametrize(("spec", "overrides"), [
+    ({}, {"labels": {"policyd.io/opt-out": "true"}}),
+    ({"safety": {"min_job_age_seconds": 3600}}, {}),
+    ({"safety": {"cooldown_seconds": 600}}, {"markers": Markers(last_action_at=NOW - 60)}),
+    ({"safety": {"max_migrations_per_cycle": 0}}, {}),
+    ({"safety": {"max_migrations_per_node": 0}}, {}),
+    ({}, {"markers": Markers(migrated=True)}),
+    ({"migrate": False}, {}),
+], ids=["opt-out", "minimum age", "cooldown", "per cycle", "per node", "moved once", "off"])
+def test_the_safety_limits_hold(spec: dict[str, Any], overrides: dict[str, Any]) -> None:
+    assert moves(plan(policy(**spec), crowded(**overrides))) == []
+
+
+def test_the_budget_per_cycle_and_per_node_caps_many_candidates() -> None:
+    jobs = [job(f"old{i}", "busy", converged=True, cores=0.2, allocation=0.1) for i in range(4)]
+    jobs += [job("g1", "busy", converged=False, cores=0.6),
+             job("g2", "busy", converged=False, cores=0.6)]
+    snapshot = cluster(*jobs, nodes={"busy": (2.0, 1.0), "a": (2.0, 1.0), "b": (2.0, 1.0)})
+    free = moves(plan(policy(safety={"max_migrations_per_cycle": 10,
+                                     "max_migrations_per_node": 10}), snapshot))
+    assert len(free) >= 2  # unbounded, several converged jobs leave
+    for per_cycle, per_node in [(1, 10), (10, 1), (10, 2)]:
+        found = moves(plan(policy(safety={"max_migrations_per_cycle": per_cycle,
+                                          "max_migrations_per_node": per_node}), snapshot))
+        assert len(found) <= per_cycle
+        for node in ("busy", "a", "b"):
+            assert sum(node in (m.from_node, m.to_node) for m in found) <= per_node
+
+
+def held(pid: str, submitted: float = NOW - 30, labels: dict[str, str] | None = None
+         ) -> PendingJob:
+    return PendingJob(id=pid, name=pid, submitted_at=submitted, labels=labels or {})
+
+
+def admits(decision: Any) -> dict[str, str]:
+    return {a.container: a.node for a in decision.actions if isinstance(a, Admit)}
+
+
+def test_a_held_job_starts_where_it_grows_fastest() -> None:
+    # fast: 2 cores at speed 2 with one growing job; slow: 2 idle cores at speed 0.5
+    d = plan(policy(), cluster(job("g", "fast", converged=False, cores=1.0),
+                               nodes={"fast": (2.0, 2.0), "slow": (2.0, 0.5)},
+                               pending=(held("new"),)))
+    assert admits(d) == {"new": "fast"}
+    reason = next(a.reason for a in d.actions if isinstance(a, Admit))
+    assert "grows fastest on fast" in reason and "cores x speed 2" in reason
+
+
+def test_held_jobs_spread_as_each_admission_joins_the_model() -> None:
+    d = plan(policy(), cluster(nodes={"a": (2.0, 1.0), "b": (2.0, 1.0)},
+                               pending=(held("j1", NOW - 30), held("j2", NOW - 20))))
+    assert sorted(admits(d).values()) == ["a", "b"]
+
+
+def test_an_unstated_speed_is_average_and_said_so() -> None:
+    d = plan(policy(), cluster(nodes={"known": (2.0, 1.5), "unknown": (2.0, None)},
+                               pending=(held("new"),)))
+    assert any("unknown not stated" in n and "treated as average (1.5)" in n for n in d.notes)
+
+
+def test_an_opted_out_held_job_waits_with_why() -> None:
+    d = plan(policy(), cluster(nodes={"a": (2.0, 1.0)},
+                               pending=(held("new", labels={"policyd.io/opt-out": "true"}),)))
+    assert admits(d) == {}
+    assert [(q.container, q.why) for q in d.queue] == [("new", "blocked")]
+
+
+def test_admission_min_cores_holds_a_job_while_no_worker_offers_them() -> None:
+    busy = [job(f"g{i}", "a", converged=False, cores=0.5) for i in range(4)]
+    d = plan(policy(admission_min_cores=1.0), cluster(*busy, nodes={"a": (2.0, 1.0)},
+                                                      pending=(held("new"),)))
+    assert admits(d) == {}
+    assert d.queue[0].why == "no_fit"
