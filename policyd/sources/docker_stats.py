@@ -48,6 +48,7 @@ from policyd.clients.docker_engine import EngineAddress, connect
 from policyd.clients.http_access import HttpAccess
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Container, Markers, Node, Series, Snapshot
+from policyd.model import labels as keys
 from policyd.sources import facts
 from policyd.sources.cadvisor_info import parse_timestamp
 from policyd.sources.docker_held import HELD_STATUS, HeldFacts, held_of, pending_jobs
@@ -108,6 +109,8 @@ class HostReading:
     cores: float
     containers: tuple[ContainerFacts, ...]
     held: tuple[HeldFacts, ...] = ()
+    speed: float | None = None
+    """Its `policyd.io/speed` engine label (None: not stated, or not a positive number)."""
 
 
 @dataclass
@@ -141,6 +144,7 @@ class DockerStats:
         self._clients = dict(clients or {})
         self._made: list[docker.DockerClient] = []
         self._cores: dict[str, float] = {}
+        self._speed: dict[str, float | None] = {}
         self.rings: dict[str, deque[tuple[float, float, float]]] = {}
         self._ring_samples = ring_samples
         nodes = sorted(set(targets.hosts) | set(self._clients))
@@ -193,15 +197,19 @@ class DockerStats:
 
     def _poll_host(self, node: str, at: float) -> tuple[HostReading, list[str]]:
         client = self.client(node)
+        warnings: list[str] = []
         if node not in self._cores:
-            self._cores[node] = float(client.info()["NCPU"])
+            info = client.info()
+            self._cores[node] = float(info["NCPU"])
+            self._speed[node], problem = engine_speed(info.get("Labels") or [])
+            if problem:
+                warnings.append(f"node {node}: {problem}")
         listed = client.api.containers(filters={"label": self.targets.managed_label})
         held = client.api.containers(all=True, filters={"label": self.targets.managed_label,
                                                         "status": HELD_STATUS})
         pool = self._pools[node]
         jobs = [pool.submit(self._one, client, node, str(c["Id"]), at) for c in listed]
         found: list[ContainerFacts] = []
-        warnings: list[str] = []
         for job in jobs:
             try:
                 found.append(job.result())
@@ -211,7 +219,8 @@ class DockerStats:
                 warnings.append(f"node {node}: a container could not be read "
                                 f"({type(exc).__name__}: {exc})")
         return HostReading(node=node, cores=self._cores[node], containers=tuple(found),
-                           held=tuple(held_of(h, node) for h in held)), warnings
+                           held=tuple(held_of(h, node) for h in held),
+                           speed=self._speed.get(node)), warnings
 
     def _one(self, client: docker.DockerClient, node: str, cid: str, at: float
              ) -> ContainerFacts:
@@ -233,6 +242,24 @@ class DockerStats:
         """Cores between the last two polls (0 when there are fewer)."""
         series = self.cores(container_id)
         return float(series.values[-1]) if len(series) else 0.0
+
+
+def engine_speed(labels: Sequence[str]) -> tuple[float | None, str]:
+    """The engine's `policyd.io/speed=X` label (`dockerd --label`), and what is wrong with it
+    ("" when nothing): not a positive number means not stated."""
+    prefix = keys.SPEED + "="
+    for label in labels:
+        if isinstance(label, str) and label.startswith(prefix):
+            text = label[len(prefix):]
+            try:
+                value = float(text)
+            except ValueError:
+                value = math.nan
+            if math.isfinite(value) and value > 0:
+                return value, ""
+            return None, (f"engine label {keys.SPEED}={text!r} is not a positive number; "
+                          f"its speed counts as not stated")
+    return None, ""
 
 
 def cores_of(ring: Sequence[tuple[float, float, float]]) -> Series:
@@ -356,7 +383,8 @@ class DockerSnapshotSource:
             warnings.append(f"{len(unseen)} evaluation series name no running managed "
                             f"container: {', '.join(unseen[:5])}")
         nodes = tuple(Node(name=h.node, cpu_capacity=h.cores,
-                           cpu_usage=sum(self.stats.latest_cores(c.id) for c in h.containers))
+                           cpu_usage=sum(self.stats.latest_cores(c.id) for c in h.containers),
+                           speed=h.speed)
                       for h in sorted(poll.hosts, key=lambda h: h.node))
         pending = pending_jobs([h for host in poll.hosts for h in host.held], set(chosen),
                                warnings)

@@ -18,6 +18,7 @@ from policyd.sources.docker_stats import (
     DockerSnapshotSource,
     DockerStats,
     cores_of,
+    engine_speed,
     facts_of,
     merged_evaluation,
 )
@@ -72,12 +73,13 @@ class FakeApi:
 
 
 class FakeClient:
-    def __init__(self, api: FakeApi, ncpu: int = 4) -> None:
+    def __init__(self, api: FakeApi, ncpu: int = 4, labels: list[str] | None = None) -> None:
         self.api = api
         self.ncpu = ncpu
+        self.labels = labels
 
     def info(self) -> dict[str, Any]:
-        return {"NCPU": self.ncpu}
+        return {"NCPU": self.ncpu, "Labels": self.labels}
 
 
 def inspect(cid: str, name: str, *, labels: dict[str, str] | None = None, shares: int = 0,
@@ -269,3 +271,26 @@ def test_held_containers_are_the_snapshots_pending_jobs() -> None:
     (job,) = snap.containers
     assert (job.id, job.submitted_at) == ("job", pytest.approx(now - 300))
     assert any("held container wait is on a and b" in w for w in source.last_warnings)
+
+
+@pytest.mark.parametrize(("labels", "speed", "problem"), [
+    (["other=1", "policyd.io/speed=1.5"], 1.5, ""),
+    ([], None, ""),
+    (["policyd.io/speed=fast"], None, "engine label policyd.io/speed='fast' is not a positive"),
+    (["policyd.io/speed=0"], None, "is not a positive number"),
+])
+def test_an_engines_speed_label(labels: list[str], speed: float | None, problem: str) -> None:
+    got, why = engine_speed(labels)
+    assert got == speed and (problem in why if problem else why == "")
+
+
+def test_the_engines_speed_reaches_the_snapshots_nodes() -> None:
+    fast = cast(docker.DockerClient, FakeClient(FakeApi({}), labels=["policyd.io/speed=2"]))
+    odd = cast(docker.DockerClient, FakeClient(FakeApi({}), labels=["policyd.io/speed=-1"]))
+    stats = DockerStats(SETTINGS, clients={"a": fast, "b": odd})
+    try:
+        poll = stats.poll(at=1000.0)
+    finally:
+        stats.close()
+    assert {h.node: h.speed for h in poll.hosts} == {"a": 2.0, "b": None}
+    assert any("node b: engine label policyd.io/speed='-1'" in w for w in poll.warnings)
