@@ -6,6 +6,8 @@
   6.19, 6.20).
 - `<scenario>-workers.png`: running jobs per worker over time, policy beside baseline (Figs. 6.21,
   6.22), for multi-node scenarios.
+- `<scenario>-worker-cpu.png`: cores used per worker over time as a share of the worker's cores
+  (workers of unequal size compare), policy beside baseline, for multi-node scenarios.
 """
 
 from __future__ import annotations
@@ -118,6 +120,30 @@ def plot_workers(outcome: Outcome, directory: Path) -> Path:
     return _save(workers_figure(outcome), outcome, directory, "workers")
 
 
+def _worker_cpu_panel(ax: Axes, run: RunResult, cores: dict[str, float], title: str) -> None:
+    times = [s.time for s in run.timeline]
+    for worker, capacity in cores.items():
+        used = [sum(c for node, c, _ in s.jobs.values() if node == worker) / capacity
+                for s in run.timeline]
+        ax.step(times, used, where="pre", label=f"{worker} ({capacity:g} cores)")
+    ax.set_title(title)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("share of the worker's cores used")
+    ax.set_ylim(0.0, 1.05)
+
+
+def worker_cpu_figure(outcome: Outcome) -> Figure:
+    """CPU used per worker over time, policy beside baseline (not saved, not closed)."""
+    cores = {n.name: n.cores for n in outcome.scenario.nodes}
+    return _side_by_side(
+        outcome, what="CPU per worker over time",
+        panel=lambda ax, run, title: _worker_cpu_panel(ax, run, cores, title))
+
+
+def plot_worker_cpu(outcome: Outcome, directory: Path) -> Path:
+    return _save(worker_cpu_figure(outcome), outcome, directory, "worker-cpu")
+
+
 def plot_all(outcomes: Sequence[Outcome], directory: Path) -> list[Path]:
     """Every picture for every outcome; returns the files written."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -128,4 +154,5 @@ def plot_all(outcomes: Sequence[Outcome], directory: Path) -> list[Path]:
             written.append(plot_cpu(outcome, directory))
         else:
             written.append(plot_workers(outcome, directory))
+            written.append(plot_worker_cpu(outcome, directory))
     return written

@@ -87,10 +87,11 @@ def test_plot_writes_pictures(tmp_path: Path) -> None:
     assert code == 0
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == ["flowcon-fixed-3-cpu.png", "flowcon-fixed-3-jct.png",
-                       "specon-fixed-20-jct.png", "specon-fixed-20-workers.png"]
+                       "specon-fixed-20-jct.png", "specon-fixed-20-worker-cpu.png",
+                       "specon-fixed-20-workers.png"]
     for name in written:
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert err.count("wrote ") == 4
+    assert err.count("wrote ") == 5
 
 
 @pytest.mark.parametrize(("where", "problem"), [
