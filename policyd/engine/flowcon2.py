@@ -11,7 +11,8 @@ Theory of operation. Every interval, over the whole cluster:
    by the limits as weights, none above what the job can use (its forecast's cap; the worker's
    cores without one): `policyd.engine.waterfill`. A worker's cores count at its speed
    (`policyd.engine.node_speed`; a node whose speed is unknown is average, and the notes say
-   so).
+   so). This is shares mode's reading of a limit; under `mode: quota` a limit is a hard cap,
+   which the model does not tell apart yet (it reads the caps as weights).
 3. Admission: held jobs (`policyd.model.pending`), oldest first, each start on the worker
    where it would grow fastest: the most effective cores (cores x speed) the model gives it
    there beside the jobs already growing, so a young job gets fast cores where they are not
