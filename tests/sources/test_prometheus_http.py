@@ -13,7 +13,9 @@ import requests
 import responses
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 
+from policyd.clients.http_access import HttpAccess
 from policyd.sources.http import retry_policy
+from policyd.sources.prometheus import connect_prometheus
 from policyd.sources.prometheus_http import FastPrometheusConnect
 from tests.sources.builders import envelope, series
 
@@ -82,3 +84,17 @@ def test_a_body_that_is_not_json_raises_requests_own_error() -> None:
         rsps.add(responses.GET, INSTANT, body="<html>proxy</html>")
         with pytest.raises(requests.exceptions.JSONDecodeError, match="Expecting value"):
             client(FastPrometheusConnect).custom_query("up")
+
+
+@pytest.mark.parametrize(("headers", "sent"), [
+    pytest.param({}, "identity", id="uncompressed-by-default"),
+    pytest.param({"accept-encoding": "gzip"}, "gzip", id="the-settings-headers-win"),
+])
+def test_answers_are_asked_uncompressed_unless_the_settings_say(headers: dict[str, str],
+                                                                sent: str) -> None:
+    with responses.RequestsMock() as rsps:
+        rsps.add(responses.GET, INSTANT, status=200, body=json.dumps(envelope([], "vector")))
+        made = connect_prometheus(URL, timeout_seconds=5, retries=0,
+                                  access=HttpAccess(headers=headers))
+        assert made.custom_query("up") == []
+        assert rsps.calls[0].request.headers["Accept-Encoding"] == sent
