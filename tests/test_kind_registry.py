@@ -100,7 +100,7 @@ def test_the_toy_kind_is_unknown_outside_its_registration(tmp_path: Path) -> Non
     path = tmp_path / "toy.yaml"
     path.write_text(TOY_YAML)
     code, _, err = cli("validate", str(path))
-    assert code == 1 and "'Toy' is not one of: FlowCon, SpeCon, Predictive, QoE" in err
+    assert code == 1 and "'Toy' is not one of: FlowCon, SpeCon, Predictive, Deadline, QoE" in err
 
 
 def test_validate_and_schema_know_a_registered_kind(toy: Path) -> None:

@@ -125,14 +125,14 @@ CASE_TABLE: list[tuple[str, list[str], list[str]]] = [
     ]),
     ("unknown-kind", ["unknown-kind.yaml"], [
         "unknown-kind.yaml:2: policy \"kind-case\": kind: 'Flowcon' is not one of: "
-        "FlowCon, SpeCon, Predictive, QoE; did you mean 'FlowCon'?",
+        "FlowCon, SpeCon, Predictive, Deadline, QoE; did you mean 'FlowCon'?",
         "unknown-kind.yaml:8: policy \"Not_A_Name\": kind: 'Deployment' is not one of: "
-        "FlowCon, SpeCon, Predictive, QoE",
+        "FlowCon, SpeCon, Predictive, Deadline, QoE",
         "unknown-kind.yaml:10: policy \"Not_A_Name\": metadata.name: 'Not_A_Name' is not "
         "allowed: must be lowercase letters, digits and '-', starting and ending with a letter "
         "or digit (a DNS label)",
         'unknown-kind.yaml:13: policy "kind-missing": kind: required field is missing; '
-        "one of: FlowCon, SpeCon, Predictive, QoE",
+        "one of: FlowCon, SpeCon, Predictive, Deadline, QoE",
     ]),
     ("api-version", ["api-version.yaml"], [
         "api-version.yaml:1: policy \"api-wrong\": apiVersion: 'policyd.io/v1' is not "

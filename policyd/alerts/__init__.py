@@ -1,4 +1,5 @@
-"""policyd's own alerts to Alertmanager: migrations as events, failed actions as states.
+"""policyd's own alerts to Alertmanager: migrations and missed deadlines as events, failed
+actions and jobs at risk of missing their deadline as states.
 
 `payload` builds the alerts (pure), `client` posts them (requests), `alerter` decides when to
 send, re-send and resolve them from each tick's `Outcome`. This layer reads the tick's outcome

@@ -21,6 +21,9 @@ with the next call (`on_outcome` or `flush`); nothing is ever raised into the da
   interval, unchanged (their `endsAt` still comes from the last tick that confirmed the failure):
   this restores them in an Alertmanager that restarted without its state, and never keeps alive
   a failure no tick confirms. Failure alerts whose `endsAt` has passed are forgotten.
+* Deadlines (`deadlines`): a job at risk is a state like a failure (fires, re-sent, resolved
+  when its policy's next decision no longer says so); a missed deadline an event like a
+  migration.
 * Delivered jobs are seen again every tick while they last (a job at its target loss or
   converged, `Assessment.delivery`, under any response): `PolicydJobDelivered` is posted when a
   tick first finds the job so, and again once `resend_interval_seconds` have passed, each time
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 import requests
 
 from policyd.alerts.client import AlertmanagerClient
+from policyd.alerts.deadlines import DeadlineAlerts
 from policyd.alerts.payload import (
     Alert,
     AlertKey,
@@ -84,6 +88,7 @@ class Alerter:
         self._lock = threading.Lock()
         self._pending: dict[AlertKey, Alert] = {}
         self._firing: dict[FailureKey, _Firing] = {}
+        self._deadlines = DeadlineAlerts()
         self._delivered: dict[AlertKey, float] = {}  # when each delivery was last sent
         self.dropped_total = 0
         """Queued alerts dropped because the queue was full."""
@@ -138,6 +143,11 @@ class Alerter:
             for gone in [k for k in self._firing
                          if k[0] == decision.policy and k not in still_failing]:
                 self._queue(resolved(self._firing.pop(gone).alert, now))
+            for alert in self._deadlines.update(
+                    decision, now, hold_seconds=hold, visible_seconds=visible,
+                    resend_seconds=self.settings.resend_interval_seconds,
+                    generator_url=self.settings.generator_url):
+                self._queue(alert)
             self._post()
 
     def _deliveries(self, outcome: Outcome, now: float, hold: float) -> None:
@@ -160,6 +170,8 @@ class Alerter:
         with self._lock:
             for key in [k for k in self._firing if k[0] == policy]:
                 self._queue(resolved(self._firing.pop(key).alert, now))
+            for alert in self._deadlines.retire(policy, now):
+                self._queue(alert)
             self._post()
 
     def flush(self) -> None:

@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from policyd.model import Action, Assessment
-from policyd.model.decision import MarkMigrated, Migrate, SetCpu, Stop
+from policyd.model.decision import Admit, MarkMigrated, Migrate, SetCpu, Stop
 
 MIGRATION = "PolicydMigration"
 ACTION_FAILED = "PolicydActionFailed"
@@ -117,6 +117,8 @@ def describe(action: Action) -> str:
             return f"mark_migrated of job {action.container} on node {action.node}"
         case Stop():
             return f"stop of job {action.container} on node {action.node} ({action.event})"
+        case Admit():
+            return f"admit of job {action.container} on node {action.node}"
 
 
 def failure_alert(action: Action, failure: str, *, dry_run: bool, starts_at: float,

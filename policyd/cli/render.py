@@ -8,6 +8,10 @@
     actions
       set_cpu  vae on worker-1 -> 0.25  CL on worker-1: ...
 
+A decision with deadlines (the Deadline kind) adds DEADLINE and SLACK columns (slack at the
+next allocation), and one that leaves held jobs waiting lists them after the actions, in
+admission order, with why each waits.
+
 Pure formatting: it reads the decision and the snapshot it came from and returns a string.
 """
 
@@ -20,6 +24,7 @@ from datetime import UTC, datetime
 from policyd.engine.registry import KINDS
 from policyd.model import (
     Action,
+    Admit,
     Assessment,
     Decision,
     MarkMigrated,
@@ -64,6 +69,11 @@ def _target(action: Action, names: dict[str, str]) -> str:
             return f"mark_migrated  {name} stays on {action.node}"
         case Stop():
             return f"stop           {name} on {action.node} ({action.event}: delivered)"
+        case Admit():
+            held = "" if action.held_on is None else f" (held on {action.held_on})"
+            limit = "" if action.fraction is None else \
+                f" -> {action.fraction:.2f} ({action.mode})"
+            return f"admit          {name} on {action.node}{held}{limit}"
 
 
 def duration(seconds: float) -> str:
@@ -87,6 +97,22 @@ def _eta(a: Assessment) -> str:
             f"({duration(f.low_seconds)}-{duration(f.high_seconds)})")
 
 
+def _deadline_cells(a: Assessment, now: float) -> tuple[str, str]:
+    """`DEADLINE` and `SLACK` of one job: `in 25m00s`, `missed 2m00s ago`, `invalid`; slack
+    at the next allocation (`+4m10s`, `-1m05s`), `-` where there is none."""
+    d = a.deadline
+    if d is None or d.state == "none":
+        return "-", "-"
+    if d.deadline_at is None:
+        return d.state, "-"
+    left = d.deadline_at - now
+    when = f"in {duration(left)}" if left >= 0 else f"missed {duration(-left)} ago"
+    if d.slack_seconds is None:
+        return when, "-"
+    sign = "+" if d.slack_seconds >= 0 else "-"
+    return when, f"{sign}{duration(abs(d.slack_seconds))}"
+
+
 def _standing(a: Assessment) -> str:
     """`short 25% 5m00s ALERT`, `satisfied`, `infeasible`, `delivered: converged (stop)`, or
     `-`: the job against its declared targets."""
@@ -104,20 +130,24 @@ def _standing(a: Assessment) -> str:
     return "; ".join(parts) or "-"
 
 
-def _rows(assessments: list[Assessment], names: dict[str, str], kind: str) -> list[str]:
+def _rows(assessments: list[Assessment], names: dict[str, str], kind: str,
+          now: float) -> list[str]:
     gain = KINDS[kind].gain_label if kind in KINDS else "GAIN"
+    deadlines = any(a.deadline is not None for a in assessments)
     targets = any(a.qoe is not None or a.delivery is not None for a in assessments)
     header = ("CONTAINER", "CATEGORY", gain, "CPU NOW -> NEXT", "ETA (RANGE)",
+              *(("DEADLINE", "SLACK") if deadlines else ()),
               *(("TARGET",) if targets else ()), "NOTE")
-    table = [header]
+    table: list[tuple[str, ...]] = [header]
     for a in assessments:
         cpu = ("" if a.cpu_fraction_now is None and a.cpu_fraction_next is None
                else f"{_fraction(a.cpu_fraction_now)} -> {_fraction(a.cpu_fraction_next)}")
         note = a.note
         if a.forecast is None and a.forecast_note:
             note = f"{note}; no ETA: {a.forecast_note}" if note else f"no ETA: {a.forecast_note}"
+        extra = _deadline_cells(a, now) if deadlines else ()
         table.append((names.get(a.container, a.container), a.category or "-", _gain(a.gain),
-                      cpu, _eta(a), *((_standing(a),) if targets else ()), note))
+                      cpu, _eta(a), *extra, *((_standing(a),) if targets else ()), note))
     padded = len(header) - 1
     widths = [max(len(row[i]) for row in table) for i in range(padded)]
     lines = []
@@ -125,6 +155,23 @@ def _rows(assessments: list[Assessment], names: dict[str, str], kind: str) -> li
         cells = [row[i].rjust(widths[i]) if i == 2 else row[i].ljust(widths[i])
                  for i in range(padded)]
         lines.append("  " + "   ".join([*cells, row[padded]]).rstrip())
+    return lines
+
+
+def _waiting(decision: Decision) -> list[str]:
+    """The held jobs the decision leaves waiting, in admission order, with why."""
+    if not decision.queue:
+        return []
+    lines = [f"waiting for admission ({len(decision.queue)})"]
+    width = max(len(q.container) for q in decision.queue)
+    for q in decision.queue:
+        when = ""
+        if q.deadline is not None and q.deadline.deadline_at is not None:
+            left = q.deadline.deadline_at - decision.time
+            when = (f"  deadline in {duration(left)}" if left >= 0
+                    else f"  deadline missed {duration(-left)} ago")
+        lines.append(f"  {q.position:>3}. {q.container.ljust(width)}  {q.why}{when}")
+        lines.append(f"       {q.reason}")
     return lines
 
 
@@ -164,11 +211,12 @@ def render_decision(decision: Decision, snapshot: Snapshot, *, color: bool = Fal
             lines.append(f"{header}  {dim}no managed containers{reset}")
             continue
         lines.append(f"{bold}{header}{reset}")
-        lines.extend(_rows(found, names, decision.kind))
+        lines.extend(_rows(found, names, decision.kind, decision.time))
     lines.append(f"{bold}actions{reset}" if decision.actions else "no actions")
     for action in decision.actions:
         lines.append(f"  {_target(action, names)}")
         lines.append(f"      {dim}{action.reason}{reset}")
+    lines.extend(_waiting(decision))
     unselected = _none_selected(decision, snapshot)
     notes = [unselected, *decision.notes] if unselected else decision.notes
     lines.extend(f"{dim}note: {note}{reset}" for note in notes)

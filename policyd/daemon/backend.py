@@ -202,7 +202,8 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
     source = KubernetesPodSource(prometheus.url, scope, core=core,
                                  timeout_seconds=prometheus.timeout_seconds,
                                  access=checked_access(prometheus, "prometheus"),
-                                 evaluation_node_label=prometheus.evaluation_node_label)
+                                 evaluation_node_label=prometheus.evaluation_node_label,
+                                 batch=None if node is not None else k8s.BatchV1Api(shared))
     return Parts(source=source, actuator=actuator, events=PodWatch(core, scope),
                  lease_api=k8s.CoordinationV1Api(shared), recover=actuator.recover,
                  policy_api=k8s.CustomObjectsApi(shared))

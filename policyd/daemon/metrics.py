@@ -24,6 +24,7 @@ Metric names and labels (the contract dashboards and alert rules rely on):
 * `policyd_jobs_delivered_total{policy,event,response}`: ticks that found a job delivered
   (event = target | converged; response = notify | deprioritize | stop); a job stays delivered,
   so a notify is counted on every tick it is seen
+* deadlines and admission: `policyd.daemon.deadline_metrics`
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from policyd.daemon.deadline_metrics import DeadlineMetrics
 from policyd.model import Assessment, Migrate
 from policyd.tick import Outcome
 
@@ -72,6 +74,7 @@ class DaemonMetrics:
         self.reload_errors = Counter("policyd_policy_reload_errors",
                                      "Policy reloads rejected; the last good policies stay.",
                                      registry=registry)
+        self.deadlines = DeadlineMetrics(registry)
         self.qoe_ratio = Gauge("policyd_qoe_ratio",
                                "A job's QoE metric over its target (>= 1 meets it).",
                                ["policy", "container", "node", "state"], registry=registry)
@@ -105,6 +108,7 @@ class DaemonMetrics:
         self.set_categories(policy, {(a.container, a.node, a.category)
                                      for a in outcome.decision.assessments
                                      if a.category is not None})
+        self.deadlines.record(outcome.decision)
         self.set_qoe(policy, outcome.decision.assessments)
         for a in outcome.decision.assessments:
             if a.delivery is not None:
@@ -159,6 +163,7 @@ class DaemonMetrics:
     def forget_policy(self, policy: str) -> None:
         """Remove the series of a policy that is gone (counters keep their history)."""
         self.set_categories(policy, set())
+        self.deadlines.forget_policy(policy)
         self.set_qoe(policy, ())
         with self._lock:
             self._categories.pop(policy, None)

@@ -28,7 +28,7 @@ from policyd.daemon.ports import OutcomeObserver, flush_observer
 from policyd.daemon.settings import SimulationSettings
 from policyd.engine.schedule import base_interval_seconds
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Action, MarkMigrated, Migrate, SetCpu, Stop
+from policyd.model import Action, Admit, MarkMigrated, Migrate, SetCpu, Stop
 from policyd.sim import scenarios
 from policyd.sim.source import EPOCH_SECONDS
 from policyd.sim.world import World
@@ -66,6 +66,8 @@ def describe(action: Action) -> str:
             return f"{action.container} stays on {action.node} (marked migrated)"
         case Stop():
             return f"{action.container} stopped on {action.node} ({action.event})"
+        case Admit():
+            return f"{action.container} admitted on {action.node}"
         case _:
             assert_never(action)
 

@@ -36,7 +36,7 @@ def decide(policy: PolicyDocument, snapshot: Snapshot, *,
     kind = KINDS.of(policy)
     decision = kind.plan(policy, snapshot)
     decision = deliver(decision, policy, snapshot, forecasts=forecasts)
-    decision = yield_to_owners(decision, policy, peers, snapshot.containers)
+    decision = yield_to_owners(decision, policy, peers, snapshot.containers, snapshot.pending)
     if not forecasts:
         return decision
     settings = settings_of(policy, snapshot, alpha=kind.convergence_alpha(policy),

@@ -22,10 +22,13 @@ and never import a kind's module or test its type (an import-linter contract kee
   a fixed number of queries a cycle). A source asks only for what the policies it serves need,
   plus what the forecast beside every decision reads (`FORECAST_INPUTS`).
 * `acts_on`: the classes of action the kind emits ("cpu": `SetCpu`; "placement": `Migrate`,
-  `MarkMigrated`; "stop": `Stop`). When several policies select one container, each class of
-  action on it belongs to one policy (`policyd.engine.ownership`). Every kind's policies may
-  also stop or deprioritize jobs that reached their target or converged (`on_target`,
-  `on_converged`, `policyd.engine.delivery`): `acts_on_of` adds those classes.
+  `MarkMigrated`; "stop": `Stop`; "admission": `Admit`, starting a held job,
+  `policyd.model.pending`). When several policies select one container (or held job), each
+  class of action on it belongs to one policy (`policyd.engine.ownership`). A world that holds
+  jobs (the simulator) lets a policy admit them only when one that acts on "admission" runs.
+  Every kind's policies may also stop or deprioritize jobs that reached their target or
+  converged (`on_target`, `on_converged`, `policyd.engine.delivery`): `acts_on_of` adds those
+  classes.
 * `floor(policy, n)`: the CPU fraction a job drops to when deprioritized, with n jobs on its
   node (the kind's own floor: FlowCon's 1 / (beta * n)).
 * `cpu_mode(policy)`: which knob holds the CPU limit the kind sets (shares or quota), so a
@@ -46,17 +49,27 @@ from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Action, Decision, MarkMigrated, Migrate, SetCpu, Snapshot, Stop
+from policyd.model import (
+    Action,
+    Admit,
+    Decision,
+    MarkMigrated,
+    Migrate,
+    SetCpu,
+    Snapshot,
+    Stop,
+)
 
 Scope = Literal["node", "cluster"]
 Input = Literal["evaluation", "cpu", "steps", "metrics"]
-ActionClass = Literal["cpu", "placement", "stop"]
+ActionClass = Literal["cpu", "placement", "stop", "admission"]
 EventKind = Literal["started", "stopped"]
 CpuMode = Literal["shares", "quota"]
 
-ACTION_CLASSES: tuple[ActionClass, ...] = ("cpu", "placement", "stop")
-MANAGER_ONLY: frozenset[ActionClass] = frozenset({"placement", "stop"})
-"""Action classes only the cluster-wide manager takes (`Kind.scope_of`)."""
+ACTION_CLASSES: tuple[ActionClass, ...] = ("cpu", "placement", "stop", "admission")
+MANAGER_ONLY: frozenset[ActionClass] = frozenset({"placement", "stop", "admission"})
+"""Action classes only the cluster-wide manager takes (`Kind.scope_of`): moving, stopping
+and admitting jobs place or end them across workers."""
 INPUTS: tuple[Input, ...] = ("evaluation", "cpu", "steps", "metrics")
 FORECAST_INPUTS: frozenset[Input] = frozenset({"steps"})
 """What the forecast beside every decision reads (`policyd.engine.forecasting`): asked of the
@@ -64,7 +77,8 @@ sources whatever the kinds."""
 
 
 def action_class(action: Action) -> ActionClass:
-    """The class an action belongs to, for ownership: CPU limits, or where a job runs."""
+    """The class an action belongs to, for ownership: CPU limits, where a job runs, or
+    whether and where a held job starts."""
     match action:
         case SetCpu():
             return "cpu"
@@ -72,6 +86,8 @@ def action_class(action: Action) -> ActionClass:
             return "placement"
         case Stop():
             return "stop"
+        case Admit():
+            return "admission"
         case _:
             assert_never(action)
 

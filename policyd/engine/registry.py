@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 
-from policyd.engine import flowcon, predictive, qoe, specon
+from policyd.engine import deadline, flowcon, predictive, qoe, specon
 from policyd.engine.kind import Kind
 from policyd.engine.spec import PolicyDocument
 
@@ -63,5 +63,6 @@ KINDS = Registry([
     flowcon.KIND,
     specon.KIND,
     predictive.KIND,
+    deadline.KIND,
     qoe.KIND,
 ])

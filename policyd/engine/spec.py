@@ -9,11 +9,11 @@ file, line and policy name to each message; this module does no I/O.
 
 from __future__ import annotations
 
-from typing import Literal, TypeVar
+from collections.abc import Mapping
+from typing import Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from policyd.model import Container
 from policyd.model.labels import OPT_OUT, TARGET_LOSS
 
 API_VERSION = "policyd.io/v1alpha1"
@@ -58,6 +58,17 @@ class Evaluation(Strict):
     )
 
 
+class Workload(Protocol):
+    """What a selector reads: a running container or a held job (`policyd.model`)."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+
+
 class Selector(Strict):
     """Which workloads the policy manages."""
 
@@ -76,12 +87,12 @@ class Selector(Strict):
         ),
     )
 
-    def selects(self, container: Container) -> bool:
+    def selects(self, container: Workload) -> bool:
         if self.namespaces and container.namespace not in self.namespaces:
             return False
         return all(container.labels.get(k) == v for k, v in self.labels.items())
 
-    def opted_out(self, container: Container) -> bool:
+    def opted_out(self, container: Workload) -> bool:
         key = self.opt_out_key
         return "true" in (container.labels.get(key, "").lower(),
                           container.annotations.get(key, "").lower())

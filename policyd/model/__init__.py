@@ -5,8 +5,10 @@ JSON in, decision JSON out). It does no I/O, reads no clock and imports nothing 
 other layers.
 """
 
+from policyd.model.deadline import JobDeadline
 from policyd.model.decision import (
     Action,
+    Admit,
     Assessment,
     Decision,
     MarkMigrated,
@@ -15,21 +17,26 @@ from policyd.model.decision import (
     Stop,
 )
 from policyd.model.forecast import JobForecast
+from policyd.model.pending import PendingJob, QueuedJob
 from policyd.model.qoe import Delivery, QoeStatus
 from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
 
 __all__ = [
     "Action",
+    "Admit",
     "Assessment",
     "Container",
     "Decision",
     "Delivery",
+    "JobDeadline",
     "JobForecast",
     "MarkMigrated",
     "Markers",
     "Migrate",
     "Node",
+    "PendingJob",
     "QoeStatus",
+    "QueuedJob",
     "Series",
     "SetCpu",
     "Snapshot",

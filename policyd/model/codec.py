@@ -14,8 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from policyd.model.deadline import JobDeadline
 from policyd.model.decision import (
     Action,
+    Admit,
     Assessment,
     Decision,
     MarkMigrated,
@@ -24,6 +26,7 @@ from policyd.model.decision import (
     Stop,
 )
 from policyd.model.forecast import JobForecast
+from policyd.model.pending import PendingJob, QueuedJob
 from policyd.model.qoe import Delivery, QoeStatus
 from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
 
@@ -190,6 +193,7 @@ def _container(raw: Any, path: str, problems: list[str],
     evaluation, usage, steps = (batched[key] if key in batched
                                 else _series(raw, key, path, problems) for key in _SERIES_KEYS)
     total_steps = _number(raw, "total_steps", path, problems, optional=True)
+    submitted_at = _number(raw, "submitted_at", path, problems, optional=True)
     labels = _string_map(raw, "labels", path, problems)
     annotations = _string_map(raw, "annotations", path, problems)
     markers = _markers(raw.get("markers"), f"{path}.markers", problems)
@@ -201,8 +205,33 @@ def _container(raw: Any, path: str, problems: list[str],
             id=cid, name=str(name), node=node, started_at=started_at,
             evaluation=evaluation, cpu_usage=usage, cpu_allocation=allocation,
             namespace=str(namespace), labels=labels, annotations=annotations, markers=markers,
-            steps=steps, total_steps=total_steps, metrics=metrics,
+            steps=steps, total_steps=total_steps, submitted_at=submitted_at,
+            metrics=metrics,
         )
+    except ValueError as exc:
+        problems.append(f"{path}: {exc}")
+        return None
+
+
+def _pending(raw: Any, path: str, problems: list[str]) -> PendingJob | None:
+    if not isinstance(raw, dict):
+        problems.append(f"{path}: expected an object")
+        return None
+    before = len(problems)
+    pid = _required_string(raw, "id", path, problems)
+    submitted_at = _number(raw, "submitted_at", path, problems)
+    name, namespace, node = raw.get("name", pid), raw.get("namespace", ""), raw.get("node")
+    if not isinstance(name, str) or not isinstance(namespace, str):
+        problems.append(f"{path}: name and namespace must be strings")
+    if node is not None and (not isinstance(node, str) or not node):
+        problems.append(f"{path}.node: expected a node name or null, got {node!r}")
+    labels = _string_map(raw, "labels", path, problems)
+    annotations = _string_map(raw, "annotations", path, problems)
+    if len(problems) > before or submitted_at is None:
+        return None
+    try:
+        return PendingJob(id=pid, name=str(name), submitted_at=submitted_at, node=node,
+                          namespace=str(namespace), labels=labels, annotations=annotations)
     except ValueError as exc:
         problems.append(f"{path}: {exc}")
         return None
@@ -228,6 +257,11 @@ def snapshot_from_dict(raw: Any) -> Snapshot:
                    {key: batched[i, key] for key in _SERIES_KEYS if (i, key) in batched})
         for i, c in enumerate(raw_containers)
     ]
+    raw_pending = raw.get("pending", [])
+    if not isinstance(raw_pending, list):
+        problems.append("$.pending: expected a list of held jobs")
+        raw_pending = []
+    pending = [_pending(p, f"pending[{i}]", problems) for i, p in enumerate(raw_pending)]
     intervals = raw.get("intervals", {})
     if not isinstance(intervals, dict) or not all(
         isinstance(v, int | float) and not isinstance(v, bool) for v in intervals.values()
@@ -243,6 +277,7 @@ def snapshot_from_dict(raw: Any) -> Snapshot:
             nodes=tuple(n for n in nodes if n is not None),
             containers=tuple(c for c in containers if c is not None),
             intervals={k: float(v) for k, v in intervals.items()},
+            pending=tuple(p for p in pending if p is not None),
         )
     except ValueError as exc:
         raise SnapshotError([f"$: {exc}"]) from None
@@ -271,12 +306,19 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
                     "move_failed_at": c.markers.move_failed_at,
                 },
                 "steps": c.steps.pairs(), "total_steps": c.total_steps,
+                "submitted_at": c.submitted_at,
                 **({"metrics": {name: series.pairs() for name, series in c.metrics.items()}}
                    if c.metrics else {}),
             }
             for c in snapshot.containers
         ],
         "intervals": dict(snapshot.intervals),
+        "pending": [
+            {"id": p.id, "name": p.name, "namespace": p.namespace, "node": p.node,
+             "submitted_at": p.submitted_at, "labels": dict(p.labels),
+             "annotations": dict(p.annotations)}
+            for p in snapshot.pending
+        ],
     }
 
 
@@ -302,6 +344,10 @@ def action_to_dict(action: Action) -> dict[str, Any]:
             return {"kind": action.kind, "policy": action.policy, "container": action.container,
                     "node": action.node, "converged_at": action.converged_at,
                     "reason": action.reason, "scores": dict(action.scores)}
+        case Admit():
+            return {"kind": action.kind, "policy": action.policy, "container": action.container,
+                    "node": action.node, "held_on": action.held_on, "fraction": action.fraction,
+                    "mode": action.mode, "reason": action.reason}
         case Stop():
             return {"kind": action.kind, "policy": action.policy, "container": action.container,
                     "node": action.node, "event": action.event, "reason": action.reason,
@@ -332,15 +378,28 @@ def delivery_to_dict(d: Delivery) -> dict[str, Any]:
     return {"event": d.event, "response": d.response, "reason": d.reason}
 
 
+def deadline_to_dict(d: JobDeadline | None) -> dict[str, Any] | None:
+    """A deadline's JSON form (times epoch seconds), None for none."""
+    if d is None:
+        return None
+    return {"state": d.state, "deadline_at": d.deadline_at, "eta_at": d.eta_at,
+            "slack_seconds": d.slack_seconds, "needed_cores": d.needed_cores, "note": d.note}
+
+
 def _assessment_to_dict(a: Assessment) -> dict[str, Any]:
     return {"node": a.node, "category": a.category, "gain": _finite_or_none(a.gain),
             "cpu_fraction_now": a.cpu_fraction_now, "cpu_fraction_next": a.cpu_fraction_next,
             "note": a.note,
             "forecast": forecast_to_dict(a.forecast) if a.forecast is not None else None,
-            "forecast_note": a.forecast_note,
+            "forecast_note": a.forecast_note, "deadline": deadline_to_dict(a.deadline),
             # added keys only where there is something to say (older outputs stay as they were)
             **({"qoe": qoe_to_dict(a.qoe)} if a.qoe is not None else {}),
             **({"delivery": delivery_to_dict(a.delivery)} if a.delivery is not None else {})}
+
+
+def _queued_to_dict(q: QueuedJob) -> dict[str, Any]:
+    return {"container": q.container, "position": q.position, "why": q.why,
+            "reason": q.reason, "deadline": deadline_to_dict(q.deadline)}
 
 
 def decision_to_dict(decision: Decision) -> dict[str, Any]:
@@ -357,4 +416,5 @@ def decision_to_dict(decision: Decision) -> dict[str, Any]:
         "skipped": decision.skipped,
         "containers": {a.container: _assessment_to_dict(a) for a in decision.assessments},
         "notes": list(decision.notes),
+        "queue": [_queued_to_dict(q) for q in decision.queue],
     }

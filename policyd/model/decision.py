@@ -3,7 +3,8 @@
 Actions are frozen values; each names its policy and carries a human-readable `reason` with the
 numbers behind it. Actuators dispatch on the concrete type (`match` + `assert_never`). An
 `Assessment` per container records the category, the gain figure and the allocation the engine
-settled on, or why it left the container alone; `policyd plan` prints them.
+settled on, or why it left the container alone; `policyd plan` prints them. Held jobs that a
+policy does not admit yet are its `queue` (`policyd.model.pending`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from policyd.model.deadline import JobDeadline
 from policyd.model.forecast import JobForecast
+from policyd.model.pending import QueuedJob
 from policyd.model.qoe import Delivery, DeliveryEvent, QoeStatus
 
 
@@ -126,7 +129,35 @@ class Stop:
             raise ValueError(f"grace_seconds must be finite and >= 0, got {self.grace_seconds}")
 
 
-Action = SetCpu | Migrate | MarkMigrated | Stop
+@dataclass(frozen=True, kw_only=True)
+class Admit:
+    """Start a held job (`policyd.model.pending`) on `node`.
+
+    `held_on` is where the job is held now (a Docker host: the actuator starts it there, or
+    re-creates it on `node` as a migration does; None: a suspended Kubernetes Job, pinned to
+    `node` by node affinity, then unsuspended). `fraction` and `mode`, when set, are the CPU
+    limit it starts with, as a `SetCpu` would set it (where the platform allows it before the
+    start: Docker does; a Kubernetes pod starts with its Job's own resources).
+    """
+
+    policy: str
+    container: str
+    node: str
+    reason: str
+    held_on: str | None = None
+    fraction: float | None = None
+    mode: Literal["shares", "quota"] = "shares"
+    kind: Literal["admit"] = "admit"
+
+    def __post_init__(self) -> None:
+        _check_common(self.policy, self.container, self.reason)
+        if not self.node:
+            raise ValueError("an admission must name its node")
+        if self.fraction is not None and not (0 < self.fraction <= 1):
+            raise ValueError(f"fraction must be in (0, 1] or None, got {self.fraction}")
+
+
+Action = SetCpu | Migrate | MarkMigrated | Stop | Admit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,6 +179,9 @@ class Assessment:
     forecast: JobForecast | None = None
     """Where the job is going (`policyd.model.forecast`), or None with `forecast_note`."""
     forecast_note: str = ""
+    deadline: JobDeadline | None = None
+    """The job's deadline, its state, ETA and slack (`policyd.model.deadline`), for kinds
+    that read deadlines; None otherwise."""
     qoe: QoeStatus | None = None
     """The job against its QoE target (`policyd.model.qoe`), when it declares one and the
     policy measures it."""
@@ -167,6 +201,9 @@ class Decision:
     next_interval: float
     dry_run: bool = False
     notes: tuple[str, ...] = ()
+    queue: tuple[QueuedJob, ...] = ()
+    """Held jobs this decision does not admit yet, in admission order (`Admit` actions take
+    the ones it does)."""
 
     @property
     def categories(self) -> dict[str, str]:

@@ -56,6 +56,17 @@ TARGET_LOSS = PREFIX + "target-loss"
 """Label or annotation a job sets to declare the loss it is trained to reach (a number): the
 forecast says when it gets there."""
 
+DEADLINE = PREFIX + "deadline"
+"""When the job must finish: an RFC 3339 time (`2026-11-24T18:00:00Z`) or a duration counted
+from the job's submission (`45m`, `2h`, `1h30m`, `90s`; see `SUBMITTED_AT`)."""
+MIN_CPU = PREFIX + "min-cpu"
+"""The fewest cores the job may be given (a number of cores: `0.5`, `2`)."""
+MAX_CPU = PREFIX + "max-cpu"
+"""The most cores the job can use (a number of cores)."""
+SUBMITTED_AT = PREFIX + "submitted-at"
+"""When the job was submitted (epoch seconds): a relative deadline counts from it. policyd
+writes it on a workload it admits or recreates, so that it survives a move; without it the
+workload's own creation time counts."""
 QOE_TARGET = PREFIX + "qoe-target"
 """Label or annotation a job sets to declare its quality-of-experience target: a metric, a
 comparison and a number, `steps_per_second>=40` or `p95_latency_ms<=80` (`policyd.engine.qoe`

@@ -16,6 +16,8 @@ from types import MappingProxyType
 import numpy as np
 import numpy.typing as npt
 
+from policyd.model.pending import PendingJob
+
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -178,11 +180,16 @@ class Container:
     markers: Markers = field(default_factory=Markers)
     steps: Series = field(default_factory=Series.empty)
     total_steps: float | None = None
+    submitted_at: float | None = None
+    """When the job was submitted (epoch seconds; a Docker container's creation): a relative
+    deadline counts from it. None: from `started_at`."""
     metrics: Mapping[str, Series] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if not self.id:
             raise ValueError("container id must not be empty")
+        if self.submitted_at is not None and not np.isfinite(self.submitted_at):
+            raise ValueError("submitted_at must be a finite time in seconds or None")
         if self.total_steps is not None and not (self.total_steps > 0
                                                  and np.isfinite(self.total_steps)):
             raise ValueError(f"total_steps must be a positive number, got {self.total_steps}")
@@ -198,12 +205,14 @@ class Container:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Snapshot:
-    """The cluster at `time` (epoch seconds): nodes, containers and each policy's interval."""
+    """The cluster at `time` (epoch seconds): nodes, containers, each policy's interval, and
+    the held jobs waiting for admission (`pending`, `policyd.model.pending`)."""
 
     time: float
     nodes: tuple[Node, ...]
     containers: tuple[Container, ...]
     intervals: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    pending: tuple[PendingJob, ...] = ()
 
     def __post_init__(self) -> None:
         if not np.isfinite(self.time):
@@ -222,6 +231,15 @@ class Snapshot:
                     f"container {c.id!r} is on node {c.node!r}, which is not one of the nodes: "
                     f"{', '.join(sorted(known)) or '(none)'}"
                 )
+        held = [p.id for p in self.pending]
+        clash = sorted({i for i in held if held.count(i) > 1} | (set(held) & set(ids)))
+        if clash:
+            raise ValueError(f"pending job ids must be unique and not those of running "
+                             f"containers; repeated: {', '.join(clash)}")
+        for p in self.pending:
+            if p.node is not None and p.node not in known:
+                raise ValueError(f"pending job {p.id!r} is held on node {p.node!r}, which is "
+                                 f"not one of the nodes: {', '.join(sorted(known)) or '(none)'}")
         for policy, seconds in self.intervals.items():
             if not (seconds > 0 and np.isfinite(seconds)):
                 raise ValueError(f"intervals[{policy!r}] must be a positive number of seconds")

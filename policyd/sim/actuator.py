@@ -12,7 +12,8 @@
   is final, and it is never restarted (the world reads `stopped` as done).
 
 Every action stamps `markers.last_action_at` (epoch seconds), which the guards' cooldown reads.
-Job lookup, dry-run and counting migrations are the world's business.
+Job lookup, dry-run, counting migrations and `Admit` (a held job, not a running one) are the
+world's business.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Container as Collection
 from dataclasses import replace
 from typing import assert_never
 
-from policyd.model import Action, MarkMigrated, Migrate, SetCpu, Stop
+from policyd.model import Action, Admit, MarkMigrated, Migrate, SetCpu, Stop
 from policyd.sim.job import SimJob
 from policyd.sim.source import EPOCH_SECONDS
 
@@ -52,6 +53,9 @@ def carry_out(job: SimJob, action: Action, *, now: float, migration_seconds: flo
         case MarkMigrated():
             job.markers = replace(job.markers, migrated=True, converged_at=action.converged_at,
                                   last_action_at=stamp)
+        case Admit():
+            raise ValueError(f"{job.id!r} runs already: an admission starts a held job, which "
+                             "the world does itself (World.apply)")
         case Stop():
             job.stop()
             job.stopped, job.finish_at, job.phase = action.event, now, "done"

@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Literal
 
 import numpy as np
 
-from policyd.model import Container, Markers, Series
+from policyd.model import Container, Markers, PendingJob, Series
+from policyd.model import labels as keys
 from policyd.model.snapshot import FloatArray
 from policyd.sim.cpu import CpuMode
 from policyd.sim.source import EPOCH_SECONDS, Ring
 from policyd.sim.types import JobSpec
 
-Phase = Literal["pending", "running", "migrating", "done"]
+Phase = Literal["pending", "held", "running", "migrating", "done"]
+"""pending: not submitted yet; held: submitted, waiting for a policy to admit it."""
 NAMESPACE = "training"
 PROGRESS_TOLERANCE = 1e-9
 """Iterations: progress this close to a whole iteration counts as having reached it (absorbs the
@@ -53,6 +56,19 @@ class SimJob:
     measured_since: float = 0.0
     quality_at: float | None = None
     finish_at: float | None = None
+    first_started_at: float | None = None
+    allocated: float = 0.0  # cores it is entitled to now (the world's `_share` sets it)
+    allocated_seconds: float = 0.0  # core-seconds allocated so far
+    used_seconds: float = 0.0  # of those, core-seconds used
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """What its workload carries: the app, its model, the labels its spec declares (its
+        targets), and its deadline when it has one."""
+        out = {"app": "train", "model": self.spec.profile.model, **self.spec.labels}
+        if self.spec.deadline_seconds is not None:
+            out[keys.DEADLINE] = rfc3339(EPOCH_SECONDS + self.spec.deadline_seconds)
+        return out
     cpu_seconds_total: float = 0.0  # core-seconds used over the whole run
     stopped: str | None = None  # why a policy stopped it (a `Stop` action's event)
     limits: list[tuple[float, float]] = field(default_factory=list)  # (time, fraction) set
@@ -99,8 +115,30 @@ class SimJob:
         seconds = self.spec.profile.iteration_seconds(best) * self.spec.work_scale
         return max(self.iterations - self.progress, 0.0) * seconds
 
+    def cores_to_finish_within(self, seconds: float) -> float:
+        """The fewest cores with which its remaining iterations take at most `seconds` (inf:
+        none are enough, its demand included; 0: nothing is left). The inverse of its
+        profile's Amdahl law (`Profile.iteration_seconds`), exact: the oracle's knowledge."""
+        left = max(self.iterations - self.progress, 0.0)
+        if left <= 0:
+            return 0.0
+        if seconds <= 0:
+            return math.inf
+        profile = self.spec.profile
+        one = profile.iteration_seconds_1core * self.spec.work_scale
+        serial = one * (1.0 - profile.parallel_fraction)
+        x = seconds / left
+        if x >= one:
+            return one / x
+        if x > serial and profile.parallel_fraction > 0:
+            cores = one * profile.parallel_fraction / (x - serial)
+            return cores if cores <= self.demand else math.inf
+        return math.inf
+
     def start(self, now: float, node: str) -> None:
         """A container for this job starts on `node` (submission, or restore after a move)."""
+        if self.first_started_at is None:
+            self.first_started_at = now
         self.phase = "running"
         self.node = node
         if not self.nodes or self.nodes[-1] != node:
@@ -122,6 +160,8 @@ class SimJob:
         if self.phase != "running" or seconds <= 0:
             return
         self.cpu_seconds += self.cores * seconds
+        self.allocated_seconds += self.allocated * seconds
+        self.used_seconds += min(self.cores, self.allocated) * seconds
         self.cpu_seconds_total += self.cores * seconds
         if self.rate <= 0:
             return
@@ -144,15 +184,28 @@ class SimJob:
             evaluation=Series.of(eval_times, eval_values),  # copies: the rings move on
             cpu_usage=Series.of(cpu_times, cpu_values),
             cpu_allocation=self.fraction, namespace=NAMESPACE,
-            labels={"app": "train", "model": model, **self.spec.labels}, markers=self.markers,
+            labels=self.labels, markers=self.markers,
             steps=Series.of(step_times, step_values),
             total_steps=float(self.iterations) if self.spec.reports_total else None,
+            submitted_at=EPOCH_SECONDS + self.spec.submit_seconds,
         )
+
+    def pending_job(self) -> PendingJob:
+        """The job as a held one (`policyd.model.pending`), waiting for admission."""
+        return PendingJob(id=self.id, name=f"{self.id}-{self.spec.profile.model}",
+                          submitted_at=EPOCH_SECONDS + self.spec.submit_seconds,
+                          namespace=NAMESPACE, labels=self.labels)
 
     @property
     def steps_done(self) -> float:
         """Whole iterations done: what the exporter's steps counter shows."""
         return float(math.floor(self.progress + PROGRESS_TOLERANCE))
+
+
+def rfc3339(epoch_seconds: float) -> str:
+    """Epoch seconds as an RFC 3339 UTC time, to the millisecond."""
+    text = datetime.fromtimestamp(epoch_seconds, UTC).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
 
 
 def quality_iteration(losses: FloatArray) -> int:

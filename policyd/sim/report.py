@@ -6,8 +6,12 @@ JSON shape (keys may be added, none renamed):
 "oracle": R}}]}`, R = `{"avg_jct", "makespan", "migrations", "target_jobs", "targets_met",
 "core_seconds", "jobs": [{"id", "submit", "finish", "jct", "time_to_quality", "final_loss"}]}`;
 a job a policy stopped also has `"stopped"` (why), and a job with a declared target `"target"`
-(`policyd.sim.targets`). Times are rounded to milliseconds, losses to 1e-6, so that the same
-seed gives byte-identical output.
+(`policyd.sim.targets`). In a scenario whose jobs have deadlines, R also has `deadline_jobs`
+and `deadlines_met` (counts), `allocated_cpu_used` (the fraction of allocated CPU-seconds the
+jobs used), `completion_rate` (met / deadline jobs) and `avg_lateness` (seconds, over the late
+jobs), and each job its `deadline`, `met` and `started` (when it first ran); other scenarios'
+JSON is as it was. Times are rounded to milliseconds, losses to 1e-6, so that the same seed
+gives byte-identical output.
 """
 
 from __future__ import annotations
@@ -62,11 +66,25 @@ def _job_json(job: JobResult) -> dict[str, Any]:
             **({"target": _target_json(job.target)} if job.target is not None else {})}
 
 
+def _deadline_job_json(job: JobResult) -> dict[str, Any]:
+    return {**_job_json(job), "deadline": None if job.deadline is None else _ms(job.deadline),
+            "met": job.met, "started": None if job.started is None else _ms(job.started)}
+
+
 def _run_json(run: RunResult) -> dict[str, Any]:
+    if not run.deadline_jobs:
+        return {"avg_jct": _ms(run.avg_jct), "makespan": _ms(run.makespan),
+                "migrations": run.migrations, "target_jobs": run.target_jobs,
+                "targets_met": run.targets_met, "core_seconds": _ms(run.core_seconds),
+                "jobs": [_job_json(j) for j in run.jobs]}
     return {"avg_jct": _ms(run.avg_jct), "makespan": _ms(run.makespan),
             "migrations": run.migrations, "target_jobs": run.target_jobs,
             "targets_met": run.targets_met, "core_seconds": _ms(run.core_seconds),
-            "jobs": [_job_json(j) for j in run.jobs]}
+            "deadline_jobs": run.deadline_jobs, "deadlines_met": run.deadlines_met,
+            "allocated_cpu_used": round(run.allocated_cpu_used, 4),
+            "completion_rate": round(run.deadlines_met / run.deadline_jobs, 4),
+            "avg_lateness": _ms(run.avg_lateness),
+            "jobs": [_deadline_job_json(j) for j in run.jobs]}
 
 
 def _one_policy_json(policy: PolicyDocument) -> dict[str, Any]:
@@ -157,11 +175,63 @@ def _sweep_summary(outcomes: Sequence[Outcome]) -> list[str]:
     return [*lines, ""]
 
 
+def _table(table: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    out = []
+    for row in table:
+        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
+        cells += [row[i].rjust(widths[i]) for i in range(2, len(row))]
+        out.append("  " + "  ".join(cells))
+    return out
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100.0 * part / whole:.1f}%" if whole else "-"
+
+
+def _deadline_block(o: Outcome) -> list[str]:
+    """A deadline scenario: per job its deadline and finish under each run, then completion
+    rate, lateness, JCT and allocated CPU used beside the paper's figures."""
+    s, runs = o.scenario, o.runs
+    names = [n for n in STRATEGIES if n in runs]
+    header = ["JOB", "MODEL", "SUBMIT", "DEADLINE", *(f"FINISH {n.upper()}" for n in names)]
+    table = [header]
+    for i, job in enumerate(runs["policy"].jobs):
+        cells = []
+        for n in names:
+            j = runs[n].jobs[i]
+            cells.append(f"{j.finish:.1f}{'' if j.met is not False else ' LATE'}")
+        table.append([job.id, job.model, f"{job.submit:.1f}",
+                      "-" if job.deadline is None else f"{job.deadline:.1f}", *cells])
+    lines = _table(table)
+    for n in names:
+        r = runs[n]
+        lines.append(f"  {n:<8}  deadlines met {r.deadlines_met}/{r.deadline_jobs} "
+                     f"({_pct(r.deadlines_met, r.deadline_jobs)}), late jobs "
+                     f"{r.avg_lateness:.1f} s late on average, avg JCT {r.avg_jct:.1f} s, "
+                     f"allocated CPU used {100 * r.allocated_cpu_used:.1f}%, migrations "
+                     f"{r.migrations}")
+    p, b = runs["policy"], runs["baseline"]
+    if p.deadline_jobs:
+        gain = 100.0 * (p.deadlines_met - b.deadlines_met) / p.deadline_jobs
+        lines.append(f"  ours: completion rate {gain:+.1f} points against {s.baseline}, "
+                     f"allocated CPU used {100 * p.allocated_cpu_used:.1f}%")
+    t = s.thesis
+    if t:
+        lines.append(f"  paper ({t.get('source', '')}): {t.get('note', '')}")
+    return [*lines, ""]
+
+
 def render_text(outcomes: Sequence[Outcome]) -> str:
     """The report as aligned text, one block per scenario, then a summary of any sweep."""
     lines: list[str] = []
     for o in outcomes:
         s, runs = o.scenario, o.runs
+        if runs["policy"].deadline_jobs:
+            title = f"{s.name}{f' [{o.label}]' if o.label else ''} (seed {s.seed}): " \
+                    f"{s.description}"
+            lines += [title, f"  {_policy_line(s)}", *_deadline_block(o)]
+            continue
         policy, baseline, oracle = runs["policy"], runs["baseline"], runs.get("oracle")
         title = f"{s.name}{f' [{o.label}]' if o.label else ''} (seed {s.seed}): {s.description}"
         lines += [title, f"  {_policy_line(s)}"]

@@ -7,7 +7,10 @@
   actions at all, so there is one code path.
 * `oracle`: the same placement, with each node's cores given by shortest remaining processing
   time (`policyd.sim.oracle`), or for the qoe-* scenarios so that the most QoE targets are met
-  (`policyd.sim.qoe_oracle`): a per-node reference without migrations.
+  (`policyd.sim.qoe_oracle`): a per-node reference without migrations. For deadline
+  scenarios (`Scenario.oracle == "edf"`): earliest deadline first with perfect knowledge of
+  every job's work, admitting held jobs (`policyd.sim.deadline_oracle`). Their baseline (FCFS)
+  is the same no-policy world: held jobs start at once, in arrival order, with equal shares.
 
 A scenario is fully drawn in advance (its seed made the jobs), and the world has no randomness,
 so every strategy sees the same jobs at the same times and a run is deterministic.

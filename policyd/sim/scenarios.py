@@ -28,6 +28,7 @@ import numpy as np
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import API_VERSION, PolicyDocument
 from policyd.sim import qoe_scenarios
+from policyd.sim.deadline_scenarios import BUILDERS as DEADLINE_BUILDERS
 from policyd.sim.profiles import fitted_profile, load_profiles
 from policyd.sim.thesis import THESIS
 from policyd.sim.types import JobSpec, NodeSpec, Profile, Scenario
@@ -203,6 +204,9 @@ SCENARIOS: Mapping[str, Entry] = MappingProxyType({
                               seed=30),
     "specon-random-50-8w": Entry(
         build=_specon_random("specon-random-50-8w", 50, 8, 1200.0, False), seed=50),
+    "deadline-sufficient": Entry(build=DEADLINE_BUILDERS["deadline-sufficient"], seed=1),
+    "deadline-insufficient": Entry(build=DEADLINE_BUILDERS["deadline-insufficient"],
+                                   seed=3),
     # QoE targets (`policyd.sim.qoe_scenarios`): not the thesis's, so not in the default set
     "qoe-fixed-8": Entry(build=qoe_scenarios.fixed_8, seed=8, default=False),
     "qoe-random-12": Entry(build=qoe_scenarios.random_jobs("qoe-random-12", 12, 1, 120.0),

@@ -119,6 +119,12 @@ class JobSpec:
     reports_total: bool = True
     """Whether the job's exporter shows its total steps (`policyd_training_progress_ratio`), as
     a framework that knows its epochs and batches does; False: only the steps done."""
+    deadline_seconds: float | None = None
+    """When the job must finish (virtual seconds; it declares it as `policyd.io/deadline`);
+    None: no deadline."""
+    held: bool = False
+    """Handed over held (`policyd.model.pending`): it waits until a policy admits it when one
+    that admits runs (otherwise it starts at submission, as the baseline has it)."""
     labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """Labels the job's container carries beside policyd's own (its declared targets:
     `policyd.io/qoe-target`, `policyd.io/target-loss`)."""
@@ -142,10 +148,11 @@ class Scenario:
     nodes: tuple[NodeSpec, ...]
     jobs: tuple[JobSpec, ...]
     policies: tuple[PolicyDocument, ...]
-    baseline: Literal["NA", "DS"]
-    oracle: Literal["srpt", "qoe"] = "srpt"
-    """The oracle's CPU sharing: shortest remaining work first (`policyd.sim.oracle`), or the
-    most QoE targets met (`policyd.sim.qoe_oracle`, for the qoe-* scenarios)."""
+    baseline: Literal["NA", "DS", "FCFS"]
+    oracle: Literal["srpt", "qoe", "edf"] = "srpt"
+    """The oracle's rule: shortest remaining work first (`policyd.sim.oracle`), the most QoE
+    targets met (`policyd.sim.qoe_oracle`, for the qoe-* scenarios), or earliest deadline first
+    with admission (`policyd.sim.deadline_oracle`, for the deadline scenarios)."""
     scrape_seconds: float = 5.0
     migration_seconds: float = 5.0
     thesis: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
@@ -186,6 +193,9 @@ class JobResult:
     finish: float
     time_to_quality: float
     nodes: tuple[str, ...]
+    deadline: float | None = None
+    started: float | None = None
+    """When it first ran (after waiting for admission, when held); None: at submission."""
     final_loss: float = float("nan")
     """The loss it reported when it ended (finished, or stopped by a policy)."""
     full_loss: float = float("nan")
@@ -198,6 +208,16 @@ class JobResult:
     def jct(self) -> float:
         """Job completion time: finish - submit, seconds."""
         return self.finish - self.submit
+
+    @property
+    def met(self) -> bool | None:
+        """Whether it finished by its deadline (None: it had none)."""
+        return None if self.deadline is None else self.finish <= self.deadline + 1e-6
+
+    @property
+    def lateness(self) -> float:
+        """Seconds past its deadline (0 when met or without one)."""
+        return 0.0 if self.deadline is None else max(self.finish - self.deadline, 0.0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -217,8 +237,33 @@ class RunResult:
     jobs: tuple[JobResult, ...]
     migrations: int
     timeline: tuple[Sample, ...] = ()
+    allocated_core_seconds: float = 0.0
+    """Core-seconds allocated to running jobs: per job its entitlement (`SimJob.allocated`)."""
+    used_core_seconds: float = 0.0
+    """Of those, the core-seconds the jobs used (within their allocations)."""
     core_seconds: float = 0.0
     """CPU-seconds used by every job together (cores x seconds)."""
+
+    @property
+    def deadline_jobs(self) -> int:
+        return sum(1 for j in self.jobs if j.deadline is not None)
+
+    @property
+    def deadlines_met(self) -> int:
+        return sum(1 for j in self.jobs if j.met)
+
+    @property
+    def allocated_cpu_used(self) -> float:
+        """The fraction of allocated CPU-seconds the jobs actually used (1.0: none idle)."""
+        if self.allocated_core_seconds <= 0:
+            return 1.0
+        return self.used_core_seconds / self.allocated_core_seconds
+
+    @property
+    def avg_lateness(self) -> float:
+        """The average seconds late of the jobs that missed their deadline (0: none did)."""
+        late = [j.lateness for j in self.jobs if j.met is False]
+        return float(np.mean(late)) if late else 0.0
 
     @property
     def target_jobs(self) -> int:

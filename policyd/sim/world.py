@@ -8,8 +8,12 @@ handled:
 
 1. a job completes its last iteration (its container disappears);
 2. a migration completes (the job's new container starts on the target node);
-3. a job is submitted (placed: `JobSpec.node`, else the default scheduler's choice);
-   then every node's CPU is shared again (`policyd.sim.cpu`, or the oracle's SRPT);
+3. a job is submitted (placed: `JobSpec.node`, else the default scheduler's choice). A job
+   handed over held (`JobSpec.held`) waits instead, when a live policy that admits runs
+   (`Kind.acts_on` holds "admission"), until that policy's `Admit`; under the deadline oracle
+   the oracle admits it (`policyd.sim.deadline_oracle`); otherwise it starts at once, as the
+   baseline has it. Then every node's CPU is shared again (`policyd.sim.cpu`, or an oracle's
+   allocation: SRPT, EDF for deadlines, or the most QoE targets met);
 4. a scrape, every `scenario.scrape_seconds` from 0: each running job's loss, its steps done
    and its cores averaged over the scrape interval are appended to its series
    (`policyd.sim.source`); a job shows its total steps when its spec says it reports them;
@@ -25,10 +29,15 @@ The world contains no policy logic: it shares CPU, runs, pauses and moves jobs, 
 Placement of new jobs imitates the Kubernetes default scheduler (DS): the node with the fewest
 jobs (running, or being restored there), ties by the fewest cores in use, then by name.
 
-As an actuator it carries out `SetCpu`, `Migrate`, `MarkMigrated` and `Stop`
-(`policyd.sim.actuator`); a decision marked dry-run is not applied. It also keeps the score of
-the jobs' declared targets (`policyd.sim.targets`): each scrape interval's rate against a QoE
-target, and every job's CPU-seconds.
+As an actuator it carries out `SetCpu`, `Migrate`, `MarkMigrated`, `Stop`
+(`policyd.sim.actuator`) and `Admit` (a held job starts on the node named); a decision marked
+dry-run is not applied. It also keeps the score of the jobs' declared targets
+(`policyd.sim.targets`): each scrape interval's rate against a QoE target, and every job's
+CPU-seconds.
+
+It also measures what deadlines need: each running job's allocation (the cores it is entitled
+to: in quota mode its cap; in shares mode its weighted share of what the quota jobs of its node
+leave; under an oracle what the oracle gives it) and how much of it the job used.
 """
 
 from __future__ import annotations
@@ -37,17 +46,18 @@ import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Literal
-
-import numpy as np
 
 from policyd.engine.kind import EventKind
 from policyd.engine.ownership import precedence
+from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule, base_interval_seconds, wakes_on
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Action, Decision, Migrate, Node, Snapshot, Stop
+from policyd.model import Action, Admit, Decision, Migrate, Node, Snapshot, Stop
 from policyd.sim.actuator import carry_out
-from policyd.sim.cpu import share_node
+from policyd.sim.cpu import share_node, weight_and_cap
+from policyd.sim.deadline_oracle import edf_admit, edf_share
 from policyd.sim.job import SimJob, quality_iteration
 from policyd.sim.oracle import srpt_share
 from policyd.sim.qoe_oracle import OracleJob, deadline_need, qoe_share
@@ -56,7 +66,7 @@ from policyd.sim.targets import declared, score
 from policyd.sim.types import JobResult, RunResult, Sample, Scenario
 from policyd.tick import Outcome, tick
 
-Allocation = Literal["fair", "srpt", "qoe"]
+Allocation = Literal["fair", "srpt", "edf", "qoe"]
 
 
 class World:
@@ -95,6 +105,10 @@ class World:
         self._schedules = {p.name: Schedule.first(p, at=first + base_interval_seconds(p))
                            for p in self.policies}
         self._events: set[EventKind] = set()  # containers started/stopped at this instant
+        self._held: list[SimJob] = []  # submitted, waiting for admission (in arrival order)
+        self._admits = allocation == "edf" or any(
+            not p.spec.dry_run and "admission" in KINDS.of(p).acts_on_of(p)
+            for p in self.policies)
 
     # --- the clock ---------------------------------------------------------------------------
 
@@ -150,8 +164,14 @@ class World:
                 self._events.add("started")
         while self._pending and self._pending[0].spec.submit_seconds <= now:
             job = self._pending.pop(0)
+            if job.spec.held and self._admits:
+                job.phase = "held"
+                self._held.append(job)
+                continue
             job.start(now, job.spec.node or self._place())
             self._events.add("started")
+        if self._allocation == "edf" and self._held:
+            self._oracle_admits()
         self._share()
         if now >= self._scrapes * self.scenario.scrape_seconds:
             self._scrape()
@@ -179,26 +199,44 @@ class World:
                 used[j.node] += j.cores
         return min(self._capacity, key=lambda n: (jobs[n], used[n], n))
 
-    def _share(self) -> None:
-        """Share every node's CPU among its running jobs (CFS, or the oracle's SRPT)."""
+    def _running_by_node(self) -> defaultdict[str, list[SimJob]]:
         by_node: defaultdict[str, list[SimJob]] = defaultdict(list)
         for j in self._jobs:
             if j.phase == "running":
                 by_node[j.node].append(j)
-        for node, jobs in by_node.items():
+        return by_node
+
+    def _oracle_admits(self) -> None:
+        """The deadline oracle starts the held jobs it admits (`edf_admit`)."""
+        for job, node in edf_admit(self._held, self._running_by_node(), self._capacity,
+                                   self.now):
+            self._held.remove(job)
+            job.start(self.now, node)
+            self._events.add("started")
+
+    def _share(self) -> None:
+        """Share every node's CPU among its running jobs (CFS, or an oracle's allocation), and
+        note each job's allocation (module docstring)."""
+        for node, jobs in self._running_by_node().items():
             capacity = self._capacity[node]
             demands = [j.demand for j in jobs]
             if self._allocation == "srpt":
                 cores = srpt_share(capacity, demands,
-                                   [j.remaining_work_seconds(capacity) for j in jobs])
+                                   [j.remaining_work_seconds(capacity) for j in jobs]).tolist()
+            elif self._allocation == "edf":
+                cores = edf_share(capacity, jobs, self.now)
             elif self._allocation == "qoe":
-                cores = np.array(qoe_share(capacity, [self._oracle_job(j, capacity)
-                                                      for j in jobs]))
+                cores = [float(c) for c in qoe_share(capacity, [self._oracle_job(j, capacity)
+                                                                for j in jobs])]
             else:
                 cores = share_node(capacity, demands, [j.fraction for j in jobs],
-                                   [j.mode for j in jobs])
-            for j, c in zip(jobs, cores.tolist(), strict=True):
+                                   [j.mode for j in jobs]).tolist()
+            allocated = (cores if self._allocation != "fair" else
+                         _entitlements(capacity, [j.fraction for j in jobs],
+                                       [j.mode for j in jobs]))
+            for j, c, a in zip(jobs, cores, allocated, strict=True):
                 j.set_cores(c)
+                j.allocated = a
 
     def _oracle_job(self, job: SimJob, capacity: float) -> OracleJob:
         rate = self._targets[job.id].rate
@@ -262,7 +300,8 @@ class World:
         reach = max((history_seconds(p, current[p.name], scrape) for p in policies),
                     default=math.inf)
         containers = tuple(j.container(since=stamp - reach) for j in running)
-        return Snapshot(time=stamp, nodes=nodes, containers=containers, intervals=current)
+        return Snapshot(time=stamp, nodes=nodes, containers=containers, intervals=current,
+                        pending=tuple(j.pending_job() for j in self._held))
 
     def _interval_of(self, policy: PolicyDocument, given: Mapping[str, float]) -> float:
         if policy.name in given:
@@ -279,6 +318,9 @@ class World:
         names a job that is not running or a node that does not exist. (A dry-run decision
         never reaches here: the tick routes it to the dry-run actuator.)"""
         job = next((j for j in self._jobs if j.id == action.container), None)
+        if isinstance(action, Admit):
+            self._admit(job, action)
+            return
         if job is None or job.phase != "running":
             state = "unknown" if job is None else job.phase
             raise LookupError(f"container {action.container!r} is not running ({state})")
@@ -288,6 +330,20 @@ class World:
             self.migrations += 1
         if isinstance(action, Migrate | Stop):
             self._events.add("stopped")  # its container disappears
+        self._share()
+
+    def _admit(self, job: SimJob | None, action: Admit) -> None:
+        if job is None or job.phase != "held":
+            state = "unknown" if job is None else job.phase
+            raise LookupError(f"job {action.container!r} is not held ({state}); not admitted")
+        if action.node not in self._capacity:
+            raise LookupError(f"no node {action.node!r} to admit {job.id!r} on")
+        self._held.remove(job)
+        job.start(self.now, action.node)
+        if action.fraction is not None:
+            job.fraction, job.mode = action.fraction, action.mode
+        job.markers = replace(job.markers, last_action_at=EPOCH_SECONDS + self.now)
+        self._events.add("started")
         self._share()
 
     # --- results -----------------------------------------------------------------------------
@@ -311,10 +367,25 @@ class World:
                 finish=j.finish_at, time_to_quality=j.quality_at - j.spec.submit_seconds,
                 nodes=tuple(j.nodes), final_loss=final,
                 full_loss=j.spec.profile.loss_after(j.iterations), stopped=j.stopped,
-                target=score(j, self._targets[j.id], final_loss=final)))
+                target=score(j, self._targets[j.id], final_loss=final),
+                deadline=j.spec.deadline_seconds, started=j.first_started_at))
         return RunResult(strategy=strategy, jobs=tuple(jobs), migrations=self.migrations,
                          timeline=tuple(self.timeline),
+                         allocated_core_seconds=sum(j.allocated_seconds for j in self._jobs),
+                         used_core_seconds=sum(j.used_seconds for j in self._jobs),
                          core_seconds=sum(j.cpu_seconds_total for j in self._jobs))
+
+
+def _entitlements(capacity: float, fractions: Sequence[float],
+                  modes: Sequence[Literal["shares", "quota"]]) -> list[float]:
+    """Cores each job of a node is entitled to: a quota job its cap; a shares job its weight's
+    share of what the quota jobs' caps leave."""
+    terms = [weight_and_cap(f, m, capacity) for f, m in zip(fractions, modes, strict=True)]
+    capped = sum(cap for (_, cap), m in zip(terms, modes, strict=True) if m == "quota")
+    left = max(capacity - capped, 0.0)
+    weights = sum(w for (w, _), m in zip(terms, modes, strict=True) if m == "shares")
+    return [cap if m == "quota" else left * w / weights
+            for (w, cap), m in zip(terms, modes, strict=True)]
 
 
 def _check(scenario: Scenario) -> None:

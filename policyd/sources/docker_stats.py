@@ -50,6 +50,7 @@ from policyd.engine.spec import PolicyDocument
 from policyd.model import Container, Markers, Node, Series, Snapshot
 from policyd.sources import facts
 from policyd.sources.cadvisor_info import parse_timestamp
+from policyd.sources.docker_held import HELD_STATUS, HeldFacts, held_of, pending_jobs
 from policyd.sources.docker_labels import label_markers
 from policyd.sources.errors import SourceError
 from policyd.sources.matrix import Matrix, ResponseShapeError, read_matrix
@@ -93,6 +94,7 @@ class ContainerFacts:
     node: str
     started_at: float
     labels: Mapping[str, str]
+    created_at: float | None = None
     cpu_shares: int = 0
     cpu_quota: int = 0
     cpu_period: int = 0
@@ -105,6 +107,7 @@ class HostReading:
     node: str
     cores: float
     containers: tuple[ContainerFacts, ...]
+    held: tuple[HeldFacts, ...] = ()
 
 
 @dataclass
@@ -123,6 +126,7 @@ def facts_of(attrs: Mapping[str, Any], node: str) -> ContainerFacts:
         id=str(attrs["Id"]), name=str(attrs.get("Name", "")).lstrip("/"), node=node,
         started_at=parse_timestamp(state.get("StartedAt") or "1970-01-01T00:00:00Z"),
         labels=dict(config.get("Labels") or {}),
+        created_at=parse_timestamp(attrs["Created"]) if attrs.get("Created") else None,
         cpu_shares=int(host.get("CpuShares") or 0), cpu_quota=int(host.get("CpuQuota") or 0),
         cpu_period=int(host.get("CpuPeriod") or 0))
 
@@ -192,6 +196,8 @@ class DockerStats:
         if node not in self._cores:
             self._cores[node] = float(client.info()["NCPU"])
         listed = client.api.containers(filters={"label": self.targets.managed_label})
+        held = client.api.containers(all=True, filters={"label": self.targets.managed_label,
+                                                        "status": HELD_STATUS})
         pool = self._pools[node]
         jobs = [pool.submit(self._one, client, node, str(c["Id"]), at) for c in listed]
         found: list[ContainerFacts] = []
@@ -204,7 +210,8 @@ class DockerStats:
             except (docker.errors.DockerException, OSError, KeyError, ValueError) as exc:
                 warnings.append(f"node {node}: a container could not be read "
                                 f"({type(exc).__name__}: {exc})")
-        return HostReading(node=node, cores=self._cores[node], containers=tuple(found)), warnings
+        return HostReading(node=node, cores=self._cores[node], containers=tuple(found),
+                           held=tuple(held_of(h, node) for h in held)), warnings
 
     def _one(self, client: docker.DockerClient, node: str, cid: str, at: float
              ) -> ContainerFacts:
@@ -339,7 +346,7 @@ class DockerSnapshotSource:
                 id=name, name=name, node=c.node, started_at=c.started_at,
                 evaluation=series, cpu_usage=self.stats.cores(c.id),
                 cpu_allocation=facts.allocation(res, q.allocation_mode, cores, self._settings),
-                labels=c.labels,
+                labels=c.labels, submitted_at=c.created_at,
                 markers=label_markers(c.labels, extra.get(c.id), warnings,
                                       f"container {name}"),
                 steps=steps.get(name, NO_PROGRESS).steps,
@@ -351,8 +358,10 @@ class DockerSnapshotSource:
         nodes = tuple(Node(name=h.node, cpu_capacity=h.cores,
                            cpu_usage=sum(self.stats.latest_cores(c.id) for c in h.containers))
                       for h in sorted(poll.hosts, key=lambda h: h.node))
+        pending = pending_jobs([h for host in poll.hosts for h in host.held], set(chosen),
+                               warnings)
         self.last_warnings = tuple(warnings)
         for line in warnings:
             LOG.warning("docker source: %s", line)
         return Snapshot(time=now, nodes=nodes, containers=tuple(containers),
-                        intervals=dict(intervals or {}))
+                        intervals=dict(intervals or {}), pending=pending)

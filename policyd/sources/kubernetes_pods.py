@@ -4,7 +4,8 @@ Per cycle, a constant number of calls whatever the number of pods: one pod list
 (`list_pod_for_all_namespaces`, or one `list_namespaced_pod` per configured namespace, with
 the label selector, and on a node agent the field selector of its node), one node list
 (allocatable CPU = capacity), and the two Prometheus range queries of `promql.build_queries`
-(evaluation, CPU). The pod list gives what kube-state-metrics
+(evaluation, CPU); with a Jobs API (the manager), one Job list for the held Jobs
+(`kubernetes_jobs`). The pod list gives what kube-state-metrics
 would need an allowlist for: node, start time, labels, annotations (the markers
 `policyd.io/migrated` etc., written by the actuator), and the CPU request / limit (the current
 allocation: the CPU the kubelet has *applied*, `status.containerStatuses[].resources`, not the
@@ -47,6 +48,7 @@ from policyd.model import labels as keys
 from policyd.model.events import ContainerEvent
 from policyd.sources import promql
 from policyd.sources.errors import SourceError
+from policyd.sources.kubernetes_jobs import held_jobs, list_jobs
 from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.parse import Parsed, parse_cycle
 from policyd.sources.progress import ProgressTable
@@ -249,9 +251,10 @@ class KubernetesPodSource:
                  prometheus: PrometheusClient | None = None, timeout_seconds: float = 10,
                  retries: int = 2, access: HttpAccess | None = None,
                  evaluation_node_label: str | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, batch: Any = None) -> None:
         self.url = prometheus_url.rstrip("/")
         self.scope, self.core, self._clock = scope, core, clock
+        self.batch = batch  # a BatchV1Api: held Jobs are listed (not on a node agent)
         self.settings = api_settings(evaluation_node_label)
         if prometheus is None:
             prometheus = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
@@ -295,10 +298,14 @@ class KubernetesPodSource:
         except ResponseShapeError as exc:
             raise SourceError(kind="bad_response", url=self.url, what="cycle",
                               query=q.evaluation, detail=str(exc)) from exc
-        self.last_warnings = (*missed, *parsed.warnings)
+        held: list[str] = []
+        snap = parsed.snapshot
+        if self.batch is not None and not self.scope.node_name:
+            snap = replace(snap, pending=held_jobs(list_jobs(self.batch, self.scope), held))
+        self.last_warnings = (*missed, *parsed.warnings, *held)
         for line in self.last_warnings:
             LOG.warning("kubernetes source: %s", line)
-        return parsed.snapshot
+        return snap
 
 
 def diff(before: Mapping[str, PodFacts], after: Mapping[str, PodFacts], now: float

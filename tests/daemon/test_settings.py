@@ -224,8 +224,8 @@ LEASE_RULE = ("leader election needs lease_duration_seconds > renew_deadline_sec
               "retry_period_seconds; got ")
 SCENARIOS = ("flowcon-fixed-3, flowcon-random-5, flowcon-random-10, flowcon-random-15, "
              "specon-fixed-20, specon-random-20-vae, specon-random-20, specon-random-30, "
-             "specon-random-50-8w, qoe-fixed-8, qoe-random-12, qoe-random-32-4w, "
-             "qoe-burst-16-2w")
+             "specon-random-50-8w, deadline-sufficient, deadline-insufficient, qoe-fixed-8, "
+             "qoe-random-12, qoe-random-32-4w, qoe-burst-16-2w")
 
 ERRORS = {
     "unknown-backend": (

@@ -35,6 +35,7 @@ def test_the_kustomization_renders_the_whole_deployment() -> None:
         "ClusterRole/policyd-manager", "ClusterRole/policyd-node-agent",
         "ClusterRoleBinding/policyd-manager", "ClusterRoleBinding/policyd-node-agent",
         "Role/policyd-manager", "RoleBinding/policyd-manager",
+        "CustomResourceDefinition/deadlines.policyd.io",
         "CustomResourceDefinition/flowcons.policyd.io",
         "CustomResourceDefinition/specons.policyd.io",
         "CustomResourceDefinition/predictives.policyd.io",

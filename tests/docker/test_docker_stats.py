@@ -43,10 +43,17 @@ class FakeApi:
         self.max_active = 0
         self._lock = threading.Lock()
 
-    def containers(self, filters: Mapping[str, str]) -> list[dict[str, str]]:
+    def containers(self, filters: Mapping[str, str], all: bool = False
+                   ) -> list[dict[str, Any]]:
+        """As the engine lists them: running ones only unless `all`; `status` filters."""
         key, _, value = filters["label"].partition("=")
-        return [{"Id": cid} for cid, c in self.containers_by_id.items()
-                if c["Config"]["Labels"].get(key) == value]
+        status = filters.get("status")
+        return [{"Id": cid, "Names": c["Name"] and [c["Name"]], "Created": c.get("CreatedAt"),
+                 "Labels": c["Config"]["Labels"]}
+                for cid, c in self.containers_by_id.items()
+                if c["Config"]["Labels"].get(key) == value
+                and (all or c["State"]["Running"])
+                and (status is None or c["State"].get("Status", "running") == status)]
 
     def inspect_container(self, cid: str) -> dict[str, Any]:
         return self.containers_by_id[cid]
@@ -76,7 +83,7 @@ class FakeClient:
 def inspect(cid: str, name: str, *, labels: dict[str, str] | None = None, shares: int = 0,
             quota: int = 0, started: str = "2026-11-22T02:00:00.25Z") -> dict[str, Any]:
     return {"Id": cid, "Name": f"/{name}",
-            "State": {"StartedAt": started, "Running": True},
+            "State": {"StartedAt": started, "Running": True, "Status": "running"},
             "Config": {"Labels": {"policyd.io/managed": "true", **(labels or {})}},
             "HostConfig": {"CpuShares": shares, "CpuQuota": quota,
                            "CpuPeriod": 100_000 if quota else 0}}
@@ -227,3 +234,38 @@ def test_an_unreachable_host_is_left_out_with_a_warning() -> None:
         stats.close()
     assert [h.node for h in poll.hosts] == ["a"]
     assert poll.warnings[0].startswith("node b: engine unreachable or unreadable (APIError")
+
+
+def held(cid: str, name: str, *, created: float, labels: dict[str, str] | None = None
+         ) -> dict[str, Any]:
+    """A container created and never started (what `docker create` leaves)."""
+    return {"Id": cid, "Name": f"/{name}", "CreatedAt": created,
+            "Created": rfc3339(created),
+            "State": {"StartedAt": "0001-01-01T00:00:00Z", "Running": False,
+                      "Status": "created"},
+            "Config": {"Labels": {"policyd.io/managed": "true", **(labels or {})}},
+            "HostConfig": {"CpuShares": 0, "CpuQuota": 0, "CpuPeriod": 0}}
+
+
+def test_held_containers_are_the_snapshots_pending_jobs() -> None:
+    now = 1_700_000_400.0
+    running = inspect("c1", "job")
+    running["Created"] = rfc3339(now - 300)
+    a = FakeApi({"c1": running,
+                 "h1": held("h1", "wait", created=now - 60, labels={"policyd.io/deadline": "1h"}),
+                 "h2": held("h2", "job", created=now - 400)})  # a started copy's original
+    b = FakeApi({"h3": held("h3", "wait", created=now - 30),
+                 "h4": held("h4", "other", created=now - 10)})
+    loss = series({"container": "job"}, [2.0, 1.0], [now - 20, now])
+    source = DockerSnapshotSource("http://127.0.0.1:9090", SETTINGS, clients=clients(a=a, b=b),
+                                  prometheus=Prometheus([loss]), clock=lambda: now)
+    try:
+        snap = source.snapshot([flowcon()])
+    finally:
+        source.close()
+    assert [(p.id, p.node, p.submitted_at, dict(p.labels)) for p in snap.pending] == [
+        ("other", "b", now - 10, {"policyd.io/managed": "true"}),
+        ("wait", "a", now - 60, {"policyd.io/managed": "true", "policyd.io/deadline": "1h"})]
+    (job,) = snap.containers
+    assert (job.id, job.submitted_at) == ("job", pytest.approx(now - 300))
+    assert any("held container wait is on a and b" in w for w in source.last_warnings)

@@ -17,7 +17,7 @@ import pytest
 from docker.models.containers import Container
 
 from policyd.actuators.docker import ActuationError, DockerActuator, DockerHost, DockerSettings
-from policyd.model import Decision, Migrate, SetCpu
+from policyd.model import Admit, Decision, Migrate, SetCpu
 from policyd.model.events import ContainerEvent
 from policyd.sources.docker_events import DockerEvents
 from policyd.sources.docker_stats import DockerSnapshotSource, DockerStats
@@ -293,3 +293,91 @@ def test_snapshot_from_prometheus_and_docker(engines: list[Engine], tmp_path: Pa
     assert job.labels["app"] == "train" and not job.markers.migrated
     assert len(job.cpu_usage) >= 1 and 0.3 < job.cpu_usage.values[-1] < 1.3
     assert {n.name for n in snap.nodes} == {"e1", "e2"}
+
+
+def test_held_containers_are_pending_then_admitted_here_and_elsewhere(
+        engines: list[Engine], tmp_path: Path, cleanup: None) -> None:
+    e1, e2 = engines
+    python = trainer_command(0)[0]
+    for name in ("held-1", "held-2"):
+        e1.client().containers.create(
+            TRAINER_TAG, [python, "-c", "import time; time.sleep(600)"], name=name,
+            network_mode="host", volumes=host_binds(),
+            labels={"policyd.io/managed": "true", "policyd.io/deadline": "1h"})
+    stats = DockerStats(settings_for(engines))
+    try:
+        poll = stats.poll(at=1000.0)
+    finally:
+        stats.close()
+    held = {h.name: h for host in poll.hosts for h in host.held}
+    assert sorted(held) == ["held-1", "held-2"] and held["held-1"].node == "e1"
+    assert abs(held["held-1"].created_at - time.time()) < 120
+    assert not any(c.name.startswith("held-") for h in poll.hosts for c in h.containers)
+    actuator = DockerActuator(settings_for(engines))
+    ncpu = e1.client().info()["NCPU"]
+    try:
+        actuator.apply(Admit(policy="dl", container="held-1", node="e1", held_on="e1",
+                             fraction=0.5, mode="quota", reason="test"), decision())
+        actuator.apply(Admit(policy="dl", container="held-2", node="e2", held_on="e1",
+                             fraction=0.25, mode="shares", reason="test"), decision())
+    finally:
+        actuator.close()
+    here = e1.client().containers.get("held-1")
+    assert here.status == "running"
+    assert here.attrs["HostConfig"]["CpuQuota"] == round(0.5 * ncpu * 100_000)
+    with pytest.raises(docker.errors.NotFound):
+        e1.client().containers.get("held-2")
+    there = e2.client().containers.get("held-2")
+    assert there.status == "running" and there.attrs["HostConfig"]["CpuShares"] == 256
+    assert there.labels["policyd.io/deadline"] == "1h"
+    assert abs(float(there.labels["policyd.io/submitted-at"]) - held["held-2"].created_at) < 1
+
+
+def test_a_deadline_tick_admits_a_held_container_end_to_end(
+        engines: list[Engine], tmp_path: Path, cleanup: None) -> None:
+    """The real chain: the docker-stats source sees a held container, the Deadline policy
+    admits it (earliest deadline first, on the node with the most free cores), the actuator
+    starts it; the next tick sees it running and nothing waiting."""
+    from policyd.engine.registry import KINDS  # noqa: PLC0415
+    from policyd.engine.spec import API_VERSION  # noqa: PLC0415
+    from policyd.tick import tick  # noqa: PLC0415
+
+    e1, e2 = engines
+    port = free_port()
+    run_trainer(e1, "busy-dl", tmp_path, port, step_sleep=0.01)
+    python = trainer_command(0)[0]
+    e2.client().containers.create(
+        TRAINER_TAG, [python, "-c", "import time; time.sleep(600)"], name="wait-dl",
+        network_mode="host", volumes=host_binds(),
+        labels={"policyd.io/managed": "true", "policyd.io/deadline": "30m"})
+    policy = KINDS["Deadline"].document.model_validate({
+        "apiVersion": API_VERSION, "kind": "Deadline", "metadata": {"name": "dl"},
+        "spec": {"interval_seconds": 2, "admission_cores": 0.5, "migrate": False}})
+    (tmp_path / "prom").mkdir()
+    with prometheus(tmp_path / "prom", [f"127.0.0.1:{port}"], scrape_seconds=0.5) as prom:
+        source = DockerSnapshotSource(prom.url, settings_for(engines))
+        actuator = DockerActuator(settings_for(engines))
+        try:
+            first = tick(source, policy, actuator)
+            second = tick(source, policy, actuator)
+        finally:
+            source.close()
+            actuator.close()
+    admits = [a for a in first.decision.actions if isinstance(a, Admit)]
+    assert [(a.container, a.held_on) for a in admits] == [("wait-dl", "e2")], first
+    assert first.failed == ()
+    started = find_running(engines, "wait-dl")
+    assert started is not None and started.labels["policyd.io/deadline"] == "30m"
+    assert second.decision.queue == ()
+    assert not [a for a in second.decision.actions if isinstance(a, Admit)]
+
+
+def find_running(engines: list[Engine], name: str) -> Container | None:
+    for engine in engines:
+        try:
+            found = engine.client().containers.get(name)
+        except docker.errors.NotFound:
+            continue
+        if found.status == "running":
+            return found
+    return None

@@ -161,6 +161,17 @@ def test_daemon_error_while_stopping_is_retried() -> None:
     assert a.log == ["kill job SIGTERM", "stop job 60", "remove job"] and 0.5 in clock.slept
 
 
+def test_the_copy_keeps_the_original_submission_for_a_relative_deadline() -> None:
+    a, b = engines()
+    a.containers.by_name["job"].attrs["Created"] = "2026-11-22T01:59:30.5Z"
+    actuator(a, b).apply(migrate(), decision("p"))
+    assert b.containers.created[0]["labels"]["policyd.io/submitted-at"] == "1795312770.5"
+    a, b = engines()
+    a.containers.by_name["job"].labels["policyd.io/submitted-at"] = "1700000000"
+    actuator(a, b).apply(migrate(), decision("p"))
+    assert b.containers.created[0]["labels"]["policyd.io/submitted-at"] == "1700000000"
+
+
 @pytest.mark.parametrize("policy", ["always", "unless-stopped", "on-failure"])
 def test_a_job_the_engine_would_restart_gets_docker_stop_alone(policy: str) -> None:
     a, b = FakeEngine(), FakeEngine()

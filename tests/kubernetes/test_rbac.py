@@ -21,6 +21,8 @@ from policyd.actuators.kubernetes.rbac import CALLS, REQUIRED_RULES, Rule, role_
 from policyd.daemon.leader import LeaderElector, LeaseSettings
 from policyd.daemon.policy_resources import PolicyResources
 from policyd.engine.registry import KINDS
+from policyd.model import Admit
+from policyd.sources.kubernetes_jobs import list_jobs
 from policyd.sources.kubernetes_pods import PodWatch, list_allocatable, list_pods
 from tests.kubernetes import world
 from tests.kubernetes.fake_apiserver import FakeApiServer
@@ -94,6 +96,18 @@ def job_move(server: FakeApiServer, clock: Any) -> None:
                                            decision(policy="specon"))
 
 
+def admission(server: FakeApiServer, clock: Any) -> None:
+    """The manager lists the held Jobs (all namespaces, or its own) and admits one."""
+    world.node_w2(server.cluster)
+    held = world.job(server.cluster, suspend=True)
+    with server.api_client() as api:
+        for scope in (Scope(), Namespaced()):
+            assert list_jobs(k8s.BatchV1Api(api), scope)
+    world.actuator_on(server, clock).apply(
+        Admit(policy="deadline", container=f"{NS}/{held['metadata']['name']}", node="w2",
+              reason="earliest deadline first"), decision(policy="deadline"))
+
+
 def source_and_watch(server: FakeApiServer, clock: Any) -> None:
     world.node_w2(server.cluster)
     world.resize_pod(server.cluster, "rs-done")
@@ -134,8 +148,8 @@ def policy_resources(server: FakeApiServer, clock: Any) -> None:
 
 
 SCENARIOS: list[Callable[[FakeApiServer, Any], None]] = [
-    resize, bare_rolled_back, pending_then_again, job_move, source_and_watch, election,
-    policy_resources]
+    resize, bare_rolled_back, pending_then_again, job_move, admission, source_and_watch,
+    election, policy_resources]
 
 
 @pytest.fixture(scope="module")

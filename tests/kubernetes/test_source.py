@@ -107,6 +107,30 @@ def test_snapshot_makes_one_pod_list_and_one_node_list() -> None:
     assert snap.containers[0].steps.values.tolist() == [10.0, 20.0, 30.0]
 
 
+def test_with_a_jobs_api_the_held_jobs_come_from_one_job_list() -> None:
+    core, batch, _ = apis()
+    answer(core.list_pod_for_all_namespaces, lambda **k: raw(
+        {"kind": "PodList", "metadata": {"resourceVersion": "5"}, "items": [pod()]}))
+    answer(core.list_node, lambda **k: raw({"kind": "NodeList", "items": [node()]}))
+    held = {"metadata": {"name": "wait", "namespace": "ml", "labels": {},
+                         "creationTimestamp": "1970-01-01T00:16:40Z"},
+            "spec": {"suspend": True, "template": {"metadata": {"annotations": {
+                "policyd.io/deadline": "1h"}}}}}
+    running = {"metadata": {"name": "train", "namespace": "ml",
+                            "creationTimestamp": "1970-01-01T00:00:00Z"},
+               "spec": {"suspend": False}}
+    answer(batch.list_job_for_all_namespaces, lambda **k: raw(
+        {"kind": "JobList", "items": [held, running]}))
+    source = KubernetesPodSource("http://prom", Scope(), core=core, prometheus=FakePrometheus(),
+                                 clock=lambda: 1030.0, batch=batch)
+    snap = source.snapshot([flowcon(interval_seconds=30)])
+    assert [(p.id, p.submitted_at, dict(p.annotations)) for p in snap.pending] == [
+        ("ml/wait", 1000.0, {"policyd.io/deadline": "1h"})]
+    assert batch.list_job_for_all_namespaces.call_count == 1
+    assert batch.list_job_for_all_namespaces.call_args.kwargs["label_selector"] == (
+        "policyd.io/managed=true")
+
+
 def test_a_node_agent_asks_prometheus_for_its_node_only() -> None:
     core, _, _ = apis()
     answer(core.list_pod_for_all_namespaces, lambda **k: raw(

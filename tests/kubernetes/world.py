@@ -67,14 +67,15 @@ def bare_pod(cluster: FakeCluster) -> Obj:
     return cluster.add("pods", pod)
 
 
-def job(cluster: FakeCluster, name: str = "job-a", *, grace_seconds: int | None = None) -> Obj:
+def job(cluster: FakeCluster, name: str = "job-a", *, grace_seconds: int | None = None,
+        suspend: bool = False) -> Obj:
     """A recorded Job as it was before policyd moved it (no pin, no markers); the fake Job
     controller starts its pod (on hollow-1, the only node with room or matching its
-    nodeSelector)."""
+    nodeSelector). `suspend`: created held, waiting for admission (no pod)."""
     body = response(f"job_get_{name}.json")
     body["metadata"].pop("managedFields", None)
     body["metadata"].pop("annotations", None)
-    body["spec"]["suspend"] = False
+    body["spec"]["suspend"] = suspend
     body.pop("status", None)
     template = body["spec"]["template"]
     template["metadata"].pop("annotations", None)

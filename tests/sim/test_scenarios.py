@@ -7,7 +7,7 @@ import pytest
 from policyd.sim import scenarios
 from policyd.sim.thesis import THESIS
 
-THESIS_SCENARIOS = [n for n in scenarios.SCENARIOS if not n.startswith("qoe-")]
+THESIS_SCENARIOS = [n for n in scenarios.SCENARIOS if not n.startswith(("qoe-", "deadline-"))]
 
 
 @pytest.mark.parametrize("name", THESIS_SCENARIOS)

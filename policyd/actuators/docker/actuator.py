@@ -1,5 +1,5 @@
-"""`DockerActuator`: SetCpu, Migrate, MarkMigrated and Stop on Docker engines
-(policyd.tick.Actuator; Stop: `stop`).
+"""`DockerActuator`: SetCpu, Migrate, MarkMigrated, Stop and Admit on Docker engines
+(policyd.tick.Actuator; Stop: `stop`; Admit: `admission`).
 
 Only containers carrying `settings.managed_label` are touched. Every failure raises
 `ActuationError` with a one-line reason; engine calls are retried on daemon and connection
@@ -22,6 +22,7 @@ from typing import assert_never
 
 import docker
 
+from policyd.actuators.docker.admission import Admission
 from policyd.actuators.docker.calls import Caller
 from policyd.actuators.docker.cpu import cpu_update
 from policyd.actuators.docker.engines import Engines
@@ -33,7 +34,16 @@ from policyd.actuators.docker.steps import Steps, no_crash
 from policyd.actuators.docker.stop import Stopper
 from policyd.actuators.errors import ActuationError
 from policyd.actuators.grace import grace_seconds
-from policyd.model import Action, Decision, Markers, MarkMigrated, Migrate, SetCpu, Stop
+from policyd.model import (
+    Action,
+    Admit,
+    Decision,
+    Markers,
+    MarkMigrated,
+    Migrate,
+    SetCpu,
+    Stop,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -64,6 +74,8 @@ class DockerActuator:
                                    Steps(self.engines, clock, sleep, crash), self.recovery,
                                    clock=clock)
         self.stopper = Stopper(self.engines, self.state, clock=clock)
+        self.admission = Admission(self.engines, self.migration,
+                                   Steps(self.engines, clock, sleep), clock=clock)
         self._recovered = False
         self._next_recovery = -math.inf
         self._lock = threading.Lock()
@@ -88,6 +100,8 @@ class DockerActuator:
                 case Stop():
                     self.stopper.run(action, grace_seconds=grace_seconds(
                         action, self.settings.grace_seconds))
+                case Admit():
+                    self.admit(action)
                 case _:
                     assert_never(action)
 
@@ -162,6 +176,13 @@ class DockerActuator:
                 LOG.warning("docker: move of %s failed (%d in a row); the policy backs off",
                             action.container, count)
                 return
+
+    def admit(self, action: Admit) -> None:
+        """Start a held container (`admission`); its start is policyd's action on it."""
+        self.admission.run(action)
+        started = self.engines.managed(action.node, action.container)
+        self.state.record_marker(action.container, started.id or "",
+                                 last_action_at=self.clock())
 
     def mark_migrated(self, action: MarkMigrated) -> None:
         """Labels cannot change on a running container: recorded in the state file, which

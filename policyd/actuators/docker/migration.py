@@ -12,8 +12,10 @@ table (`policyd.actuators.move_recovery`) settles with one job running and its c
 4. the replacement is *created* (not started) on the target under the same name, with the same
    image, command, environment (`POLICYD_CONTAINER` set to its name), binds, network mode,
    init and labels, plus the markers `policyd.io/migrated=true`, `converged_at`, `rebalanced`
-   (Algorithm 5), `migrated-from`, `last_action_at` and `move-id`; CPU settings are not copied
-   (unrestricted: FlowCon starts it afresh). Idempotent: a create retried after a lost answer
+   (Algorithm 5), `migrated-from`, `last_action_at`, `move-id` and `submitted-at` (the
+   source's creation, unless it has one: a deadline given as a duration counts from the
+   original submission); CPU settings are not copied (unrestricted: FlowCon starts it afresh).
+   Idempotent: a create retried after a lost answer
    meets 409 "name already in use" and adopts the container when its `move-id` is this
    move's;
 5. the source gets its stop signal (SIGTERM), then `docker stop` with the grace period (the
@@ -37,6 +39,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import docker.errors
@@ -53,14 +56,51 @@ from policyd.model import Migrate, labels
 CONTAINER_ENV = "POLICYD_CONTAINER"
 
 
-def _epoch(value: float) -> str:
+def epoch_label(value: float) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def created_at(attrs: Mapping[str, Any]) -> float | None:
+    """A container's creation time (inspect's `Created`, RFC 3339 with nanoseconds) in epoch
+    seconds; None when absent or unreadable."""
+    text = str(attrs.get("Created") or "")
+    if not text:
+        return None
+    head, _, rest = text.rstrip("Z").partition(".")
+    fraction = "".join(ch for ch in rest if ch.isdigit())[:6]
+    try:
+        when = datetime.fromisoformat(f"{head}{'.' + fraction if fraction else ''}+00:00")
+    except ValueError:
+        return None
+    return when.timestamp()
 
 
 def replacement_spec(attrs: Mapping[str, Any], *, name: str, image: str, from_node: str,
                      action: Migrate, now: float, move_id: str = "") -> dict[str, Any]:
     """`containers.create` keyword arguments re-creating `attrs` (an inspect result) as `name`
     with policyd's markers. Pure; raises ActuationError for what cannot move."""
+    marks = {labels.MIGRATED: "true", labels.MIGRATED_FROM: from_node,
+             labels.LAST_ACTION_AT: epoch_label(now)}
+    if move_id:
+        marks[labels.MOVE_ID] = move_id
+    submitted = created_at(attrs)
+    if submitted is not None and labels.SUBMITTED_AT not in ((attrs.get("Config") or {})
+                                                             .get("Labels") or {}):
+        marks[labels.SUBMITTED_AT] = epoch_label(submitted)  # a deadline counts from it
+    if action.converged_at is not None:
+        marks[labels.CONVERGED_AT] = epoch_label(action.converged_at)
+    if action.rebalance:
+        marks[labels.REBALANCED] = "true"
+    return copy_spec(attrs, name=name, image=image, from_node=from_node, marks=marks)
+
+
+def copy_spec(attrs: Mapping[str, Any], *, name: str, image: str, from_node: str,
+              marks: Mapping[str, str]) -> dict[str, Any]:
+    """`containers.create` keyword arguments for a copy of `attrs` (an inspect result) named
+    `name`, its labels plus `marks`: same image, command, environment (`POLICYD_CONTAINER` set
+    to `name`), binds, network mode, working directory, user, stop signal, memory and init;
+    CPU settings are not copied. Pure; raises ActuationError for a named volume (local to
+    `from_node`)."""
     config, host = attrs.get("Config") or {}, attrs.get("HostConfig") or {}
     binds = list(host.get("Binds") or [])
     named = [b for b in binds if not b.split(":", 1)[0].startswith("/")]
@@ -69,19 +109,10 @@ def replacement_spec(attrs: Mapping[str, Any], *, name: str, image: str, from_no
                              f"are local to node {from_node}; mount a shared host path instead")
     env = [e for e in (config.get("Env") or []) if not e.startswith(f"{CONTAINER_ENV}=")]
     env.append(f"{CONTAINER_ENV}={name}")
-    marks = dict(config.get("Labels") or {})
-    marks[labels.MIGRATED] = "true"
-    marks[labels.MIGRATED_FROM] = from_node
-    marks[labels.LAST_ACTION_AT] = _epoch(now)
-    if move_id:
-        marks[labels.MOVE_ID] = move_id
-    if action.converged_at is not None:
-        marks[labels.CONVERGED_AT] = _epoch(action.converged_at)
-    if action.rebalance:
-        marks[labels.REBALANCED] = "true"
     spec: dict[str, Any] = {
         "image": image, "name": name, "command": config.get("Cmd"),
-        "entrypoint": config.get("Entrypoint"), "environment": env, "labels": marks,
+        "entrypoint": config.get("Entrypoint"), "environment": env,
+        "labels": {**(config.get("Labels") or {}), **marks},
         "volumes": binds, "network_mode": host.get("NetworkMode") or "default",
         "working_dir": config.get("WorkingDir") or None, "user": config.get("User") or None,
         "stop_signal": config.get("StopSignal") or None, "detach": True,

@@ -1,16 +1,18 @@
-"""`KubernetesActuator`: SetCpu, Migrate, MarkMigrated and Stop on a Kubernetes cluster
+"""`KubernetesActuator`: SetCpu, Migrate, MarkMigrated, Stop and Admit on a Kubernetes cluster
 (policyd.tick.Actuator; Stop: `stop`).
 
 Only pods matching `settings.label_selector` (and not labelled or annotated
 `policyd.io/opt-out=true`, the policies' default opt-out key) are touched. Every failure
 raises `ActuationError` with a one-line reason, after a Warning Event; every change leaves a
-Normal Event (`events`); an action that changes nothing (the pod already asks for that CPU)
-sends nothing and leaves no Event. Markers are pod annotations (on the Job's template for a
-Job-owned pod's migration). API calls go through `calls.Caller` (rate limit, retries). SetCpu
-is an in-place resize (`cpu`), confirmed by polling the pod for the generation the resize made.
-Migrations are recorded on the cluster before they start (`migration`); `recover()` settles
-every recorded move (at the first action, and again every `pending_retry_seconds` before an
-action while one stays pending; the elected manager also calls it on each acquisition).
+Normal Event (`events`); an action that changes nothing (the pod already asks for that CPU,
+the Job was admitted already) sends nothing and leaves no Event. Markers are pod annotations
+(on the Job's template for a Job-owned pod's migration). API calls go through `calls.Caller`
+(rate limit, retries). SetCpu is an in-place resize (`cpu`), confirmed by polling the pod for
+the generation the resize made. Admit pins a held (suspended) Job to its node and unsuspends
+it (`admission`). Migrations are recorded on the cluster before they start (`migration`);
+`recover()` settles every recorded move (at the first action, and again every
+`pending_retry_seconds` before an action while one stays pending; the elected manager also
+calls it on each acquisition).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 from policyd.actuators.errors import ActuationError
 from policyd.actuators.grace import grace_seconds
 from policyd.actuators.kubernetes import cpu, pods
+from policyd.actuators.kubernetes.admission import JobAdmission
 from policyd.actuators.kubernetes.calls import Caller, TokenBucket, api_client, status_of
 from policyd.actuators.kubernetes.events import EventRecorder, regarding_of
 from policyd.actuators.kubernetes.migration import Migration
@@ -36,7 +39,7 @@ from policyd.actuators.kubernetes.mover import Settled
 from policyd.actuators.kubernetes.pods import PodRef
 from policyd.actuators.kubernetes.settings import KubernetesSettings
 from policyd.actuators.kubernetes.stop import Stopper
-from policyd.model import Action, Decision, MarkMigrated, Migrate, SetCpu, Stop
+from policyd.model import Action, Admit, Decision, MarkMigrated, Migrate, SetCpu, Stop
 
 LOG = logging.getLogger(__name__)
 
@@ -73,6 +76,7 @@ class KubernetesActuator:
         self.migration = Migration(core, batch, policy_api, self.caller, settings, clock=clock,
                                    sleep=sleep)
         self.stopper = Stopper(core, batch, self.caller, settings, clock=clock, sleep=sleep)
+        self.admission = JobAdmission(batch, self.caller, settings.label_selector, clock=clock)
         self._allocatable: dict[str, tuple[float, int]] = {}
         self._settle_at = NEVER if settings.node_name is not None else -NEVER
         """When to look for pending moves next (never on a node agent: it makes none)."""
@@ -96,6 +100,8 @@ class KubernetesActuator:
                     self._reported(action, lambda: self.mark_migrated(action))
                 case Stop():
                     self._reported(action, lambda: self.stop(action))
+                case Admit():
+                    self._reported(action, lambda: self.admit(action))
                 case _:
                     assert_never(action)
 
@@ -139,10 +145,16 @@ class KubernetesActuator:
         """Run the action; an Event either way (Warning with the error on failure), none
         when nothing had to change."""
         verb = {"set_cpu": "SetCpu", "migrate": "Migrate", "mark_migrated": "MarkMigrated",
-                "stop": "Stop"}[action.kind]
-        ref = PodRef.parse(action.container, self.settings.container_name)
-        regarding: Mapping[str, Any] = {"apiVersion": "v1", "kind": "Pod",
-                                        "namespace": ref.namespace, "name": ref.name}
+                "stop": "Stop", "admit": "Admit"}[action.kind]
+        regarding: Mapping[str, Any]
+        if isinstance(action, Admit):  # a held Job, named namespace/name
+            namespace, _, name = action.container.partition("/")
+            regarding = {"apiVersion": "batch/v1", "kind": "Job", "namespace": namespace,
+                         "name": name}
+        else:
+            ref = PodRef.parse(action.container, self.settings.container_name)
+            regarding = {"apiVersion": "v1", "kind": "Pod", "namespace": ref.namespace,
+                         "name": ref.name}
         try:
             done = run()
         except ActuationError as exc:
@@ -152,7 +164,7 @@ class KubernetesActuator:
         if done is None:
             return
         obj = done.obj
-        kind = str(obj.get("kind") or "Pod")
+        kind = str(obj.get("kind") or ("Job" if isinstance(action, Admit) else "Pod"))
         regarding = regarding_of(obj, api_version="batch/v1" if kind == "Job" else "v1",
                                  kind=kind) if obj.get("metadata") else regarding
         self.events.record(regarding, verb, f"{action.reason} (policy {action.policy})"
@@ -267,6 +279,12 @@ class KubernetesActuator:
         pod = self._pod(PodRef.parse(action.container, self.settings.container_name))
         return Done(self.stopper.run(
             action, pod, grace_seconds=grace_seconds(action, self.settings.grace_seconds)))
+
+    def admit(self, action: Admit) -> Done | None:
+        """Admit a held Job (`admission.JobAdmission`); the Event regards the Job. None (no
+        Event) when an earlier attempt admitted it already."""
+        job = self.admission.run(action)
+        return None if job is None else Done(job)
 
     def migrate(self, action: Migrate) -> Done:
         """Move the pod; the Event regards what runs afterwards (the replacement pod, or the

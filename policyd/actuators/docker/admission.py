@@ -1,0 +1,131 @@
+"""Admit on Docker: start a held container on the node a policy chose.
+
+A held job is a container *created but not started* (`docker create`) that carries policyd's
+managed label: it waits until a policy that admits (the Deadline kind) emits an `Admit`. Steps,
+in this order so that a failure leaves the job held, never lost or running twice:
+
+1. if a managed container of that name already runs on `node`, an earlier attempt finished:
+   nothing to do (idempotent);
+2. the held container, on `held_on` (the node it was created on; `node` when not given), must
+   be managed and in status `created`;
+3. on the same node: its CPU limit is set first when the action carries one (`update`, as a
+   `SetCpu` would), then it is started and must be running within `start_timeout_seconds` and
+   still `confirm_seconds` later (as a migration's replacement);
+4. on another node: the image is made present there (copied as a migration copies it), a copy
+   is created under the same name (`migration.copy_spec`: same image, command, environment,
+   binds, network, labels) with the CPU limit and the labels `policyd.io/submitted-at` (the
+   held container's creation: a deadline given as a duration still counts from the original
+   submission) and `policyd.io/last_action_at`; it is started and confirmed, and only then is
+   the held container removed. If the copy does not start, the copy is removed and the held
+   container stays held; the error says why (with the copy's log tail).
+
+Raises `ActuationError` with a one-line reason for every failure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from docker.models.containers import Container
+
+from policyd.actuators.docker.cpu import cpu_update
+from policyd.actuators.docker.engines import Engines
+from policyd.actuators.docker.migration import Migration, copy_spec, created_at, epoch_label
+from policyd.actuators.docker.steps import Steps
+from policyd.actuators.errors import ActuationError
+from policyd.model import Admit, labels
+
+HELD_STATUS = "created"
+
+
+def create_limits(action: Admit, cores: float) -> dict[str, Any]:
+    """The CPU keyword arguments of `containers.create` for the action's limit (none without
+    one): what `cpu_update` would set, without the values that only undo an earlier setting."""
+    if action.fraction is None:
+        return {}
+    update = cpu_update(action.fraction, action.mode, cores=cores, current_shares=0,
+                        current_quota=0)
+    return {key: value for key, value in update.items() if value > 0}
+
+
+@dataclass
+class Admission:
+    """One Admit action against `engines` (see the module docstring)."""
+
+    engines: Engines
+    migration: Migration  # copies the image to another node as a move does
+    steps: Steps  # starts and confirms the container as a move starts its replacement
+    clock: Callable[[], float] = time.time
+
+    def run(self, action: Admit) -> None:
+        name, node = action.container, action.node
+        held_on = action.held_on or node
+        if held_on != node:
+            there = self.engines.get(node, name)
+            if there is not None and there.status == "running":
+                self.engines.managed(node, name)  # raises unless policyd manages it
+                self.finish(name, held_on)  # an earlier attempt started the copy
+                return
+        held = self.engines.managed(held_on, name)
+        if held.status != HELD_STATUS:
+            if held.status == "running" and held_on == node:
+                return  # an earlier attempt started it
+            raise ActuationError(f"container {name} on node {held_on} is {held.status}, not "
+                                 f"held ({HELD_STATUS}): only a created, never started "
+                                 "container is admitted")
+        if held_on == node:
+            self.start_here(action, held)
+        else:
+            self.start_elsewhere(action, held, held_on)
+
+    def finish(self, name: str, held_on: str) -> None:
+        """Remove the held container an earlier attempt left behind its started copy."""
+        stale = self.engines.get(held_on, name)
+        if stale is not None and stale.status == HELD_STATUS:
+            self.engines.call(held_on, f"remove held {name}", lambda: stale.remove(v=False))
+
+    def start_here(self, action: Admit, held: Container) -> None:
+        name, node = action.container, action.node
+        if action.fraction is not None:
+            host = held.attrs.get("HostConfig") or {}
+            if action.mode == "quota" and host.get("NanoCpus"):
+                raise ActuationError(
+                    f"container {name} on node {node} was created with --cpus (NanoCpus); "
+                    "Docker refuses a CPU quota next to it: create it without --cpus")
+            cores = self.engines.cores(node) if action.mode == "quota" else 1.0
+            update = cpu_update(action.fraction, action.mode, cores=cores,
+                                current_shares=int(host.get("CpuShares") or 0),
+                                current_quota=int(host.get("CpuQuota") or 0))
+            self.engines.call(node, f"update cpu of {name} ({update})",
+                              lambda: held.update(**update))
+        problem = self.steps.start(node, held)
+        if problem is not None:
+            raise ActuationError(f"held container {name} on node {node} {problem}")
+
+    def start_elsewhere(self, action: Admit, held: Container, held_on: str) -> None:
+        name, node = action.container, action.node
+        image = self.migration.ensure_image(held.attrs, held_on, node)
+        submitted = created_at(held.attrs)
+        marks = {labels.LAST_ACTION_AT: epoch_label(self.clock())}
+        if submitted is not None and labels.SUBMITTED_AT not in held.labels:
+            marks[labels.SUBMITTED_AT] = epoch_label(submitted)
+        spec = copy_spec(held.attrs, name=name, image=image, from_node=held_on, marks=marks)
+        cores = self.engines.cores(node) if action.mode == "quota" else 1.0
+        spec |= create_limits(action, cores)
+        leftover = self.engines.get(node, name)
+        if leftover is not None:  # a copy an earlier attempt created but did not start
+            self.engines.managed(node, name)
+            self.engines.call(node, f"remove leftover {name}",
+                              lambda: leftover.remove(force=True))
+        client = self.engines.client(node)
+        copy: Container = self.engines.call(node, f"create {name}",
+                                            lambda: client.containers.create(**spec))
+        problem = self.steps.start(node, copy)
+        if problem is not None:
+            self.engines.call(node, f"remove {name}", lambda: copy.remove(force=True))
+            raise ActuationError(f"copy of held container {name} on node {node} {problem}; "
+                                 f"removed it, the job stays held on node {held_on}")
+        self.engines.call(held_on, f"remove held {name}", lambda: held.remove(v=False))

@@ -1,0 +1,573 @@
+"""Deadline: jobs declare when they must finish; policyd admits, places and sizes them to meet it.
+
+Theory of operation (the QoS-oriented autoscaling framework of IJCNN 2019, DOI
+10.1109/IJCNN.2019.8852319, whose abstract gives the goal and the figures; the design is
+ours). A job declares `policyd.io/deadline` (and may bound its cores with `policyd.io/min-cpu`
+and `max-cpu`: `policyd.engine.declarations`). Every interval, cluster-wide:
+
+1. Judge every running job from its forecast (`policyd.engine.forecasting`: steps left and an
+   Amdahl model of its speed, so the time left at any number of cores). With T seconds until
+   its deadline and W its whole window (submission to deadline) it needs `need` cores to
+   finish within T - margin W (`deadline_cores.cores_for`): a cushion of fixed seconds, so a
+   job does not ride its need ever closer to the deadline as T shrinks. It is hopeless when
+   even the most cores it can use on its node (what it was seen limited to, else its speed
+   model's cap; its max-cpu; the node) do not finish it within T, missed when the deadline
+   has passed, unknown while it has no forecast yet (it has just started). A job that used
+   all of its cap is not judged by the growth step it may take this interval: it is at risk,
+   and grows.
+2. Split each worker's cores (`deadline_cores.split`): every job its floor (`floor_cores`, or
+   its min-cpu); then the deadline jobs their needs, earliest deadline first, so an at-risk
+   job takes its cores from the jobs without a deadline (down to their floor) and from the
+   on-track jobs (down to their need); then what is left, max-min fairly, to every job up to
+   what it can use. Hopeless and missed jobs keep the floor so that others make it
+   (`hopeless: floor`; they share what nobody else can use), or compete like jobs without a
+   deadline (`hopeless: share`). No job is given more than it can use: the allocation is the
+   right size (`mode: quota` makes it a hard cap, so it is also what the job is charged).
+   What is left after the needs goes first to jobs up to what they have shown they use, and
+   only then, in steps of GROWTH, to jobs that used all of their cap (`_usable`): a core is
+   not left idle, but one given on trust is taken back after one interval if unused.
+   A job's state is judged at the allocation it gets: on track when that finishes it with the
+   margin to spare, at risk when its worker cannot give it its need. A job is called hopeless
+   only when even the low end of its forecast cannot make it, and a hopeless one (at the
+   floor) comes back only when it can make it with the margin: the floor would otherwise make
+   a borderline call come true, and the two would alternate.
+3. Move a job that its worker cannot give the cores to meet its deadline at all (margin
+   aside) (`migrate`, the checkpoint protocol) to the worker with the most cores to spare
+   when there it meets it with the margin, the move's cost counted. A job moves at most once
+   (`markers.migrated`), and not in its first intervals on a worker: moves are costly, and a
+   job moved back and forth would lose more than either worker costs it.
+4. Admit held jobs (`policyd.engine.admission`): earliest deadline first, then jobs without a
+   deadline by submission; a job whose deadline has passed while it waited last. A job starts
+   on the worker with the most free cores (capacity minus the cores its jobs need) when at
+   least `admission_cores` (or its min-cpu) are free there.
+
+A declaration that cannot be read is a note on that job, and no action on it: its allocation
+stays as it is (and counts as taken), a held one is not admitted. Reasons name the deadline,
+the forecast and the cores behind every action. Pure: no I/O, no clock (`snapshot.time`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from policyd.engine.admission import Candidate, place
+from policyd.engine.deadline_cores import Ask, cores_for, split
+from policyd.engine.declarations import Declared, declared
+from policyd.engine.forecast_output import Forecast
+from policyd.engine.forecasting import forecast_containers, job_forecast, settings_of
+from policyd.engine.guards import MigrationBudget, action_blocked
+from policyd.engine.kind import ActionClass, CpuMode, Intervals, Kind
+from policyd.engine.spec import CommonSpec, PolicyDocument, check_relative_alpha, of_kind
+from policyd.model import (
+    Admit,
+    Assessment,
+    Container,
+    Decision,
+    JobDeadline,
+    Migrate,
+    PendingJob,
+    SetCpu,
+    Snapshot,
+)
+from policyd.model.deadline import DeadlineState
+
+CATEGORY: dict[DeadlineState, str] = {
+    "on_track": "ON_TRACK", "at_risk": "AT_RISK", "hopeless": "HOPELESS", "missed": "MISSED",
+    "unknown": "UNKNOWN", "none": "NO_DEADLINE", "invalid": "INVALID"}
+
+
+class DeadlineSpec(CommonSpec):
+    """Deadline's arguments."""
+
+    interval_seconds: float = Field(
+        default=20.0, ge=1, le=86400, description="Evaluation interval, seconds.")
+    margin: float = Field(
+        default=0.1, ge=0, lt=1,
+        description=(
+            "A job is on track when it is predicted to finish this fraction of its deadline "
+            "window (submission to deadline) before its deadline (0.1: 6 min early for a job "
+            "given an hour); its cores are sized for that."),
+    )
+    hopeless: Literal["floor", "share"] = Field(
+        default="floor",
+        description=(
+            "A job that cannot meet its deadline even with every core its node could give it "
+            "(or has missed it): floor keeps it going at floor_cores so that the others make "
+            "theirs; share lets it compete like a job without a deadline."),
+    )
+    mode: Literal["quota", "shares"] = Field(
+        default="quota",
+        description=(
+            "quota: each job's cores are a hard cap (Docker cpu quota, Kubernetes limits): "
+            "what it is given is what it can use; shares: soft, work-conserving weights."),
+    )
+    floor_cores: float = Field(
+        default=0.1, gt=0, le=1024,
+        description=(
+            "Cores every running job keeps at least (unless it declares policyd.io/min-cpu): "
+            "jobs without a deadline give up the rest first to an at-risk one."),
+    )
+    admission_cores: float = Field(
+        default=1.0, gt=0, le=1024,
+        description=(
+            "Cores that must be free on a node (capacity minus what its jobs need) for a held "
+            "job to start there, unless the job declares policyd.io/min-cpu."),
+    )
+    min_change: float = Field(
+        default=0.02, ge=0, lt=1,
+        description="A limit that would move by no more than this fraction of the node stays.",
+    )
+    alpha: float = Field(
+        default=0.05, gt=0,
+        description=(
+            "For jobs that do not report their total steps: the forecast counts a job done "
+            "when its fitted loss curve would improve by less than this per interval per core "
+            "(relative normalization: a fraction)."),
+    )
+    migrate: bool = Field(
+        default=True,
+        description=(
+            "Move an at-risk job whose node cannot give it the cores it needs to the node "
+            "with the most to spare, when it meets its deadline there, the move counted."),
+    )
+    migration_cost_seconds: float = Field(
+        default=30.0, ge=0, le=3600,
+        description="What a move costs a job: checkpoint, restart and restore, seconds.",
+    )
+    migration_grace_seconds: float = Field(
+        default=60.0, ge=0, le=3600,
+        description="How long a job may take to checkpoint and exit after SIGTERM.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DeadlineSpec:
+        check_relative_alpha(self.alpha, self.evaluation, "0.05 = 5%")
+        return self
+
+
+class DeadlinePolicy(PolicyDocument):
+    kind: Literal["Deadline"]
+    spec: DeadlineSpec
+
+
+def _deadline(policy: PolicyDocument) -> DeadlinePolicy:
+    return of_kind(policy, DeadlinePolicy, "Deadline")
+
+
+def _span(seconds: float) -> str:
+    s = abs(seconds)
+    text = f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
+    return text if seconds >= 0 else f"-{text}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Job:
+    """One running job as judged before its worker's cores are split."""
+
+    container: Container
+    declared: Declared
+    forecast: Forecast | None
+    forecast_note: str
+    state: DeadlineState
+    ask: Ask
+    need_margin: float  # cores to finish with the margin (inf: not possible)
+    capacity: float
+    need_bare: float = 0.0  # cores to finish by the deadline itself
+
+    @property
+    def deadline_at(self) -> float | None:
+        return self.declared.deadline_at
+
+    def reserved(self) -> float:
+        """The cores its node must keep for it (what admission and moves count as taken): what
+        it needs to meet its deadline at all (its margin is a cushion others may lean on),
+        its floor when it has none to meet."""
+        if self.state in ("unknown", "invalid"):
+            return min(max(self.ask.need, self.ask.floor), self.ask.most)
+        if self.state in ("on_track", "at_risk"):
+            return min(max(self.need_bare, self.ask.floor), self.ask.most)
+        return min(self.ask.floor, self.ask.most)
+
+
+SETTLE_INTERVALS = 3
+"""A job whose container started less than this many intervals ago (admitted, or moved) is
+not moved: its numbers on its node have not settled yet."""
+GROWTH = 0.5
+"""A job that used all of its cap is given at most this much more (a fraction) per interval."""
+USED_SHARE = 0.9
+"""A job using less than this share of its cores (in its last interval) uses all it can."""
+
+
+def _usable(c: Container, capacity: float, spec: DeadlineSpec
+            ) -> tuple[float, float | None, bool]:
+    """The most cores the job can use (for its deadline), the most it is given beyond its
+    need (None: as many), and whether the first is a step of growth rather than a limit it
+    was seen at (then the job may still use more, later). A job seen using less than its
+    cap through a whole interval (its allocation unchanged since before that interval
+    began: `markers.last_action_at`) uses all it can: what it was seen using at most in the
+    window (at least a core). One that used all of it may use more, but is given at most
+    GROWTH more than it has or was seen using: a snapshot does not say what its cap was
+    before, so a job that cannot use more shows it again at the cost of a small step, not of
+    a whole node. Beyond its need, in quota mode, a job is first given what it has, and more
+    only from cores nobody else takes (`deadline_cores.split`'s two rounds)."""
+    values = c.cpu_usage.values
+    finite = np.isfinite(values)
+    used, times = values[finite], c.cpu_usage.times_seconds[finite]
+    held = c.cpu_allocation * capacity
+    top = float(used.max()) if used.size else 0.0
+    last_action = c.markers.last_action_at
+    settled = used.size >= 2 and (last_action is None or last_action <= float(times[-2]))
+    if settled and float(used[-1]) < USED_SHARE * held:
+        learned = min(capacity, max(1.0, top))
+        return learned, learned if spec.mode == "quota" else None, False
+    if spec.mode != "quota":
+        return capacity, None, False
+    return min(capacity, max(1.0, held, top) * (1.0 + GROWTH)), held, True
+
+
+def _optimism(f: Forecast) -> float:
+    """How much faster than forecast the job may turn out (the forecast's low end over its
+    point estimate, >= 1): a job is called hopeless only if even that cannot save it, for a
+    hopeless job is kept at the floor, which makes it so."""
+    if f.remaining_seconds <= 0 or f.low_seconds <= 0:
+        return 1.0
+    return max(f.remaining_seconds / f.low_seconds, 1.0)
+
+
+def _cushion(d: Declared, spec: DeadlineSpec) -> float:
+    """Seconds a job should finish before its deadline: margin x its deadline window."""
+    if d.deadline_at is None or d.submitted_at is None:
+        return 0.0
+    return spec.margin * max(d.deadline_at - d.submitted_at, 0.0)
+
+
+def _judge(c: Container, forecast: Forecast | None, note: str, *, capacity: float,
+           now: float, spec: DeadlineSpec) -> _Job:
+    d = declared(c.labels, c.annotations,
+                 submitted_at=c.submitted_at if c.submitted_at is not None else c.started_at)
+    if d.problems:
+        held = c.cpu_allocation * capacity  # no action: what it has stays taken
+        return _Job(container=c, declared=d, forecast=forecast, forecast_note=note,
+                    state="invalid", ask=Ask(floor=held, need=held, most=held, order=-math.inf),
+                    need_margin=math.nan, capacity=capacity)
+    most, fill, growing = _usable(c, capacity, spec)
+    # What it could use on this node, for calling it hopeless: a growth step paces grants, it
+    # does not bound the job; the forecast's speed model's cap does (its Amdahl fit).
+    potential = min(capacity, max(most, forecast.cap_cores)) if growing and forecast else most
+    if d.max_cores is not None:
+        most, potential = min(most, d.max_cores), min(potential, d.max_cores)
+    floor = min(max(spec.floor_cores, d.min_cores or 0.0), most)
+    deadline = d.deadline_at
+    state: DeadlineState
+    need, need_margin, need_bare, rank = 0.0, math.nan, 0.0, "extra"
+    if deadline is None:
+        state = "none"
+    elif now >= deadline:
+        state = "missed"
+    elif forecast is None:
+        state, need = "unknown", min(max(d.min_cores or 0.0, spec.admission_cores), most)
+    else:
+        left = deadline - now
+        need_margin = cores_for(forecast, left - _cushion(d, spec))
+        need_bare = cores_for(forecast, left)
+        # Hysteresis: a job already at the floor comes back only when it can meet its
+        # deadline with the margin; any other is called hopeless only when even the low end
+        # of its forecast cannot meet it at all.
+        at_floor = c.cpu_allocation * capacity <= floor + 1e-6
+        if (need_margin > potential + 1e-9 if at_floor else
+                cores_for(forecast, left * _optimism(forecast)) > potential + 1e-9):
+            state = "hopeless"
+        else:
+            state, need = "on_track", min(max(need_margin, floor), most)
+    if state in ("hopeless", "missed") and spec.hopeless == "floor":
+        rank = "last"
+    order = deadline if deadline is not None and state in ("on_track", "unknown") else math.inf
+    return _Job(container=c, declared=d, forecast=forecast, forecast_note=note, state=state,
+                ask=Ask(floor=floor, need=need, most=most, order=order, rank=rank,
+                        fill=None if fill is None else max(fill, floor)),
+                need_margin=need_margin, capacity=capacity, need_bare=need_bare)
+
+
+def _after(job: _Job, granted: float, now: float) -> JobDeadline:
+    """The job's deadline at the cores it is granted (the state it ends the cycle in)."""
+    d, f = job.declared, job.forecast
+    if job.state == "invalid":
+        return JobDeadline(state="invalid", note="; ".join(d.problems))
+    if d.deadline_at is None:
+        return JobDeadline(state="none")
+    eta = None if f is None else now + f.remaining_seconds_at(granted)
+    eta = eta if eta is not None and math.isfinite(eta) else None
+    slack = None if eta is None else d.deadline_at - eta
+    state = job.state
+    if state == "on_track" and granted + 1e-9 < job.need_margin:
+        state = "at_risk"
+    need = job.need_margin if math.isfinite(job.need_margin) else None
+    return JobDeadline(state=state, deadline_at=d.deadline_at, eta_at=eta, slack_seconds=slack,
+                       needed_cores=need)
+
+
+def _reason(job: _Job, granted: float, fraction: float, seen: JobDeadline, now: float) -> str:
+    """Why the job gets `granted` cores: its deadline, forecast and need."""
+    d, f = job.declared, job.forecast
+    head = f"{granted:.2f} cores -> {fraction:.3g}"
+    if seen.state == "none":
+        return f"no deadline: {head} (what is left after the deadline jobs' needs)"
+    assert d.deadline_at is not None
+    when = f"deadline in {_span(d.deadline_at - now)}"
+    if seen.state == "missed":
+        return f"deadline missed {_span(now - d.deadline_at)} ago: {head}"
+    if f is None:
+        return f"{when}, no forecast yet ({job.forecast_note or 'just started'}): {head}"
+    best = f.remaining_seconds_at(job.ask.most)
+    if seen.state == "hopeless":
+        return (f"{when} but {_span(best)} left even on {job.ask.most:.2f} cores: hopeless, "
+                f"{head}")
+    slack = "" if seen.slack_seconds is None else f", slack {_span(seen.slack_seconds)}"
+    need = (f"needs {job.need_margin:.2f} cores for the margin" if math.isfinite(job.need_margin)
+            else "no number of cores makes the margin")
+    return (f"{when}; {f.remaining_steps:.0f} steps left, {_span(f.remaining_seconds_at(granted))}"
+            f" on {granted:.2f} cores{slack}; {need}: {seen.state.replace('_', ' ')}, {head}")
+
+
+def _fraction(granted: float, top: float, capacity: float, mode: str) -> float:
+    share = granted / capacity if mode == "quota" else granted / top if top > 0 else 1.0
+    return min(max(share, 1e-3), 1.0)
+
+
+@dataclass
+class _Node:
+    name: str
+    capacity: float
+    jobs: list[_Job]
+    granted: list[float]
+
+
+def _moves(policy: DeadlinePolicy, nodes: dict[str, _Node], spare: dict[str, float],
+           now: float) -> dict[str, Migrate]:
+    """At-risk jobs moved to the node with the most cores to spare where they meet their
+    deadline with the margin, the move's cost counted (module docstring, 3)."""
+    spec = policy.spec
+    budget = MigrationBudget.of(spec)
+    at_risk = sorted(((j, g) for n in nodes.values() for j, g in zip(n.jobs, n.granted,
+                                                                      strict=True)
+                      if j.state == "on_track" and j.forecast is not None
+                      and g + 1e-9 < j.need_bare and not j.container.markers.migrated),
+                     key=lambda x: x[0].ask.order)
+    moves: dict[str, Migrate] = {}
+    for job, granted in at_risk:
+        c, f, deadline = job.container, job.forecast, job.deadline_at
+        assert f is not None and deadline is not None
+        if action_blocked(c, spec, now, disrupts=True) is not None or \
+                now - c.started_at < SETTLE_INTERVALS * spec.interval_seconds:
+            continue
+        budget_left = (deadline - now - _cushion(job.declared, spec)
+                       - spec.migration_cost_seconds)
+        options = []
+        for name, node in nodes.items():
+            if name == c.node:
+                continue
+            most = min(max(f.cap_cores, 1.0), node.capacity)
+            if job.declared.max_cores is not None:
+                most = min(most, job.declared.max_cores)
+            need = cores_for(f, budget_left)
+            if need <= min(most, spare[name]) + 1e-9 and budget.refusal(c.node, name) is None:
+                options.append((-spare[name], name, need))
+        if not options:
+            continue
+        _, target, need = min(options)
+        moves[c.id] = Migrate(
+            policy=policy.name, container=c.id, from_node=c.node, to_node=target,
+            grace_seconds=spec.migration_grace_seconds,
+            reason=(f"at risk on {c.node}: needs {job.need_margin:.2f} cores for its deadline "
+                    f"in {_span(deadline - now)}, the node gives {granted:.2f}; on {target} "
+                    f"{need:.2f} of {spare[target]:.2f} spare cores meet it with the margin, "
+                    f"the move's {spec.migration_cost_seconds:g} s counted"))
+        budget.spend(c.node, target)
+        spare[target] -= need
+        spare[c.node] += job.reserved()
+    return moves
+
+
+def _candidates(pending: Sequence[PendingJob], spec: DeadlineSpec,
+                now: float) -> list[Candidate]:
+    """Held jobs ranked for `admission.place` (module docstring, 4)."""
+    out = []
+    for p in pending:
+        if not spec.selector.selects(p):
+            continue
+        d = declared(p.labels, p.annotations, submitted_at=p.submitted_at)
+        cores = d.min_cores if d.min_cores is not None else spec.admission_cores
+        if d.problems:
+            note = "; ".join(d.problems)
+            out.append(Candidate(job=p, key=(2.0, p.submitted_at), cores=cores, about=note,
+                                 blocked=f"not admitted: {note}", blocked_why="invalid",
+                                 deadline=JobDeadline(state="invalid", note=note)))
+            continue
+        if spec.selector.opted_out(p):
+            out.append(Candidate(job=p, key=(2.0, p.submitted_at), cores=cores, about="",
+                                 blocked=f"opted out ({spec.selector.opt_out_key}=true)"))
+            continue
+        if d.deadline_at is None:
+            out.append(Candidate(job=p, key=(1.0, p.submitted_at), cores=cores,
+                                 about="no deadline: after the jobs with one, in arrival order",
+                                 deadline=JobDeadline(state="none")))
+        elif now >= d.deadline_at:
+            out.append(Candidate(
+                job=p, key=(d.deadline_at, p.submitted_at), cores=cores, last=True,
+                about=f"deadline passed {_span(now - d.deadline_at)} ago while it waited",
+                deadline=JobDeadline(state="missed", deadline_at=d.deadline_at)))
+        else:
+            out.append(Candidate(
+                job=p, key=(0.0, d.deadline_at, p.submitted_at), cores=cores,
+                about=f"earliest deadline first: deadline in {_span(d.deadline_at - now)}",
+                deadline=JobDeadline(state="unknown", deadline_at=d.deadline_at)))
+    return out
+
+
+def _nodes(policy: DeadlinePolicy, snapshot: Snapshot) -> dict[str, _Node]:
+    spec, now = policy.spec, snapshot.time
+    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
+    chosen = sorted((c for c in snapshot.containers if spec.selector.selects(c)),
+                    key=lambda c: (c.node, c.id))
+    settings = settings_of(policy, snapshot, alpha=spec.alpha,
+                           interval_seconds=spec.interval_seconds)
+    found = forecast_containers(settings, snapshot, chosen)
+    by_node: defaultdict[str, list[_Job]] = defaultdict(list)
+    for c in chosen:
+        by_node[c.node].append(_judge(c, found.by_id.get(c.id), found.notes.get(c.id, ""),
+                                      capacity=capacity[c.node], now=now, spec=spec))
+    nodes = {}
+    for name in sorted(capacity):
+        jobs = by_node.get(name, [])
+        nodes[name] = _Node(name=name, capacity=capacity[name], jobs=jobs,
+                            granted=split([j.ask for j in jobs], capacity[name]))
+    return nodes
+
+
+def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
+    """Deadline's decision for `snapshot`: cores per job from its deadline and forecast, moves
+    of at-risk jobs, and admissions of held ones (module docstring)."""
+    policy = _deadline(policy)
+    spec, now = policy.spec, snapshot.time
+    nodes = _nodes(policy, snapshot)
+    spare = {n.name: n.capacity - sum(j.reserved() for j in n.jobs) for n in nodes.values()}
+    moves = _moves(policy, nodes, spare, now) if spec.migrate else {}
+    candidates = _candidates(snapshot.pending, spec, now)
+    placed = place(candidates, spare, policy=policy.name)
+    actions: list[SetCpu | Migrate | Admit] = []
+    assessments: list[Assessment] = []
+    notes: list[str] = []
+    for node in nodes.values():
+        if not node.jobs:
+            continue
+        top = max(node.granted)
+        needed = sum(min(j.ask.need, j.ask.most) for j in node.jobs)
+        notes.append(f"{node.name}: {len(node.jobs)} jobs, {needed:.2f} of "
+                     f"{node.capacity:g} cores needed for deadlines; "
+                     f"{max(spare[node.name], 0.0):.2f} free for admissions")
+        for job, granted in zip(node.jobs, node.granted, strict=True):
+            actions_for, assessment = _emit(policy, job, granted, top=top, moves=moves,
+                                            now=now)
+            actions += actions_for
+            assessments.append(assessment)
+    actions += _with_limits(placed.admits, candidates, nodes, spec)
+    if snapshot.pending:
+        notes.append(f"admission: {len(placed.admits)} admitted, {len(placed.queue)} waiting")
+    return Decision(policy=policy.name, kind="Deadline", time=now, actions=tuple(actions),
+                    assessments=tuple(assessments), next_interval=spec.interval_seconds,
+                    dry_run=spec.dry_run, notes=tuple(notes), queue=placed.queue)
+
+
+def _emit(policy: DeadlinePolicy, job: _Job, granted: float, *, top: float,
+          moves: dict[str, Migrate], now: float) -> tuple[list[SetCpu | Migrate], Assessment]:
+    """One job's action (if any) and assessment."""
+    spec, c = policy.spec, job.container
+    seen = _after(job, granted, now)
+    forecast = job_forecast(job.forecast) if job.forecast is not None else None
+    base = Assessment(container=c.id, node=c.node, category=None,
+                      cpu_fraction_now=c.cpu_allocation, forecast=forecast,
+                      forecast_note="" if forecast else (job.forecast_note or "not forecast"),
+                      deadline=seen)
+    if seen.state == "invalid":
+        return [], replace(base, note=f"no action: {seen.note}")
+    category = CATEGORY[seen.state]
+    gain = seen.needed_cores
+    if c.id in moves:
+        move = moves[c.id]
+        return [move], replace(base, category=category, gain=gain,
+                               note=f"moves to {move.to_node}: {move.reason}")
+    fraction = _fraction(granted, top, job.capacity, spec.mode)
+    reason = _reason(job, granted, fraction, seen, now)
+    actions: list[SetCpu | Migrate] = []
+    target, note = fraction, reason
+    if abs(fraction - c.cpu_allocation) <= spec.min_change:
+        target = c.cpu_allocation
+        if abs(fraction - c.cpu_allocation) > 1e-9:
+            note = f"{reason}; within min_change {spec.min_change:g}: unchanged"
+    elif (blocked := action_blocked(c, spec, now, disrupts=False)) is not None:
+        target, note = c.cpu_allocation, f"no action ({blocked}): {reason}"
+    else:
+        actions.append(SetCpu(policy=policy.name, container=c.id, node=c.node,
+                              fraction=fraction, mode=spec.mode, reason=reason))
+    if target != fraction and job.forecast is not None and seen.deadline_at is not None:
+        kept = target * (job.capacity if spec.mode == "quota" else top)
+        seen = _after(job, kept, now)
+    return actions, replace(base, category=category, gain=gain, cpu_fraction_next=target,
+                            note=note, deadline=seen)
+
+
+def _with_limits(admits: Sequence[Admit], candidates: Sequence[Candidate],
+                 nodes: dict[str, _Node], spec: DeadlineSpec) -> list[Admit]:
+    """Admissions that start with the cores they were admitted for (in quota mode: a cap of
+    those cores; in shares mode: a weight beside the node's largest grant)."""
+    cores = {c.job.id: c.cores for c in candidates}
+    out = []
+    for a in admits:
+        node = nodes[a.node]
+        top = max(node.granted, default=0.0)
+        fraction = _fraction(cores[a.container], top if top > 0 else cores[a.container],
+                             node.capacity, spec.mode)
+        out.append(replace(a, fraction=fraction, mode=spec.mode))
+    return out
+
+
+def _intervals(policy: PolicyDocument) -> Intervals:
+    seconds = _deadline(policy).spec.interval_seconds
+    return Intervals(base_seconds=seconds, longest_seconds=seconds)
+
+
+def _summary(policy: PolicyDocument) -> str:
+    spec = _deadline(policy).spec
+    return (f"margin {100 * spec.margin:g}%, interval {spec.interval_seconds:g} s, "
+            f"hopeless {spec.hopeless}, {spec.mode}"
+            + (", migrates" if spec.migrate else ""))
+
+
+def _cpu_mode(policy: PolicyDocument) -> CpuMode:
+    return _deadline(policy).spec.mode
+
+
+def _acts_on(policy: PolicyDocument) -> frozenset[ActionClass]:
+    moves: frozenset[ActionClass] = frozenset({"placement"})
+    base: frozenset[ActionClass] = frozenset({"cpu", "admission"})
+    return base | moves if _deadline(policy).spec.migrate else base
+
+
+KIND = Kind(
+    name="Deadline", document=DeadlinePolicy, plan=plan,
+    scope="cluster",  # admission places jobs on any worker; moves cross workers
+    intervals=_intervals,
+    wakes_on=frozenset({"started", "stopped"}),  # a job that ends frees cores to admit into
+    inputs=frozenset({"evaluation", "cpu", "steps"}),
+    acts_on=frozenset({"cpu", "placement", "admission"}), policy_acts_on=_acts_on,
+    cpu_mode=_cpu_mode, summary=_summary, gain_label="NEED cores",
+    convergence_alpha=lambda p: _deadline(p).spec.alpha,
+)
+"""Deadline's registration entry (`policyd.engine.registry`)."""

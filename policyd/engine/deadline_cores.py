@@ -1,0 +1,105 @@
+"""The Deadline kind's arithmetic on one worker: the cores a job needs to meet its deadline,
+and the split of the worker's cores among its jobs. Pure numbers, no snapshot, no policy.
+
+`cores_for(forecast, seconds)` inverts the forecast's speed model (`policyd.engine.speed`,
+Amdahl's law): with R steps left, s(c) seconds per step and T seconds to spare, the job needs
+the least c with R s(c) <= T. With x = T / R:
+
+    x >= serial + parallel        c = (serial + parallel) / x    (a share of one core)
+    serial < x < serial + parallel  c = parallel / (x - serial)  (one core or more)
+    x <= serial                   no number of cores is enough
+
+`split(asks, capacity)` shares a worker's cores in three rounds, each as far as cores remain:
+every job its floor; then the deadline jobs their needs, earliest deadline first; then what
+is left, max-min fairly (water-filling) among the jobs in the `extra` round, each up to what it
+can use; jobs of the `last` round (hopeless ones, when the policy keeps them at the floor)
+share only what nobody else can use. Nobody gets more than it can use: the allocation is the
+right size. The last rounds run twice: first each job up to `fill` (what it has shown it
+uses), then what is still left up to `most` (what it may grow to), so a core nobody is known
+to use is handed out rather than left idle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from policyd.engine.forecast_output import Forecast
+
+EPSILON_CORES = 1e-9
+
+
+def cores_for(forecast: Forecast, seconds: float) -> float:
+    """The fewest cores with which the job's remaining steps take at most `seconds` (inf:
+    none are enough; 0: nothing is left)."""
+    steps = forecast.remaining_steps
+    if steps <= 0:
+        return 0.0
+    if seconds <= 0:
+        return math.inf
+    serial, parallel = forecast.serial_seconds, forecast.parallel_seconds
+    x = seconds / steps
+    if x >= serial + parallel:
+        return (serial + parallel) / x
+    if x > serial and parallel > 0:
+        return parallel / (x - serial)
+    return math.inf
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ask:
+    """One job's claim on its worker: at least `floor` cores; `need` more in the deadline
+    round (0: none); at most `most` (what it can use). `order` ranks it in the deadline round
+    (its deadline); `rank` is its round for the rest: "extra" or "last"."""
+
+    floor: float
+    need: float
+    most: float
+    order: float
+    rank: str = "extra"
+    fill: float | None = None
+    """At most this much in the first of the last rounds (None: `most`): what the job has shown
+    it uses; the second gives what is still left up to `most`."""
+
+
+def _water_fill(cores: list[float], members: Sequence[int], most: Sequence[float],
+                left: float) -> float:
+    """Raise the lowest of `members` first, each up to `most`, until `left` is spent; what is
+    left over."""
+    active = sorted(members, key=lambda i: cores[i])
+    while left > EPSILON_CORES:
+        active = [i for i in active if most[i] - cores[i] > EPSILON_CORES]
+        if not active:
+            break
+        low = min(cores[i] for i in active)
+        at_low = [i for i in active if cores[i] <= low + EPSILON_CORES]
+        above = [cores[i] for i in active if cores[i] > low + EPSILON_CORES]
+        step = min([most[i] - cores[i] for i in at_low]
+                   + ([min(above) - low] if above else []) + [left / len(at_low)])
+        for i in at_low:
+            cores[i] += step
+        left -= step * len(at_low)
+    return max(left, 0.0)
+
+
+def split(asks: Sequence[Ask], capacity: float) -> list[float]:
+    """Cores per job, in `asks`' order (see the module docstring)."""
+    floors = [min(a.floor, a.most) for a in asks]
+    total = sum(floors)
+    scale = min(1.0, capacity / total) if total > 0 else 1.0
+    cores = [f * scale for f in floors]  # floors that do not fit shrink alike
+    left = max(capacity - sum(cores), 0.0)
+    for i in sorted(range(len(asks)), key=lambda i: asks[i].order):
+        want = min(asks[i].need, asks[i].most) - cores[i]
+        if want > 0 and left > EPSILON_CORES:
+            given = min(want, left)
+            cores[i] += given
+            left -= given
+    kept = [min(a.most, a.fill) if a.fill is not None else a.most for a in asks]
+    extra = [i for i, a in enumerate(asks) if a.rank == "extra"]
+    last = [i for i, a in enumerate(asks) if a.rank == "last"]
+    for bound in (kept, [a.most for a in asks]):  # what each has shown it uses, then growth
+        left = _water_fill(cores, extra, bound, left)
+        left = _water_fill(cores, last, bound, left)
+    return cores

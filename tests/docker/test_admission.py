@@ -1,0 +1,108 @@
+"""DockerActuator: Admit, on fake engines: a held (created, never started) container started
+where it is held with its CPU limit first, or copied to the chosen node and started there
+before the held one goes; failures leave the job held; a repeated action is harmless."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pytest
+
+from policyd.actuators.docker import ActuationError
+from policyd.actuators.docker.admission import created_at
+from policyd.model import Admit
+from tests.docker.builders import Clock, actuator, decision
+from tests.docker.fakes import FakeEngine
+
+CREATED = "2026-11-22T01:59:30.123456789Z"
+
+
+def admit(node: str = "a", held_on: str | None = "a", fraction: float | None = 0.25,
+          mode: Literal["shares", "quota"] = "quota") -> Admit:
+    return Admit(policy="dl", container="job", node=node, held_on=held_on, fraction=fraction,
+                 mode=mode, reason="earliest deadline first")
+
+
+def held_on_a(labels: dict[str, str] | None = None) -> tuple[FakeEngine, FakeEngine]:
+    a, b = FakeEngine(ncpu=4), FakeEngine(ncpu=8)
+    c = a.containers.add("job", status="created", labels=labels)
+    c.attrs["Created"] = CREATED
+    return a, b
+
+
+def test_held_here_gets_its_limit_then_starts() -> None:
+    a, b = held_on_a()
+    actuator(a, b).apply(admit(), decision("dl"))
+    job = a.containers.by_name["job"]
+    assert job.updates == [{"cpu_period": 100_000, "cpu_quota": 100_000}]  # 0.25 x 4 cores
+    assert a.log == ["start job"] and job.status == "running"
+    assert b.log == []
+
+
+def test_held_here_without_a_limit_just_starts() -> None:
+    a, b = held_on_a()
+    actuator(a, b).apply(admit(fraction=None), decision("dl"))
+    assert a.containers.by_name["job"].updates == []
+    assert a.log == ["start job"]
+
+
+def test_held_elsewhere_is_copied_started_then_the_held_one_removed() -> None:
+    a, b = held_on_a(labels={"policyd.io/managed": "true", "policyd.io/deadline": "1h"})
+    actuator(a, b, clock=Clock(5000.0)).apply(admit(node="b", fraction=0.5), decision("dl"))
+    assert b.log == ["create job", "start job"]
+    assert a.log == ["remove job"]
+    spec = b.containers.created[0]
+    assert spec["labels"] == {"policyd.io/managed": "true", "policyd.io/deadline": "1h",
+                              "policyd.io/last_action_at": "5000",
+                              "policyd.io/submitted-at": "1795312770.123"}
+    assert (spec["cpu_period"], spec["cpu_quota"]) == (100_000, 400_000)  # 0.5 x 8 cores
+    assert spec["environment"] == ["A=1", "POLICYD_CONTAINER=job"]
+    assert b.containers.by_name["job"].status == "running"
+
+
+def test_a_copy_that_does_not_start_is_removed_and_the_job_stays_held() -> None:
+    a, b = held_on_a()
+    b.crash_new = True
+    with pytest.raises(ActuationError, match=r"copy of held container job on node b exited "
+                                             r"with code 1 .*the job stays held on node a"):
+        actuator(a, b).apply(admit(node="b"), decision("dl"))
+    assert "job" not in b.containers.by_name
+    assert a.containers.by_name["job"].status == "created"
+
+
+@pytest.mark.parametrize(("status", "words"), [("exited", r"is exited, not held \(created\)"),
+                                               ("paused", r"is paused, not held \(created\)")])
+def test_only_a_created_container_is_admitted(status: str, words: str) -> None:
+    a, b = FakeEngine(), FakeEngine()
+    a.containers.add("job", status=status)
+    with pytest.raises(ActuationError, match=words):
+        actuator(a, b).apply(admit(), decision("dl"))
+    assert a.log == []
+
+
+def test_an_unmanaged_container_is_left_alone() -> None:
+    a, b = FakeEngine(), FakeEngine()
+    a.containers.add("job", status="created", labels={"app": "x"})
+    with pytest.raises(ActuationError, match=r"lacks the label policyd\.io/managed"):
+        actuator(a, b).apply(admit(), decision("dl"))
+    assert a.log == []
+
+
+def test_a_repeated_admission_is_harmless_and_finishes_a_half_done_one() -> None:
+    a, b = held_on_a()
+    act = actuator(a, b)
+    act.apply(admit(), decision("dl"))
+    act.apply(admit(), decision("dl"))  # already running where it was held
+    assert a.log == ["start job"]
+    a2, b2 = held_on_a()
+    b2.containers.add("job", status="running")  # a copy started, the held one not yet removed
+    actuator(a2, b2).apply(admit(node="b"), decision("dl"))
+    assert a2.log == ["remove job"] and b2.log == []
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    (CREATED, 1_795_312_770.123456), ("2026-11-22T01:59:30Z", 1_795_312_770.0),
+    ("", None), ("yesterday", None)])
+def test_created_at(text: str, seconds: float | None) -> None:
+    got = created_at({"Created": text})
+    assert got == (pytest.approx(seconds) if seconds is not None else None)

@@ -1,0 +1,101 @@
+"""The Deadline kind: a job's state from its forecast and deadline, cores taken from jobs
+without a deadline for an at-risk one, a declaration that cannot be read leaves that job alone
+(and nothing else), held jobs admitted earliest deadline first with a CPU limit, and the
+queue of those that wait."""
+
+from __future__ import annotations
+
+import pytest
+
+from policyd.engine import decide
+from policyd.model import Admit, Decision, SetCpu
+from tests.engine.deadline_builders import NOW, cluster, held, job, policy
+
+# Every job below has 2,000 steps left at 10 steps/s (alone on a core: 200 s), submitted 600 s
+# ago: a deadline of "800s" is 200 s away.
+
+
+def by_id(d: Decision) -> dict[str, tuple[str | None, float | None]]:
+    return {a.container: (a.category, None if a.cpu_fraction_next is None
+                          else round(a.cpu_fraction_next, 3)) for a in d.assessments}
+
+
+def three(deadline: str) -> Decision:
+    return decide(policy(), cluster(
+        job("urgent", left=2000, rate=10, deadline=deadline, cores=2, allocation=0.5),
+        job("free1", left=2000, rate=10), job("free2", left=2000, rate=10)))
+
+
+def test_an_at_risk_job_takes_cores_from_the_jobs_without_a_deadline() -> None:
+    d = three("800s")
+    assert by_id(d) == {"urgent": ("AT_RISK", 0.75), "free1": ("NO_DEADLINE", 0.125),
+                        "free2": ("NO_DEADLINE", 0.125)}
+    (urgent,) = [a for a in d.actions if a.container == "urgent"]
+    assert isinstance(urgent, SetCpu) and urgent.mode == "quota"
+    assert urgent.reason.startswith("deadline in 3 min; 2000 steps left")
+    assert "no number of cores makes the margin: at risk, 3.00 cores -> 0.75" in urgent.reason
+
+
+def test_an_on_track_job_keeps_its_cores_and_shows_its_need_eta_and_slack() -> None:
+    d = three("900s")
+    assert d.actions == ()
+    (urgent,) = [a for a in d.assessments if a.container == "urgent"]
+    assert urgent.category == "ON_TRACK"
+    assert urgent.deadline is not None
+    assert urgent.deadline.deadline_at == NOW + 300
+    assert urgent.deadline.eta_at == pytest.approx(NOW + 200)
+    assert urgent.deadline.slack_seconds == pytest.approx(100)
+    assert urgent.deadline.needed_cores == pytest.approx(1.739, abs=1e-3)
+
+
+def test_a_hopeless_job_is_called_so_and_takes_nothing_from_the_others() -> None:
+    d = three("700s")
+    assert by_id(d)["urgent"][0] == "HOPELESS"
+    assert d.actions == ()
+
+
+def test_a_deadline_that_cannot_be_read_is_a_note_and_no_action_for_that_job_only() -> None:
+    d = decide(policy(), cluster(
+        job("bad", left=2000, rate=10, deadline="45w", allocation=0.5, cores=0.5),
+        job("free", left=2000, rate=10, cores=1, allocation=0.25),
+        pending=(held("bad-held", deadline="yesterday"), held("ok", deadline="1h"))))
+    (bad,) = [a for a in d.assessments if a.container == "bad"]
+    assert bad.deadline is not None and bad.deadline.state == "invalid"
+    assert bad.note.startswith("no action: policyd.io/deadline='45w': unknown unit 'w'")
+    assert "bad" not in [a.container for a in d.actions]
+    assert [a.container for a in d.actions if isinstance(a, Admit)] == ["ok"]
+    (queued,) = d.queue
+    assert (queued.container, queued.why) == ("bad-held", "invalid")
+    assert queued.reason.startswith("not admitted: policyd.io/deadline='yesterday'")
+
+
+def test_held_jobs_start_earliest_deadline_first_with_their_cores_as_a_limit() -> None:
+    d = decide(policy(admission_cores=1.5), cluster(
+        job("running", left=2000, rate=10, cores=2, allocation=2 / 3),
+        pending=(held("later", deadline="2h"), held("sooner", deadline="30m"),
+                 held("none")), nodes={"w1": 3.0}))
+    # 2.9 cores free (the running job without a deadline reserves its floor, 0.1): one fits
+    admits = [a for a in d.actions if isinstance(a, Admit)]
+    assert [(a.container, a.node, a.fraction, a.mode) for a in admits] == [
+        ("sooner", "w1", 0.5, "quota")]
+    assert [(q.container, q.position, q.why) for q in d.queue] == [
+        ("later", 1, "no_fit"), ("none", 2, "no_fit")]
+    assert "admission: 1 admitted, 2 waiting" in d.notes
+
+
+def test_a_job_whose_deadline_passed_while_it_waited_starts_only_when_nothing_else_waits(
+) -> None:
+    late = held("late", deadline="5s", submitted_at=NOW - 60)
+    d = decide(policy(), cluster(pending=(late, held("big", deadline="1h",
+                                                     labels={"policyd.io/min-cpu": "8"}))))
+    assert [(q.container, q.why) for q in d.queue] == [("big", "no_fit"), ("late", "hopeless")]
+    d = decide(policy(), cluster(pending=(late,)))
+    assert [a.container for a in d.actions if isinstance(a, Admit)] == ["late"]
+
+
+def test_a_job_at_its_cap_is_at_risk_and_grows_not_hopeless_for_a_growth_step() -> None:
+    # On one core (all of its quota), it needs ~2 cores: more than this interval's growth
+    # step (1.5) gives, less than its speed model says it can use: at risk, raised to 1.5.
+    d = decide(policy(), cluster(
+        job("urgent", left=2000, rate=10, deadline="750s", cores=1, allocation=0.25)))
+    assert by_id(d)["urgent"] == ("AT_RISK", 0.375)
