@@ -54,10 +54,17 @@ def outcome(call: Any) -> tuple[str, Any]:
 
 def run(kind: type[PrometheusConnect], answers: list[tuple[int, str]], instant: bool
         ) -> tuple[tuple[str, Any], list[str], list[Any]]:
-    with responses.RequestsMock(registry=responses.registries.OrderedRegistry,
-                                assert_all_requests_are_fired=False) as rsps:
-        for status, body in answers:
-            rsps.add(responses.GET, INSTANT if instant else RANGE, status=status, body=body)
+    """The answers in order, to requests for Prometheus only: `responses` patches every
+    session of the process, so a request of another test's thread still winding down is
+    refused without taking an answer (an ordered registry would have given it one)."""
+    left = list(answers)
+
+    def answer(request: Any) -> tuple[int, dict[str, str], str]:
+        status, body = left.pop(0)
+        return status, {}, body
+
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        rsps.add_callback(responses.GET, INSTANT if instant else RANGE, callback=answer)
         c = client(kind)
         if instant:
             got = outcome(lambda: c.custom_query("up", params={"time": "1700000000"}))
@@ -65,8 +72,9 @@ def run(kind: type[PrometheusConnect], answers: list[tuple[int, str]], instant: 
             got = outcome(lambda: c.custom_query_range(
                 "rate(x[1m])", start_time=START, end_time=END, step="20",
                 params={"end": "1704067300.5"}))
-        urls = [str(call.request.url) for call in rsps.calls]
-        timeouts = [call.request.req_kwargs.get("timeout") for call in rsps.calls]
+        ours = [call for call in rsps.calls if str(call.request.url).startswith(URL)]
+        urls = [str(call.request.url) for call in ours]
+        timeouts = [call.request.req_kwargs.get("timeout") for call in ours]
     return got, urls, timeouts
 
 
