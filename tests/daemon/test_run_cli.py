@@ -144,3 +144,4 @@ def test_the_docker_backend_reads_cadvisor_rest_when_the_settings_say_so(tmp_pat
         http=HttpSettings(enabled=False))
     parts = docker_parts(settings)
     assert isinstance(parts.source, CadvisorRestSource)
+    assert not parts.sees_held_jobs  # a Deadline policy is warned: only docker-stats lists them
