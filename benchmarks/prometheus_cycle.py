@@ -10,6 +10,9 @@ queries (`PrometheusSource.observe`: HTTP, decoding, `parse_cycle`) and `engine.
 policy, with the clock fixed at `--now` (the end of the backfilled data). Per cycle it reports
 the wall seconds of the whole cycle, of each query (as the client waited for it) with the bytes
 of its answer, of the parse (observe minus its queries) and of decide; per process the peak RSS.
+It also reports the CPU seconds of each cycle, this process's and the server's (its
+`process_cpu_seconds_total`, read from `/metrics` before and after the cycle): on a shared
+machine they move less than the wall times.
 The first cycle warms the connection and the imports' caches and is reported apart. With
 `--node` the cycles are a node agent's: every query narrowed to that node (the exporter's series
 carry `node`, as deploy/kubernetes/podmonitor-training.yaml makes them).
@@ -19,13 +22,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import requests
+
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def server_cpu_seconds(session: Any, url: str) -> float:
+    """The server's own `process_cpu_seconds_total` (NaN when it does not show one)."""
+    for line in session.get(f"{url}/metrics", timeout=30).text.splitlines():
+        if line.startswith("process_cpu_seconds_total "):
+            return float(line.split()[1])
+    return math.nan
 
 
 def main() -> None:
@@ -69,19 +83,27 @@ def main() -> None:
         return response
 
     session.request = timed
+    metrics = requests.Session()  # the server's CPU counter, not timed as a query
     cycles = []
     for _ in range(args.cycles + 1):
         calls.clear()
+        server_before = server_cpu_seconds(metrics, args.url)
+        cpu_started = time.process_time()
         started = time.perf_counter()
         parsed = source.observe(policies)
         observed = time.perf_counter()
+        cpu_observed = time.process_time()
         decision = decide(policies[0], parsed.snapshot)
         done = time.perf_counter()
+        cpu_done = time.process_time()
+        server_seconds = server_cpu_seconds(metrics, args.url) - server_before
         queried = sum(c["seconds"] for c in calls)
         cycles.append({"cycle": done - started, "queries": list(calls),
                        "parse": observed - started - queried, "decide": done - observed,
                        "containers": len(parsed.snapshot.containers),
-                       "actions": len(decision.actions), "warnings": len(parsed.warnings)})
+                       "actions": len(decision.actions), "warnings": len(parsed.warnings),
+                       "cpu_observe": cpu_observed - cpu_started,
+                       "cpu_decide": cpu_done - cpu_observed, "server_cpu": server_seconds})
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     json.dump({"warm_up": cycles[0], "cycles": cycles[1:], "rss_mib": rss}, sys.stdout)
 

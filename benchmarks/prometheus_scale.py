@@ -14,6 +14,8 @@ of one run, not figures across runs (the machine is shared). Figures are medians
 cycle of every run: the whole cycle, each query group (the evaluation range, the CPU range, the
 facts, the progress queries) with its answer's bytes, parse, decide, and the peak RSS of a run.
 A node agent's cycles (ours, node w0: its 10 containers) run beside them.
+With `--work DIR` the backfilled data is kept and a later run with the same DIR serves it
+again instead of backfilling (the clock is then the kept data's end).
 Heavy (10,000 containers: ~6 GB of text written and deleted in chunks, ~1 GB of TSDB): never
 in CI, always under the lock.
 """
@@ -91,6 +93,9 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "containers": med(c["containers"] for c in cycles),
         "actions": med(c["actions"] for c in cycles),
         "rss_mib": med(r["rss_mib"] for r in runs),
+        "cpu_observe": med(c["cpu_observe"] for c in cycles),
+        "cpu_decide": med(c["cpu_decide"] for c in cycles),
+        "server_cpu": med(c["server_cpu"] for c in cycles),
         "groups": {name: {"seconds": med(v[0] for v in vals), "bytes": med(v[1] for v in vals),
                           "queries": med(v[2] for v in vals)}
                    for name, vals in groups.items()},
@@ -104,16 +109,22 @@ def show(label: str, s: dict[str, Any]) -> str:
     return (f"  {label}: cycle {s['cycle']:.3f} s = queries {queried:.3f}"
             f" + parse {s['parse']:.3f} + decide {s['decide']:.3f}; {s['queries']:g} queries, "
             f"{s['bytes'] / 1e6:.2f} MB; {s['containers']:g} containers, {s['actions']:g} "
-            f"actions; RSS "
-            f"{s['rss_mib']:.0f} MiB\n    " + "; ".join(parts))
+            f"actions; RSS {s['rss_mib']:.0f} MiB\n    CPU seconds: ours observe "
+            f"{s['cpu_observe']:.3f} + decide {s['cpu_decide']:.3f}, the server "
+            f"{s['server_cpu']:.2f}\n    " + "; ".join(parts))
 
 
 def measure(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    end = math.floor(time.time() / 15) * 15.0
-    cluster = Cluster(containers=n, start_seconds=end - HISTORY_SECONDS, end_seconds=end)
-    data = work / f"prometheus-{n}"
-    print(f"{n} containers: backfilling {cluster.nodes} nodes ...", flush=True)
-    backfill_seconds = backfill(cluster, data, log=work / f"promtool-{n}.log")
+    data, ended = work / f"prometheus-{n}", work / f"prometheus-{n}.end"
+    if ended.exists():  # a kept --work directory: the same series, no second backfill
+        end, backfill_seconds = float(ended.read_text()), 0.0
+        print(f"{n} containers: the series backfilled earlier in {data}", flush=True)
+    else:
+        end = math.floor(time.time() / 15) * 15.0
+        cluster = Cluster(containers=n, start_seconds=end - HISTORY_SECONDS, end_seconds=end)
+        print(f"{n} containers: backfilling {cluster.nodes} nodes ...", flush=True)
+        backfill_seconds = backfill(cluster, data, log=work / f"promtool-{n}.log")
+        ended.write_text(str(end))
     trees = {"ours": ROOT, **({"baseline": args.baseline} if args.baseline else {})}
     policy = work / "policy.yaml"
     policy.write_text(POLICY)
@@ -145,7 +156,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--baseline", type=Path, default=None)
-    parser.add_argument("--work", type=Path, default=None, help="keep the data here")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="keep the data here (and use what an earlier run kept)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="policyd-scale-") as tmp:

@@ -160,7 +160,7 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
         daemon = Daemon(policies, source=source, actuator=actuator, events=events,
                         observer=observer, metrics=metrics, health=health, watcher=watcher,
                         scope=roles.NODE_AGENT_SCOPE if node is not None else None,
-                        settle=parts.settle)
+                        settle=parts.settle, sees_held_jobs=parts.sees_held_jobs)
         if once:
             if election is not None and not election.try_once():
                 LOG.info("leader: %s does not hold the lease: deciding, applying nothing",

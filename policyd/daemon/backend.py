@@ -64,6 +64,9 @@ class Parts:
     settle: Callable[[], object] | None = None
     """Finishes or rolls back the moves still pending; the daemon calls it at the start of
     every cycle (cheap when none is)."""
+    sees_held_jobs: bool = True
+    """Whether the source lists held jobs (created-not-started containers, suspended Jobs) for
+    the policies that admit them; on Docker only the docker-stats profile asks the engines."""
 
 
 def source_settings(prometheus: PrometheusSettings) -> SourceSettings:
@@ -152,7 +155,8 @@ def docker_parts(settings: DaemonSettings) -> Parts:
     else:
         source = prometheus_source(prometheus)
     return Parts(source=source, actuator=actuator, events=DockerEvents(docker),
-                 settle=actuator.settle_pending)
+                 settle=actuator.settle_pending,
+                 sees_held_jobs=prometheus.profile == "docker-stats")
 
 
 def kubernetes_settings(section: KubernetesSection, node: str | None = None

@@ -110,7 +110,8 @@ class Daemon:
                  loop_seconds: float = 0.5, reload_seconds: float = 2.0,
                  clock: Callable[[], float] = time.time, max_workers: int = 16,
                  scope: Scope | None = None,
-                 settle: Callable[[], object] | None = None) -> None:
+                 settle: Callable[[], object] | None = None,
+                 sees_held_jobs: bool = True) -> None:
         if not interval_scale > 0:
             raise ValueError("interval_scale must be positive")
         self.source = source
@@ -127,6 +128,7 @@ class Daemon:
         self._clock = clock
         self.scope = scope
         self.settle = settle
+        self.sees_held_jobs = sees_held_jobs
         self._lock = threading.RLock()
         self._jobs: dict[str, _Job] = {}
         self._peers: tuple[PolicyDocument, ...] = tuple(policies)
@@ -312,7 +314,15 @@ class Daemon:
         return _Job(schedule=schedule, scheduled=schedule.interval_seconds)
 
     def _in_scope(self, policies: Sequence[PolicyDocument]) -> list[PolicyDocument]:
-        """The policies this daemon runs (all, or a node agent's kinds of scope node)."""
+        """The policies this daemon runs (all, or a node agent's kinds of scope node); a
+        warning for each that admits held jobs where the source cannot list them."""
+        if not self.sees_held_jobs:
+            for p in policies:
+                if "admission" in KINDS.of(p).acts_on_of(p):
+                    LOG.warning("policy %s (%s) admits held jobs, but this source cannot list "
+                                "them (created, never started containers): they stay held. "
+                                "On Docker, prometheus.profile docker-stats lists them",
+                                p.name, p.kind)
         if self.scope is None:
             return list(policies)
         kept = [p for p in policies if KINDS.of(p).scope_of(p) == self.scope]

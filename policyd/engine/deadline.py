@@ -364,7 +364,7 @@ def _moves(policy: DeadlinePolicy, nodes: dict[str, _Node], spare: dict[str, flo
     for job, granted in at_risk:
         c, f, deadline = job.container, job.forecast, job.deadline_at
         assert f is not None and deadline is not None
-        if action_blocked(c, spec, now) is not None or \
+        if action_blocked(c, spec, now, disrupts=True) is not None or \
                 now - c.started_at < SETTLE_INTERVALS * spec.interval_seconds:
             continue
         budget_left = (deadline - now - _cushion(job.declared, spec)
@@ -511,7 +511,7 @@ def _emit(policy: DeadlinePolicy, job: _Job, granted: float, *, top: float,
         target = c.cpu_allocation
         if abs(fraction - c.cpu_allocation) > 1e-9:
             note = f"{reason}; within min_change {spec.min_change:g}: unchanged"
-    elif (blocked := action_blocked(c, spec, now)) is not None:
+    elif (blocked := action_blocked(c, spec, now, disrupts=False)) is not None:
         target, note = c.cpu_allocation, f"no action ({blocked}): {reason}"
     else:
         actions.append(SetCpu(policy=policy.name, container=c.id, node=c.node,

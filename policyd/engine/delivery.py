@@ -161,7 +161,8 @@ def deliver(decision: Decision, policy: PolicyDocument, snapshot: Snapshot, *,
             continue
         c = by_id[a.container]
         reason, next_fraction = hit.why, a.cpu_fraction_next
-        blocked = action_blocked(c, spec, snapshot.time) if hit.response != "notify" else None
+        blocked = (None if hit.response == "notify" else
+                   action_blocked(c, spec, snapshot.time, disrupts=hit.response == "stop"))
         if blocked is not None:
             reason = f"{hit.why}; {hit.response}: no action ({blocked})"
         elif hit.response == "stop":

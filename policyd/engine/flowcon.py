@@ -400,7 +400,7 @@ def _emit(
                       f"{limit:.3g}{tail}")
         note = reason
         if abs(limit - c.cpu_allocation) > CHANGE_TOLERANCE:
-            blocked = action_blocked(c, spec, now)
+            blocked = action_blocked(c, spec, now, disrupts=False)
             if blocked is None:
                 actions.append(SetCpu(policy=name, container=c.id, node=c.node,
                                       fraction=limit, mode=spec.mode, reason=reason))

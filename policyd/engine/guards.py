@@ -15,8 +15,13 @@ from policyd.engine.spec import CommonSpec
 from policyd.model import Container
 
 
-def action_blocked(container: Container, spec: CommonSpec, now: float) -> str | None:
-    """Why policyd must not act on `container` now, or None when it may."""
+def action_blocked(container: Container, spec: CommonSpec, now: float, *,
+                   disrupts: bool) -> str | None:
+    """Why policyd must not act on `container` now, or None when it may.
+
+    `disrupts`: the action stops the job's process (a move, a stop). A job back from a restart
+    whose exporter was not scraped since, and a job backing off after failed moves, are held
+    back from those only: a CPU change costs a loading or once-failed job nothing."""
     if spec.selector.opted_out(container):
         return f"opted out ({spec.selector.opt_out_key}=true)"
     age_seconds = now - container.started_at
@@ -27,12 +32,13 @@ def action_blocked(container: Container, spec: CommonSpec, now: float) -> str | 
             f"younger than min_job_age_seconds ({age_seconds:.0f} s < "
             f"{spec.safety.min_job_age_seconds:.0f} s)"
         )
-    not_back = not_back_yet(container, now)
-    if not_back is not None:
-        return not_back
-    backing_off = move_backoff(container, spec, now)
-    if backing_off is not None:
-        return backing_off
+    if disrupts:
+        not_back = not_back_yet(container, now)
+        if not_back is not None:
+            return not_back
+        backing_off = move_backoff(container, spec, now)
+        if backing_off is not None:
+            return backing_off
     last = container.markers.last_action_at
     if last is not None and now - last < spec.safety.cooldown_seconds:
         return (

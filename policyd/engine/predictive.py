@@ -296,7 +296,7 @@ def _moves(policy: PredictivePolicy, plans: dict[str, list[_Plan]],
                 c, f = p.job.container, p.job.forecast
                 if c.node == target or f is None:
                     continue
-                if action_blocked(c, spec, now) or budget.refusal(c.node, target):
+                if action_blocked(c, spec, now, disrupts=True) or budget.refusal(c.node, target):
                     continue
                 there = min(spare[target], p.job.best_cores)
                 moved = f.remaining_seconds_at(there)
@@ -356,7 +356,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
                 if abs(p.fraction - c.cpu_allocation) > 1e-9:
                     note = (f"{p.reason}; within min_change {spec.min_change:g} of "
                             f"{c.cpu_allocation:.3g}: unchanged")
-            elif (blocked := action_blocked(c, spec, now)) is not None:
+            elif (blocked := action_blocked(c, spec, now, disrupts=False)) is not None:
                 note = f"no action ({blocked}): {p.reason}"
                 target = c.cpu_allocation
             else:

@@ -453,7 +453,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
                 if abs(fraction - c.cpu_allocation) > 1e-9:
                     note = (f"{o.reason}; within min_change {spec.min_change:g} of its "
                             f"{now_cores:.2f} cores: unchanged")
-            elif (blocked := action_blocked(c, spec, now)) is not None:
+            elif (blocked := action_blocked(c, spec, now, disrupts=False)) is not None:
                 target, note = c.cpu_allocation, f"no action ({blocked}): {o.reason}"
             else:
                 actions.append(SetCpu(policy=policy.name, container=c.id, node=c.node,

@@ -110,7 +110,8 @@ def rebalance_cluster(
             run_notes.append(f"rebalance: nothing moved to {target}: {refusal}")
             continue
         for d, c in remaining:
-            why_not = guards.action_blocked(c, spec, now) or budget.refusal(c.node, target)
+            why_not = (guards.action_blocked(c, spec, now, disrupts=True)
+                       or budget.refusal(c.node, target))
             if why_not is not None:
                 notes.setdefault(c.id, f"rebalance candidate (d={d:.0f} s), no action: {why_not}")
                 continue

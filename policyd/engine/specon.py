@@ -242,7 +242,7 @@ def _reallocate(requests: Sequence[tuple[Container, float]], board: _Board,
     """
     actions: list[Action] = []
     for c, gain in requests:
-        blocked = guards.action_blocked(c, policy.spec, now)
+        blocked = guards.action_blocked(c, policy.spec, now, disrupts=True)
         if blocked is not None:
             notes[c.id] = f"requests reallocation, no action: {blocked}"
             continue

@@ -37,7 +37,7 @@ class Resource:
 
 def key_of(metric: Mapping[str, str], labels: tuple[str, ...]) -> Key | None:
     """The identity tuple, or None when a label is missing or empty (unmappable)."""
-    key = tuple(metric.get(name, "") for name in labels)
+    key = tuple([metric.get(name, "") for name in labels])  # a list is built faster here
     return key if all(key) else None
 
 

@@ -197,7 +197,8 @@ def parse_cycle(*, evaluation: Any, cpu: Any, facts_results: Mapping[str, Any],
         pod = (facts.key_of(res_labels or metric, settings.annotation_identity_labels)
                if settings.annotations_metric else None)
         marker_labels = {**res_labels, **(annotations.get(pod, {}) if pod else {})}
-        labels = {k: v for k, v in metric.items() if k != "__name__"}
+        labels = dict(metric)
+        labels.pop("__name__", None)
         labels.update(facts.prefixed_labels(res_labels, settings.label_prefix))
         done = progress.of_series(metric)
         containers.append(Container(

@@ -29,7 +29,11 @@ LabelSet = frozenset[tuple[str, str]]
 
 def label_set(metric: Mapping[str, str]) -> LabelSet:
     """A series' identity for matching across metrics: its labels without `__name__`."""
-    return frozenset((k, v) for k, v in metric.items() if k != "__name__")
+    if "__name__" not in metric:
+        return frozenset(metric.items())
+    rest = dict(metric)
+    del rest["__name__"]
+    return frozenset(rest.items())
 
 
 @dataclass(frozen=True, kw_only=True)

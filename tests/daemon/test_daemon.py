@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from policyd.daemon import Daemon, DaemonMetrics, Health, PolicyWatcher, stop_on_signals
 from policyd.model import SetCpu
+from policyd.policy import load_policies
 from tests.daemon.fakes import (
     POLICY,
     SCALE,
@@ -27,6 +28,8 @@ from tests.daemon.fakes import (
     with_newcomer,
     write,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
@@ -242,3 +245,19 @@ def test_a_policy_removed_during_its_tick_leaves_no_series(registry: CollectorRe
     assert value(registry, "policyd_ticks_total", policy=POLICY, result="ok") == 1
     assert [p.name for p in daemon.policies] == ["fc-other"]
     daemon.shutdown()
+
+
+@pytest.mark.parametrize(("sees", "warned"), [(False, True), (True, False)])
+def test_a_policy_that_admits_is_warned_of_a_source_blind_to_held_jobs(
+        registry: CollectorRegistry, caplog: pytest.LogCaptureFixture, sees: bool,
+        warned: bool) -> None:
+    policies = [*load_policies(ROOT / "policies" / "deadline.yaml"), flowcon()]
+    with caplog.at_level("WARNING", logger="policyd.daemon.scheduler"):
+        daemon = make(registry, FakeSource(), policies=policies, sees_held_jobs=sees)
+        daemon.replace_policies(policies)  # and again on every reload
+    found = [r.getMessage() for r in caplog.records if "admits held jobs" in r.getMessage()]
+    deadline = [p.name for p in policies if p.kind == "Deadline"]
+    assert found == ([f"policy {deadline[0]} (Deadline) admits held jobs, but this source "
+                      "cannot list them (created, never started containers): they stay held. "
+                      "On Docker, prometheus.profile docker-stats lists them"] * 2
+                     if warned else [])

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import gc
 import io
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-import pytest
 from prometheus_client import CollectorRegistry
 
 from policyd.cli import main
@@ -130,8 +128,6 @@ def test_the_simulated_daemon_times_its_ticks() -> None:
     assert count == 1 and total is not None and total > 0
 
 
-# docker-py leaves the socket of a failed connect open (a known leak of the SDK, not ours)
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_the_docker_backend_reads_cadvisor_rest_when_the_settings_say_so(tmp_path: Path) -> None:
     from policyd.daemon.backend import docker_parts  # noqa: PLC0415
     from policyd.sources.cadvisor_source import CadvisorRestSource  # noqa: PLC0415
@@ -141,9 +137,11 @@ def test_the_docker_backend_reads_cadvisor_rest_when_the_settings_say_so(tmp_pat
         policies=(tmp_path / "p.yaml",), backend="docker",
         prometheus=PrometheusSettings(url="http://127.0.0.1:9", profile="cadvisor-rest",
                                       cadvisor={"w1": "http://127.0.0.1:9"}),
-        docker=DockerSection(hosts={"w1": DockerHost(url="unix:///nonexistent.sock")}),
+        # nothing listens there: recovery fails and is retried later. (Not a missing unix socket:
+        # docker-py's unix transport drops the socket of a failed connect unclosed, inside the
+        # traceback's cycle, and a later test's garbage collection reported it.)
+        docker=DockerSection(hosts={"w1": DockerHost(url="tcp://127.0.0.1:9")}),
         http=HttpSettings(enabled=False))
-    parts = docker_parts(settings)  # the engine is absent: recovery is retried later
+    parts = docker_parts(settings)
     assert isinstance(parts.source, CadvisorRestSource)
-    del parts
-    gc.collect()  # the leaked socket is reported here, where it is ignored, not in a later test
+    assert not parts.sees_held_jobs  # a Deadline policy is warned: only docker-stats lists them

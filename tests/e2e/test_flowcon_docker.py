@@ -1,7 +1,12 @@
 """(a) FlowCon on a real Docker engine: three PyTorch jobs (one thread each, all on CPU 0)
 started at 0, t, 2t. With `policyd run` the converged job's weight drops to the floor
 1/(beta*n)*1024 when a new job arrives, the new job keeps 1024, and when every job is CL the
-weights go back to 1024. The same jobs without policyd are the NA baseline."""
+weights go back to 1024.
+
+The same jobs without policyd (the NA baseline) and the completion times of both are figures,
+not assertions: `benchmarks/docker_proof.py flowcon` runs them (benchmarks/README.md). The NA
+run here asserted only that nothing touched the weights while nothing could, and it doubled the
+test (half of 27 min in a CI run on a loaded machine)."""
 
 from __future__ import annotations
 
@@ -70,13 +75,10 @@ def test_flowcon_moves_cpu_weights_as_algorithm_1_says_and_na_does_not(tmp_path:
                     seen["all CL at 1024"] = True
             policy = run_flowcon_jobs(world, shape, "FlowCon", during,
                                       converged=lambda n: policyd.category(n) == "CL")
-        baseline = run_flowcon_jobs(world, shape, "NA", stagger_seconds=policy.stagger_seconds)
-    for run in (policy, baseline):
-        print(f"\n{run.label}: {shape.steps} steps a job; t = {run.stagger_seconds:.1f} s "
-              f"(job 1 at step {run.step_at_stagger}, {run.alone_steps_per_second:.0f} steps/s "
-              "alone)")
+    print(f"\nFlowCon: {shape.steps} steps a job; t = {policy.stagger_seconds:.1f} s "
+          f"(job 1 at step {policy.step_at_stagger}, {policy.alone_steps_per_second:.0f} "
+          "steps/s alone)")
     report("FlowCon", policy.table(), policy.makespan)
-    report("NA", baseline.table(), baseline.makespan)
     # Job 2 started once policyd reported job 1 CL (the scenario's premise); the tick that
     # job 2's start triggers may see one more noisy interval (WL), and the wait above proved
     # job 1 reached CL's floor of 256 right after.
@@ -85,9 +87,4 @@ def test_flowcon_moves_cpu_weights_as_algorithm_1_says_and_na_does_not(tmp_path:
     early = [c.shares for c in policy.shares[three]
              if c.time < policy.jobs[three].started + 8]
     assert all(v in (0, 1024) for v in early), early
-    # NA: nobody touched the weights
-    assert all(c.shares in (0, 1024) for n in FLOWCON_JOBS for c in baseline.shares[n])
-    for run in (policy, baseline):
-        assert all(j.exit_code == 0 and j.ttq is not None for j in run.jobs.values())
-    # Completion times and time-to-quality are figures, not assertions: benchmarks/README.md
-    # records them (benchmarks/docker_proof.py), as the project keeps timing out of tests.
+    assert all(j.exit_code == 0 and j.ttq is not None for j in policy.jobs.values())

@@ -26,8 +26,12 @@ def container(*, started_at: float, samples: tuple[float, ...] = (NOW - 60, NOW 
 ])
 def test_a_restarted_job_waits_for_its_exporter(started_at: float, samples: tuple[float, ...],
                                                 blocked: bool) -> None:
-    found = not_back_yet(container(started_at=started_at, samples=samples), NOW)
+    c = container(started_at=started_at, samples=samples)
+    found = not_back_yet(c, NOW)
     assert (found is not None) == blocked
+    spec = policy().spec
+    assert (action_blocked(c, spec, NOW, disrupts=True) == found)
+    assert action_blocked(c, spec, NOW, disrupts=False) is None  # a CPU change may go ahead
     if blocked:
         assert found == "(re)started 10 s ago and its exporter not scraped since: not ready " \
                         "for a SIGTERM yet"
@@ -48,4 +52,5 @@ def test_failed_moves_back_off_doubling(failures: int, ago: float, base: float,
     c = container(started_at=NOW - 600, failures=failures, failed_at=NOW - ago)
     spec = policy(safety={"move_backoff_seconds": base}).spec
     assert (move_backoff(c, spec, NOW) is not None) == blocked
-    assert (action_blocked(c, spec, NOW) is not None) == blocked
+    assert (action_blocked(c, spec, NOW, disrupts=True) is not None) == blocked
+    assert action_blocked(c, spec, NOW, disrupts=False) is None  # a CPU change may go ahead

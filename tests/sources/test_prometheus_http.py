@@ -13,7 +13,9 @@ import requests
 import responses
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 
+from policyd.clients.http_access import HttpAccess
 from policyd.sources.http import retry_policy
+from policyd.sources.prometheus import connect_prometheus
 from policyd.sources.prometheus_http import FastPrometheusConnect
 from tests.sources.builders import envelope, series
 
@@ -52,10 +54,17 @@ def outcome(call: Any) -> tuple[str, Any]:
 
 def run(kind: type[PrometheusConnect], answers: list[tuple[int, str]], instant: bool
         ) -> tuple[tuple[str, Any], list[str], list[Any]]:
-    with responses.RequestsMock(registry=responses.registries.OrderedRegistry,
-                                assert_all_requests_are_fired=False) as rsps:
-        for status, body in answers:
-            rsps.add(responses.GET, INSTANT if instant else RANGE, status=status, body=body)
+    """The answers in order, to requests for Prometheus only: `responses` patches every
+    session of the process, so a request of another test's thread still winding down is
+    refused without taking an answer (an ordered registry would have given it one)."""
+    left = list(answers)
+
+    def answer(request: Any) -> tuple[int, dict[str, str], str]:
+        status, body = left.pop(0)
+        return status, {}, body
+
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        rsps.add_callback(responses.GET, INSTANT if instant else RANGE, callback=answer)
         c = client(kind)
         if instant:
             got = outcome(lambda: c.custom_query("up", params={"time": "1700000000"}))
@@ -63,8 +72,9 @@ def run(kind: type[PrometheusConnect], answers: list[tuple[int, str]], instant: 
             got = outcome(lambda: c.custom_query_range(
                 "rate(x[1m])", start_time=START, end_time=END, step="20",
                 params={"end": "1704067300.5"}))
-        urls = [str(call.request.url) for call in rsps.calls]
-        timeouts = [call.request.req_kwargs.get("timeout") for call in rsps.calls]
+        ours = [call for call in rsps.calls if str(call.request.url).startswith(URL)]
+        urls = [str(call.request.url) for call in ours]
+        timeouts = [call.request.req_kwargs.get("timeout") for call in ours]
     return got, urls, timeouts
 
 
@@ -82,3 +92,17 @@ def test_a_body_that_is_not_json_raises_requests_own_error() -> None:
         rsps.add(responses.GET, INSTANT, body="<html>proxy</html>")
         with pytest.raises(requests.exceptions.JSONDecodeError, match="Expecting value"):
             client(FastPrometheusConnect).custom_query("up")
+
+
+@pytest.mark.parametrize(("headers", "sent"), [
+    pytest.param({}, "identity", id="uncompressed-by-default"),
+    pytest.param({"accept-encoding": "gzip"}, "gzip", id="the-settings-headers-win"),
+])
+def test_answers_are_asked_uncompressed_unless_the_settings_say(headers: dict[str, str],
+                                                                sent: str) -> None:
+    with responses.RequestsMock() as rsps:
+        rsps.add(responses.GET, INSTANT, status=200, body=json.dumps(envelope([], "vector")))
+        made = connect_prometheus(URL, timeout_seconds=5, retries=0,
+                                  access=HttpAccess(headers=headers))
+        assert made.custom_query("up") == []
+        assert rsps.calls[0].request.headers["Accept-Encoding"] == sent
