@@ -207,7 +207,7 @@ def _moves(policy: FlowCon2Policy, model: dict[str, list[_Job]], *,
                 c = containers[job.id]
                 if (categories.get(job.id) != MOVABLE or job.forecast is None
                         or c.markers.migrated or any(m.job.id == job.id for m in moved)
-                        or action_blocked(c, spec, now) is not None):
+                        or action_blocked(c, spec, now, disrupts=True) is not None):
                     continue
                 for target in sorted(model):
                     if target == source or budget.refusal(source, target) is not None:
