@@ -138,8 +138,11 @@ def histories(snapshot: Snapshot, containers: Sequence[Container]) -> Histories:
     every = [t for c in snapshot.containers
              for t in (c.evaluation.times_seconds, c.steps.times_seconds,
                        c.cpu_usage.times_seconds) if t.size]
-    low = min((float(t[0]) for t in every), default=0.0) - 1.0
-    high = max((float(t[-1]) for t in every), default=0.0) + 1.0
+    firsts = np.fromiter((t[0] for t in every), dtype=np.float64, count=len(every))
+    lasts = np.fromiter((t[-1] for t in every), dtype=np.float64, count=len(every))
+    low = float(firsts.min(initial=np.inf)) if every else 0.0
+    high = float(lasts.max(initial=-np.inf)) if every else 0.0
+    low, high = low - 1.0, high + 1.0
     span = high - low + 1.0
     steps, _ = _Packed.of([c.steps for c in containers], low, span).held(times)
     cores, read_at = _Packed.of([c.cpu_usage for c in containers], low, span).held(times)
@@ -171,7 +174,7 @@ def _busy(snapshot: Snapshot, containers: Sequence[Container], read_at: FloatArr
                       [len(c.cpu_usage) for c in members])
     keys = (np.concatenate([c.cpu_usage.times_seconds for c in members]) - low) + owner * span
     values = np.nan_to_num(np.concatenate([c.cpu_usage.values for c in members]))
-    unique, where = np.unique(keys, return_inverse=True)
+    unique, where = _groups(keys)
     load = np.bincount(where, weights=values, minlength=unique.size)
     node = np.array([index[c.node] for c in containers], dtype=np.float64)[:, None]
     with np.errstate(invalid="ignore"):
@@ -180,6 +183,20 @@ def _busy(snapshot: Snapshot, containers: Sequence[Container], read_at: FloatArr
     found = np.isfinite(wanted) & (unique[at] == wanted)
     busy = load[at] >= BUSY_SHARE * node_cores[:, None]
     return np.where(found, busy.astype(np.float64), np.nan)
+
+
+def _groups(keys: FloatArray) -> tuple[FloatArray, npt.NDArray[np.int64]]:
+    """`np.unique(keys, return_inverse=True)` by a stable argsort: the keys come as sorted runs
+    (each container's samples in time order), which a stable sort merges several times faster
+    than `unique`'s own sort."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    new = np.empty(ordered.size, dtype=np.bool_)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    where = np.empty(ordered.size, dtype=np.int64)
+    where[order] = np.cumsum(new) - 1
+    return ordered[new], where
 
 
 def settings_of(policy: PolicyDocument, snapshot: Snapshot, *, alpha: float,
