@@ -26,13 +26,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
 
 from policyd.engine.forecast import forecast
 from policyd.engine.forecast_input import DEFAULT_SMOOTHING_STEPS, Histories, History, Settings
-from policyd.engine.forecast_output import Forecast, Forecasts
+from policyd.engine.forecast_output import Forecast, Forecasts, convergence_basis
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Container, Decision, JobForecast, Series, Snapshot
 from policyd.model import labels as keys
@@ -93,7 +94,8 @@ class _Packed:
 
     @classmethod
     def of(cls, series: Sequence[Series], origin: float, span: float) -> _Packed:
-        lengths = np.fromiter((len(x) for x in series), dtype=np.int64, count=len(series))
+        lengths = np.fromiter((x.times_seconds.size for x in series), dtype=np.int64,
+                              count=len(series))
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
         if not lengths.sum():
             empty = np.empty(0)
@@ -125,7 +127,10 @@ def histories(snapshot: Snapshot, containers: Sequence[Container]) -> Histories:
     (every container of the snapshot on the node counted)."""
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
     n = len(containers)
-    lengths = np.fromiter((len(c.evaluation) for c in containers), dtype=np.int64, count=n)
+    # `.size` of the arrays rather than `len(series)`: a Python call per series adds up at
+    # 10,000 containers.
+    lengths = np.fromiter((c.evaluation.times_seconds.size for c in containers),
+                          dtype=np.int64, count=n)
     width = int(lengths.max()) if n else 0
     rows = np.repeat(np.arange(n), lengths)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64) if n else lengths
@@ -140,9 +145,10 @@ def histories(snapshot: Snapshot, containers: Sequence[Container]) -> Histories:
                        c.cpu_usage.times_seconds) if t.size]
     firsts = np.fromiter((t[0] for t in every), dtype=np.float64, count=len(every))
     lasts = np.fromiter((t[-1] for t in every), dtype=np.float64, count=len(every))
-    low = float(firsts.min(initial=np.inf)) if every else 0.0
-    high = float(lasts.max(initial=-np.inf)) if every else 0.0
-    low, high = low - 1.0, high + 1.0
+    # NaN times (a series with a `problem`) are passed over.
+    low = float(np.fmin.reduce(firsts, initial=np.inf))
+    high = float(np.fmax.reduce(lasts, initial=-np.inf))
+    low, high = (low - 1.0, high + 1.0) if low <= high else (-1.0, 1.0)
     span = high - low + 1.0
     steps, _ = _Packed.of([c.steps for c in containers], low, span).held(times)
     cores, read_at = _Packed.of([c.cpu_usage for c in containers], low, span).held(times)
@@ -167,11 +173,11 @@ def _busy(snapshot: Snapshot, containers: Sequence[Container], read_at: FloatArr
     read at each evaluation sample (`read_at`), 0 where not, NaN where not known."""
     names = sorted({c.node for c in snapshot.containers})
     index = {name: k for k, name in enumerate(names)}
-    members = [c for c in snapshot.containers if len(c.cpu_usage)]
+    members = [c for c in snapshot.containers if c.cpu_usage.times_seconds.size]
     if not members or not containers:
         return np.full(read_at.shape, np.nan)
     owner = np.repeat(np.array([index[c.node] for c in members], dtype=np.float64),
-                      [len(c.cpu_usage) for c in members])
+                      [c.cpu_usage.times_seconds.size for c in members])
     keys = (np.concatenate([c.cpu_usage.times_seconds for c in members]) - low) + owner * span
     values = np.nan_to_num(np.concatenate([c.cpu_usage.values for c in members]))
     unique, where = _groups(keys)
@@ -212,13 +218,56 @@ def settings_of(policy: PolicyDocument, snapshot: Snapshot, *, alpha: float,
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Forecasted:
-    """The forecasts of some containers: `by_id[id]` the engine's forecast (None: `notes[id]`
-    says why), and the arrays for vectorised use (`forecasts`, rows in `ids` order)."""
+    """The forecasts of some containers: the arrays for vectorised use (`forecasts`, rows in
+    `ids` order), `notes[id]` why a container has none (or what its target could not say), and
+    `unjudged` the containers not forecast at all (no steps reported). `by_id` (the engine's
+    `Forecast` per container, None where there is none) is built on first use; `jobs()` gives
+    the forecasts as a decision reports them straight from the arrays."""
 
     ids: tuple[str, ...]
     forecasts: Forecasts | None
-    by_id: Mapping[str, Forecast | None]
     notes: Mapping[str, str]
+    unjudged: tuple[str, ...] = ()
+
+    @cached_property
+    def by_id(self) -> Mapping[str, Forecast | None]:
+        out: dict[str, Forecast | None] = dict.fromkeys(self.unjudged)
+        if self.forecasts is not None:
+            out.update(zip(self.ids, self.forecasts.every(), strict=True))
+        return out
+
+    def jobs(self) -> dict[str, JobForecast | None]:
+        """`job_forecast` of every container's forecast, with its note, None where there is
+        none; read out of the arrays once (10,000 at a time), without a `Forecast` between."""
+        out: dict[str, JobForecast | None] = dict.fromkeys(self.unjudged)
+        f = self.forecasts
+        if f is None:
+            return out
+        s = f.settings
+        convergence = convergence_basis(s)
+        improvement = (f.remaining_improvement.tolist() if f.remaining_improvement is not None
+                       else [math.nan] * len(self.ids))
+        columns = [a.tolist() for a in (
+            f.steps_done, f.total_steps, f.remaining_steps, f.remaining_seconds, f.finish_at,
+            f.low_seconds, f.high_seconds, f.target_loss, f.target_eta_seconds,
+            f.seconds_per_step)]
+        rows = zip(*columns, strict=True)
+        for cid, note, remark, row, gain in zip(self.ids, f.notes, f.remarks, rows, improvement,
+                                                strict=True):
+            if note:
+                out[cid] = None
+                continue
+            done, total, steps, seconds, finish, low, high, target, eta, per_step = row
+            out[cid] = _job_forecast(
+                steps_done=done, total_steps=None if math.isnan(total) else total,
+                remaining_steps=steps, remaining_seconds=seconds, finish_at=finish,
+                low_seconds=low, high_seconds=high, steps_per_second=1.0 / per_step,
+                basis="total steps" if not math.isnan(total) else convergence,
+                target_loss=None if math.isnan(target) else target,
+                target_eta_seconds=None if math.isnan(eta) else eta,
+                notes=(remark, self.notes.get(cid, "")),
+                remaining_improvement=None if math.isnan(gain) else gain)
+        return out
 
 
 def forecast_containers(settings: Settings, snapshot: Snapshot,
@@ -227,37 +276,51 @@ def forecast_containers(settings: Settings, snapshot: Snapshot,
     notes: dict[str, str] = {}
     judged = []
     for c in containers:
-        if len(c.steps) == 0:
+        if c.steps.times_seconds.size == 0:
             notes[c.id] = ("no steps reported (the exporter's policyd_training_steps_total): "
                            "the job's speed cannot be measured")
         else:
             judged.append(c)
-    by_id: dict[str, Forecast | None] = {cid: None for cid in notes}
+    unjudged = tuple(notes)
     forecasts = None
     if judged:
         forecasts = forecast(histories(snapshot, judged), settings)
-        for c, f, note in zip(judged, forecasts.every(), forecasts.notes, strict=True):
-            by_id[c.id] = f
-            if f is None:
+        for c, note in zip(judged, forecasts.notes, strict=True):
+            if note:
                 notes[c.id] = note
     for c in containers:
         _, why = target_loss(c)
-        if why and by_id.get(c.id) is not None:
+        if why and c.id not in notes:
             notes[c.id] = why
-    return Forecasted(ids=tuple(c.id for c in judged), forecasts=forecasts, by_id=by_id,
-                      notes=notes)
+    return Forecasted(ids=tuple(c.id for c in judged), forecasts=forecasts, notes=notes,
+                      unjudged=unjudged)
+
+
+def _job_forecast(*, steps_done: float, total_steps: float | None, remaining_steps: float,
+                  remaining_seconds: float, finish_at: float, low_seconds: float,
+                  high_seconds: float, steps_per_second: float, basis: str,
+                  target_loss: float | None, target_eta_seconds: float | None,
+                  notes: tuple[str, str], remaining_improvement: float | None) -> JobForecast:
+    """The one reading of an engine forecast as a decision reports it: no negative seconds
+    left, and the range widened to hold them."""
+    remaining = max(remaining_seconds, 0.0)
+    return JobForecast(
+        steps_done=steps_done, total_steps=total_steps, remaining_steps=remaining_steps,
+        remaining_seconds=remaining, finish_at=finish_at,
+        low_seconds=min(low_seconds, remaining), high_seconds=max(high_seconds, remaining),
+        steps_per_second=steps_per_second, basis=basis, target_loss=target_loss,
+        target_eta_seconds=target_eta_seconds, note="; ".join(n for n in notes if n),
+        remaining_improvement=remaining_improvement)
 
 
 def job_forecast(f: Forecast, note: str = "") -> JobForecast:
     """The engine's forecast as a decision reports it."""
-    remaining = max(f.remaining_seconds, 0.0)
-    return JobForecast(
+    return _job_forecast(
         steps_done=f.steps_done, total_steps=f.total_steps, remaining_steps=f.remaining_steps,
-        remaining_seconds=remaining, finish_at=f.finish_at,
-        low_seconds=min(f.low_seconds, remaining), high_seconds=max(f.high_seconds, remaining),
+        remaining_seconds=f.remaining_seconds, finish_at=f.finish_at,
+        low_seconds=f.low_seconds, high_seconds=f.high_seconds,
         steps_per_second=f.steps_per_second, basis=f.basis, target_loss=f.target_loss,
-        target_eta_seconds=f.target_eta_seconds,
-        note="; ".join(n for n in (f.note, note) if n),
+        target_eta_seconds=f.target_eta_seconds, notes=(f.note, note),
         remaining_improvement=f.remaining_improvement)
 
 
@@ -270,14 +333,15 @@ def with_forecasts(decision: Decision, settings: Settings, snapshot: Snapshot) -
         return decision
     containers = [c for c in snapshot.containers if c.id in wanted]
     found = forecast_containers(settings, snapshot, containers)
+    jobs = found.jobs()
     assessments = []
     for a in decision.assessments:
         if a.container in wanted:
-            f = found.by_id.get(a.container)
-            note = found.notes.get(a.container, "")
+            f = jobs.get(a.container)
             if f is not None:
-                a = replace(a, forecast=job_forecast(f, note))  # noqa: PLW2901
+                a = replace(a, forecast=f)  # noqa: PLW2901
             else:
-                a = replace(a, forecast_note=note or "not forecast")  # noqa: PLW2901
+                a = replace(a, forecast_note=(  # noqa: PLW2901
+                    found.notes.get(a.container, "") or "not forecast"))
         assessments.append(a)
     return replace(decision, assessments=tuple(assessments))

@@ -119,13 +119,12 @@ def fit_speed(
     u, v = _design(safe_cores)
     total = w.sum(axis=1)
     p0, ridge = PRIOR_PARALLEL_FRACTION, PRIOR_WEIGHT * total
-    # Normal equations of the penalised least squares (module docstring); each row's sums by
-    # einsum, several times faster than a product and a sum along short rows.
+    # Normal equations of the penalised least squares (module docstring).
     wu, wv = w * u, w * v
-    suu = _row_dot(wu, u) + ridge * p0 * p0
-    svv = _row_dot(wv, v) + ridge * (1 - p0) ** 2
-    suv = _row_dot(wu, v) - ridge * p0 * (1 - p0)
-    sus, svs = _row_dot(wu, s), _row_dot(wv, s)
+    suu = (wu * u).sum(axis=1) + ridge * p0 * p0
+    svv = (wv * v).sum(axis=1) + ridge * (1 - p0) ** 2
+    suv = (wu * v).sum(axis=1) - ridge * p0 * (1 - p0)
+    sus, svs = (wu * s).sum(axis=1), (wv * s).sum(axis=1)
     det = suu * svv - suv * suv
     with np.errstate(divide="ignore", invalid="ignore"):
         serial = (svv * sus - suv * svs) / det
@@ -146,21 +145,16 @@ def fit_speed(
     last_idle = _last_valid(np.where(good, idle.astype(np.float64), np.nan)) > 0.5
     span = np.where(good, seconds, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        used = _row_dot(span, np.where(good, cores, 0.0)) / span.sum(axis=1)
+        used = (span * np.where(good, cores, 0.0)).sum(axis=1) / span.sum(axis=1)
     held_back = np.isfinite(last) & (last < UNUSED_SHARE * allocation_cores) & last_idle
     cap = np.where(held_back, used, max_cores)
 
     with np.errstate(divide="ignore", invalid="ignore"):
         model_s = serial[:, None] * u + parallel[:, None] * v
         ratio = np.where(good, s / model_s - 1.0, 0.0)
-        spread = np.sqrt(np.einsum("ij,ij,ij->i", w, ratio, ratio) / total)
+        spread = np.sqrt((w * ratio * ratio).sum(axis=1) / total)
     return SpeedModel(serial_seconds=serial, parallel_seconds=parallel, cap_cores=cap,
                       spread=np.where(usable, spread, np.nan), usable=usable, mean_cores=used)
-
-
-def _row_dot(a: FloatArray, b: FloatArray) -> FloatArray:
-    """Per row, the sum of a * b."""
-    return np.asarray(np.einsum("ij,ij->i", a, b), dtype=np.float64)
 
 
 def _last_valid(values: FloatArray) -> FloatArray:
