@@ -89,6 +89,7 @@ class _Packed:
     times: FloatArray
     values: FloatArray
     starts: npt.NDArray[np.int64]
+    lengths: npt.NDArray[np.int64]
     origin: float
     span: float
 
@@ -99,11 +100,23 @@ class _Packed:
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
         if not lengths.sum():
             empty = np.empty(0)
-            return cls(empty, empty, empty, starts, origin, span)
+            return cls(empty, empty, empty, starts, lengths, origin, span)
         times = np.concatenate([x.times_seconds for x in series])
         values = np.concatenate([x.values for x in series])
         owner = np.repeat(np.arange(len(series), dtype=np.float64), lengths)
-        return cls((times - origin) + owner * span, times, values, starts, origin, span)
+        return cls((times - origin) + owner * span, times, values, starts, lengths, origin,
+                   span)
+
+    def aligned(self, lengths: npt.NDArray[np.int64], flat: FloatArray) -> bool:
+        """Whether every row's series has exactly the sample times `flat` (each row's
+        `lengths[i]` times, concatenated), strictly increasing within each row: then the sample
+        held at each of those times is the one taken at it (what Prometheus gives when every
+        series of a container is read with the same range and step)."""
+        if not (np.array_equal(self.lengths, lengths) and np.array_equal(self.times, flat)):
+            return False
+        rising = np.diff(flat) > 0
+        rising[self.starts[1:][self.starts[1:] > 0] - 1] = True  # row boundaries
+        return bool(rising.all())
 
     def held(self, at: FloatArray) -> tuple[FloatArray, FloatArray]:
         """(value, time) of the last sample at or before each time of `at` (N, K) in its own
@@ -137,8 +150,10 @@ def histories(snapshot: Snapshot, containers: Sequence[Container]) -> Histories:
     cols = np.arange(int(lengths.sum())) - np.repeat(starts, lengths)
     times = np.full((n, width), np.nan)
     losses = np.full((n, width), np.nan)
+    flat = (np.concatenate([c.evaluation.times_seconds for c in containers]) if n
+            else np.empty(0))
     if n and width:
-        times[rows, cols] = np.concatenate([c.evaluation.times_seconds for c in containers])
+        times[rows, cols] = flat
         losses[rows, cols] = np.concatenate([c.evaluation.values for c in containers])
     every = [t for c in snapshot.containers
              for t in (c.evaluation.times_seconds, c.steps.times_seconds,
@@ -150,8 +165,17 @@ def histories(snapshot: Snapshot, containers: Sequence[Container]) -> Histories:
     high = float(np.fmax.reduce(lasts, initial=-np.inf))
     low, high = (low - 1.0, high + 1.0) if low <= high else (-1.0, 1.0)
     span = high - low + 1.0
-    steps, _ = _Packed.of([c.steps for c in containers], low, span).held(times)
-    cores, read_at = _Packed.of([c.cpu_usage for c in containers], low, span).held(times)
+
+    def held(series: Sequence[Series]) -> tuple[FloatArray, FloatArray]:
+        packed = _Packed.of(series, low, span)
+        if not (n and width and packed.aligned(lengths, flat)):
+            return packed.held(times)
+        values = np.full((n, width), np.nan)
+        values[rows, cols] = packed.values
+        return values, times.copy()
+
+    steps, _ = held([c.steps for c in containers])
+    cores, read_at = held([c.cpu_usage for c in containers])
     node_cores = np.array([capacity[c.node] for c in containers], dtype=np.float64)
     busy = _busy(snapshot, containers, read_at, node_cores=node_cores, low=low, span=span)
     targets = [target_loss(c)[0] for c in containers]
