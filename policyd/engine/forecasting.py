@@ -83,29 +83,30 @@ def history_of(container: Container, capacity_cores: float) -> History:
 
 @dataclass(frozen=True, eq=False)
 class _Packed:
-    """Many series on one axis, series i's samples at keys (t - origin) + i * span, sorted."""
+    """Many series concatenated (series i's samples at starts[i] on, lengths[i] of them);
+    `held` lays them on one axis, series i's samples at keys (t - origin) + i * span."""
 
-    keys: FloatArray
     times: FloatArray
     values: FloatArray
     starts: npt.NDArray[np.int64]
     lengths: npt.NDArray[np.int64]
-    origin: float
-    span: float
 
     @classmethod
-    def of(cls, series: Sequence[Series], origin: float, span: float) -> _Packed:
+    def of(cls, series: Sequence[Series]) -> _Packed:
         lengths = np.fromiter((x.times_seconds.size for x in series), dtype=np.int64,
                               count=len(series))
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
         if not lengths.sum():
             empty = np.empty(0)
-            return cls(empty, empty, empty, starts, lengths, origin, span)
-        times = np.concatenate([x.times_seconds for x in series])
-        values = np.concatenate([x.values for x in series])
-        owner = np.repeat(np.arange(len(series), dtype=np.float64), lengths)
-        return cls((times - origin) + owner * span, times, values, starts, lengths, origin,
-                   span)
+            return cls(empty, empty, starts, lengths)
+        return cls(np.concatenate([x.times_seconds for x in series]),
+                   np.concatenate([x.values for x in series]), starts, lengths)
+
+    def keys(self, origin: float, span: float, owners: FloatArray | None = None) -> FloatArray:
+        """Each sample's place on the one axis: (t - origin) + its series' owner * span (owner
+        i for series i unless `owners` says otherwise)."""
+        owner = np.arange(self.lengths.size, dtype=np.float64) if owners is None else owners
+        return (self.times - origin) + np.repeat(owner, self.lengths) * span
 
     def aligned(self, lengths: npt.NDArray[np.int64], flat: FloatArray) -> bool:
         """Whether every row's series has exactly the sample times `flat` (each row's
@@ -118,18 +119,19 @@ class _Packed:
         rising[self.starts[1:][self.starts[1:] > 0] - 1] = True  # row boundaries
         return bool(rising.all())
 
-    def held(self, at: FloatArray) -> tuple[FloatArray, FloatArray]:
+    def held(self, at: FloatArray, origin: float, span: float) -> tuple[FloatArray, FloatArray]:
         """(value, time) of the last sample at or before each time of `at` (N, K) in its own
-        row's series; NaN where there is none."""
-        if self.keys.size == 0:
+        row's series; NaN where there is none. Every time must lie in [origin, origin + span)."""
+        if self.times.size == 0:
             nan = np.full(at.shape, np.nan)
             return nan, nan
+        keys = self.keys(origin, span)
         rows = np.arange(at.shape[0], dtype=np.float64)[:, None]
         with np.errstate(invalid="ignore"):
-            wanted = np.where(np.isfinite(at), (at - self.origin) + rows * self.span, -1.0)
-        index = np.searchsorted(self.keys, wanted, side="right") - 1
+            wanted = np.where(np.isfinite(at), (at - origin) + rows * span, -1.0)
+        index = np.searchsorted(keys, wanted, side="right") - 1
         mine = (index >= self.starts[:, None]) & np.isfinite(at)
-        safe = np.clip(index, 0, self.keys.size - 1)
+        safe = np.clip(index, 0, keys.size - 1)
         return (np.where(mine, self.values[safe], np.nan),
                 np.where(mine, self.times[safe], np.nan))
 
@@ -148,36 +150,44 @@ def histories(snapshot: Snapshot, containers: Sequence[Container]) -> Histories:
     rows = np.repeat(np.arange(n), lengths)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64) if n else lengths
     cols = np.arange(int(lengths.sum())) - np.repeat(starts, lengths)
-    times = np.full((n, width), np.nan)
-    losses = np.full((n, width), np.nan)
+
+    def padded(concatenated: FloatArray) -> FloatArray:
+        """Every container's samples, concatenated, as rows of (n, width), NaN after each
+        row's own (a reshape when every container has `width` samples)."""
+        if n and (lengths == width).all():
+            return concatenated.reshape(n, width).copy()
+        out = np.full((n, width), np.nan)
+        if n and width:
+            out[rows, cols] = concatenated
+        return out
+
     flat = (np.concatenate([c.evaluation.times_seconds for c in containers]) if n
             else np.empty(0))
-    if n and width:
-        times[rows, cols] = flat
-        losses[rows, cols] = np.concatenate([c.evaluation.values for c in containers])
-    every = [t for c in snapshot.containers
-             for t in (c.evaluation.times_seconds, c.steps.times_seconds,
-                       c.cpu_usage.times_seconds) if t.size]
-    firsts = np.fromiter((t[0] for t in every), dtype=np.float64, count=len(every))
-    lasts = np.fromiter((t[-1] for t in every), dtype=np.float64, count=len(every))
-    # NaN times (a series with a `problem`) are passed over.
-    low = float(np.fmin.reduce(firsts, initial=np.inf))
-    high = float(np.fmax.reduce(lasts, initial=-np.inf))
+    times = padded(flat)
+    losses = padded(np.concatenate([c.evaluation.values for c in containers]) if n
+                    else np.empty(0))
+    steps_packed = _Packed.of([c.steps for c in containers])
+    cpu_packed = _Packed.of([c.cpu_usage for c in containers])
+    members = [c for c in snapshot.containers if c.cpu_usage.times_seconds.size]
+    load = _Packed.of([c.cpu_usage for c in members])
+    # One axis for all of them: every time read lies in [low, high], NaN (a series with a
+    # `problem`) passed over.
+    read = (flat, steps_packed.times, cpu_packed.times, load.times)
+    low = min(float(np.fmin.reduce(t, initial=np.inf)) for t in read)
+    high = max(float(np.fmax.reduce(t, initial=-np.inf)) for t in read)
     low, high = (low - 1.0, high + 1.0) if low <= high else (-1.0, 1.0)
     span = high - low + 1.0
 
-    def held(series: Sequence[Series]) -> tuple[FloatArray, FloatArray]:
-        packed = _Packed.of(series, low, span)
+    def held(packed: _Packed) -> tuple[FloatArray, FloatArray]:
         if not (n and width and packed.aligned(lengths, flat)):
-            return packed.held(times)
-        values = np.full((n, width), np.nan)
-        values[rows, cols] = packed.values
-        return values, times.copy()
+            return packed.held(times, low, span)
+        return padded(packed.values), times.copy()
 
-    steps, _ = held([c.steps for c in containers])
-    cores, read_at = held([c.cpu_usage for c in containers])
+    steps, _ = held(steps_packed)
+    cores, read_at = held(cpu_packed)
     node_cores = np.array([capacity[c.node] for c in containers], dtype=np.float64)
-    busy = _busy(snapshot, containers, read_at, node_cores=node_cores, low=low, span=span)
+    busy = _busy(snapshot, containers, read_at, node_cores=node_cores, members=members,
+                 load=load, low=low, span=span)
     targets = [target_loss(c)[0] for c in containers]
     return Histories(
         times_seconds=times, losses=losses, steps=steps, cores=cores, busy=busy,
@@ -192,26 +202,25 @@ def histories(snapshot: Snapshot, containers: Sequence[Container]) -> Histories:
 
 
 def _busy(snapshot: Snapshot, containers: Sequence[Container], read_at: FloatArray, *,
-          node_cores: FloatArray, low: float, span: float) -> FloatArray:
+          node_cores: FloatArray, members: Sequence[Container], load: _Packed, low: float,
+          span: float) -> FloatArray:
     """1 where the container's node used at least BUSY_SHARE of its cores at the CPU sample
-    read at each evaluation sample (`read_at`), 0 where not, NaN where not known."""
+    read at each evaluation sample (`read_at`), 0 where not, NaN where not known. `members`
+    are the snapshot's containers with CPU samples, `load` their CPU series packed."""
     names = sorted({c.node for c in snapshot.containers})
     index = {name: k for k, name in enumerate(names)}
-    members = [c for c in snapshot.containers if c.cpu_usage.times_seconds.size]
     if not members or not containers:
         return np.full(read_at.shape, np.nan)
-    owner = np.repeat(np.array([index[c.node] for c in members], dtype=np.float64),
-                      [c.cpu_usage.times_seconds.size for c in members])
-    keys = (np.concatenate([c.cpu_usage.times_seconds for c in members]) - low) + owner * span
-    values = np.nan_to_num(np.concatenate([c.cpu_usage.values for c in members]))
+    keys = load.keys(low, span, np.array([index[c.node] for c in members], dtype=np.float64))
+    values = np.nan_to_num(load.values)
     unique, where = _groups(keys)
-    load = np.bincount(where, weights=values, minlength=unique.size)
+    node_load = np.bincount(where, weights=values, minlength=unique.size)
     node = np.array([index[c.node] for c in containers], dtype=np.float64)[:, None]
     with np.errstate(invalid="ignore"):
         wanted = (read_at - low) + node * span
     at = np.clip(np.searchsorted(unique, np.nan_to_num(wanted, nan=-1.0)), 0, unique.size - 1)
     found = np.isfinite(wanted) & (unique[at] == wanted)
-    busy = load[at] >= BUSY_SHARE * node_cores[:, None]
+    busy = node_load[at] >= BUSY_SHARE * node_cores[:, None]
     return np.where(found, busy.astype(np.float64), np.nan)
 
 
