@@ -60,12 +60,15 @@ class CurveFit:
                         gamma=self.gamma[rows], window=self.window[rows], cost=self.cost[rows],
                         ok=self.ok[rows])
 
-    def reported(self, steps: npt.ArrayLike) -> FloatArray:
-        """M(x): the reported (window-mean) loss at `steps`, shape (N,) or (N, K)."""
+    def reported(self, steps: npt.ArrayLike,
+                 rows: npt.NDArray[np.int64] | None = None) -> FloatArray:
+        """M(x): the reported (window-mean) loss at `steps`, shape (N,) or (N, K); with `rows`,
+        `steps` has one row per entry of `rows` and each is read on that container's curve."""
         x = np.asarray(steps, dtype=np.float64)
         extra = (slice(None),) + (None,) * (x.ndim - 1)
-        basis = window_mean(x, self.tau[extra], self.gamma[extra], self.window[extra])
-        return np.asarray(self.c[extra] + self.a[extra] * basis, dtype=np.float64)
+        fit = self if rows is None else self.take(rows)
+        basis = window_mean(x, fit.tau[extra], fit.gamma[extra], fit.window[extra])
+        return np.asarray(fit.c[extra] + fit.a[extra] * basis, dtype=np.float64)
 
 
 def _antiderivative(u: FloatArray, tau: FloatArray, gamma: FloatArray) -> FloatArray:
