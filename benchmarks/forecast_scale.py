@@ -16,7 +16,11 @@ The machine is shared and noisy: read the ratios between sizes, not single figur
 Then `decide()` as policyd runs it, forecasts included (`policyd.engine.decide` attaches one to
 every assessment): the same snapshot with every container's steps series (and, in "totals", its
 total steps) in the snapshot itself, for FlowCon (its plan, then the shared forecast step) and
-for Predictive (which forecasts inside its plan).
+for Predictive (which forecasts inside its plan); each as the median wall and the median CPU
+seconds of this process.
+
+To measure another commit's engine with the same benchmark (old against new in one sitting):
+`git archive <commit> | tar -x -C /tmp/old` and run this file with `PYTHONPATH=/tmp/old`.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dataclasses import replace
 
 from synthetic import make_snapshot
-from timing import median_seconds
+from timing import median_seconds, median_wall_and_cpu_seconds
 
 from policyd.engine import decide
 from policyd.engine.forecast import forecast
@@ -110,17 +114,19 @@ def main() -> None:
               f"{flow + worst:16.3f}s  {cpu:10.3f}s  {result.judged.mean():5.0%}", flush=True)
         rows.append((size, with_steps(snapshot, totals=True),
                      with_steps(snapshot, totals=False)))
-    print(f"\ndecide() with forecasts, as policyd runs it (median of {args.repeat})")
+    print(f"\ndecide() with forecasts, as policyd runs it (median of {args.repeat}; "
+          "wall s / CPU s)")
     print(f"{'containers':>10}  {'FlowCon, totals':>16}  {'FlowCon, no totals':>18}  "
-          f"{'Predictive, totals':>18}  {'same, CPU s':>11}")
+          f"{'Predictive, totals':>18}  {'Predictive, no totals':>21}")
     for size, known_snap, unknown_snap in rows:
-        fc_known = median_seconds(lambda s=known_snap: decide(flowcon, s), args.repeat)
-        fc_unknown = median_seconds(lambda s=unknown_snap: decide(flowcon, s), args.repeat)
-        pred = median_seconds(lambda s=known_snap: decide(predictive, s), args.repeat)
-        pred_cpu = median_cpu_seconds(lambda s=known_snap: decide(predictive, s), args.repeat)
-        print(f"{size:>10,}  {fc_known:15.3f}s  {fc_unknown:17.3f}s  {pred:17.3f}s  "
-              f"{pred_cpu:10.3f}s", flush=True)
-
+        cells = []
+        for policy, snap in ((flowcon, known_snap), (flowcon, unknown_snap),
+                             (predictive, known_snap), (predictive, unknown_snap)):
+            wall, cpu = median_wall_and_cpu_seconds(lambda p=policy, s=snap: decide(p, s),
+                                                    args.repeat)
+            cells.append(f"{wall:.3f} / {cpu:.3f}")
+        print(f"{size:>10,}  {cells[0]:>16}  {cells[1]:>18}  {cells[2]:>18}  {cells[3]:>21}",
+              flush=True)
 
 if __name__ == "__main__":
     main()

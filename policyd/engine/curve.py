@@ -60,12 +60,15 @@ class CurveFit:
                         gamma=self.gamma[rows], window=self.window[rows], cost=self.cost[rows],
                         ok=self.ok[rows])
 
-    def reported(self, steps: npt.ArrayLike) -> FloatArray:
-        """M(x): the reported (window-mean) loss at `steps`, shape (N,) or (N, K)."""
+    def reported(self, steps: npt.ArrayLike,
+                 rows: npt.NDArray[np.int64] | None = None) -> FloatArray:
+        """M(x): the reported (window-mean) loss at `steps`, shape (N,) or (N, K); with `rows`,
+        `steps` has one row per entry of `rows` and each is read on that container's curve."""
         x = np.asarray(steps, dtype=np.float64)
         extra = (slice(None),) + (None,) * (x.ndim - 1)
-        basis = window_mean(x, self.tau[extra], self.gamma[extra], self.window[extra])
-        return np.asarray(self.c[extra] + self.a[extra] * basis, dtype=np.float64)
+        fit = self if rows is None else self.take(rows)
+        basis = window_mean(x, fit.tau[extra], fit.gamma[extra], fit.window[extra])
+        return np.asarray(fit.c[extra] + fit.a[extra] * basis, dtype=np.float64)
 
 
 def _antiderivative(u: FloatArray, tau: FloatArray, gamma: FloatArray) -> FloatArray:
@@ -91,7 +94,9 @@ def window_mean(x: FloatArray, tau: FloatArray, gamma: FloatArray,
 
 @dataclass(frozen=True, eq=False)
 class Windows:
-    """Each point's window (N, B): its two ends, its length, and whether it is x = 0."""
+    """Each point's window, arrays (B, N) point-major (one column per container: a sum over a
+    container's points is a sum over axis 0, which numpy does a whole row of containers at a
+    time): its two ends, its length, and whether it is x = 0."""
 
     upper: FloatArray
     lower: FloatArray
@@ -100,35 +105,37 @@ class Windows:
 
     @classmethod
     def of(cls, x: FloatArray, window: FloatArray) -> Windows:
-        span = np.maximum(np.minimum(window[:, None], x), 1.0)
+        """`x` (B, N), `window` (N,)."""
+        span = np.maximum(np.minimum(window, x), 1.0)
         at_start = x < 0.5
         return cls(upper=x + 0.5, lower=np.maximum(x - span + 0.5, 0.0),
                    inverse_span=np.where(at_start, 0.0, 1.0 / span), at_start=at_start)
 
 
 def basis(w: Windows, log_tau: FloatArray,
-           gamma: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """f = the window mean of (1 + u / tau) ** -gamma at each point (N, B), and its derivatives
-    by log tau and by gamma (f = 1, derivatives 0 at x = 0).
+          gamma: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """f = the window mean of (1 + u / tau) ** -gamma at each point (B, N), and its derivatives
+    by log tau and by gamma (f = 1, derivatives 0 at x = 0); `log_tau`, `gamma` (N,).
 
     With m = 1 - gamma, p = 1 + u / tau, l = log p: F(u) = tau (p ** m - 1) / m, and
         tau dF/dtau = F - u p ** -gamma,
         dF/dgamma = -tau (m l p ** m - (p ** m - 1)) / m ** 2,
     by their series tau l (1 + m l / 2) and -tau l^2 (1/2 + m l / 3) where |m| < 1e-3."""
-    tau = np.exp(log_tau)[:, None]
-    m = (1.0 - gamma)[:, None]
+    tau = np.exp(log_tau)
+    m = 1.0 - gamma
     small = np.abs(m) < 1e-3
     safe_m = np.where(small, 1.0, m)
     ends = []
     for u in (w.upper, w.lower):
-        ell = np.log1p(u / tau)
+        ratio = u / tau
+        ell = np.log1p(ratio)
         power = np.exp(m * ell)  # p ** m
         big_f = tau * (power - 1.0) / safe_m
         d_gamma = -tau * (safe_m * ell * power - (power - 1.0)) / (safe_m * safe_m)
         if small.any():
             big_f = np.where(small, tau * ell * (1.0 + 0.5 * m * ell), big_f)
             d_gamma = np.where(small, -tau * ell * ell * (0.5 + m * ell / 3.0), d_gamma)
-        d_tau = big_f - u * power / (1.0 + u / tau)
+        d_tau = big_f - u * power / (1.0 + ratio)
         ends.append((big_f, d_tau, d_gamma))
     (fu, tu, gu), (fl, tl, gl) = ends
     f = (fu - fl) * w.inverse_span

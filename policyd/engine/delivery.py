@@ -35,7 +35,6 @@ from dataclasses import dataclass, replace
 
 from policyd.engine.forecasting import (
     forecast_containers,
-    job_forecast,
     settings_of,
     target_loss,
 )
@@ -99,13 +98,14 @@ def _with_forecasts(decision: Decision, policy: PolicyDocument,
                            interval_seconds=kind.intervals(policy).base_seconds)
     found = forecast_containers(settings, snapshot,
                                 [c for c in snapshot.containers if c.id in wanted])
+    jobs = found.jobs()
     out = []
     for a in decision.assessments:
         if a.container in wanted:
-            f = found.by_id.get(a.container)
-            note = found.notes.get(a.container, "")
-            a = (replace(a, forecast=job_forecast(f, note)) if f is not None  # noqa: PLW2901
-                 else replace(a, forecast_note=note or "not forecast"))
+            f = jobs.get(a.container)
+            a = (replace(a, forecast=f) if f is not None  # noqa: PLW2901
+                 else replace(a, forecast_note=found.notes.get(a.container, "")
+                              or "not forecast"))
         out.append(a)
     return replace(decision, assessments=tuple(out))
 

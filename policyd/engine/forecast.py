@@ -168,11 +168,15 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
     fitted[rows] = curve.ok
     per_interval = s.interval_seconds / seconds_per_step
     horizon = np.maximum(per_interval * HORIZON_INTERVALS, 1.0)
+    # Where the job turns converged: read only where no total steps are declared (a declared
+    # total is where the job ends, whatever its curve does).
     crossing = np.full(h.size, np.nan)
-    crossing[rows] = convergence_step(
-        curve, x_now=x_now[rows], steps_per_interval=per_interval[rows],
-        cores=np.maximum(cores_now[rows], MIN_CORES), alpha=s.alpha,
-        normalization=s.normalization, horizon=horizon[rows])
+    searched = np.flatnonzero(~known[rows])
+    at = rows[searched]
+    crossing[at] = convergence_step(
+        curve.take(searched), x_now=x_now[at], steps_per_interval=per_interval[at],
+        cores=np.maximum(cores_now[at], MIN_CORES), alpha=s.alpha,
+        normalization=s.normalization, horizon=horizon[at])
     crossing = np.where(flat, x_now, crossing)
     for i in np.flatnonzero(usable & ~known).tolist():
         if flat[i]:

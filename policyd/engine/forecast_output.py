@@ -22,6 +22,11 @@ from policyd.model.snapshot import FloatArray
 BoolArray = npt.NDArray[np.bool_]
 
 
+def convergence_basis(s: Settings) -> str:
+    """`Forecast.basis` of a job whose remaining steps come from its fitted curve."""
+    return f"convergence (alpha {s.alpha:g} per {s.interval_seconds:g} s interval)"
+
+
 @dataclass(frozen=True, kw_only=True)
 class Forecast:
     """One container's forecast (seconds count from `Settings.now_seconds`)."""
@@ -99,8 +104,7 @@ class Forecasts:
 
     def every(self) -> list[Forecast | None]:
         """Every container's `at(i)`, read out of the arrays once (10,000 at a time)."""
-        s = self.settings
-        convergence = f"convergence (alpha {s.alpha:g} per {s.interval_seconds:g} s interval)"
+        convergence = convergence_basis(self.settings)
         fraction = self.speed.parallel_fraction.tolist()
         columns = [a.tolist() for a in (
             self.steps_done, self.total_steps, self.remaining_steps, self.remaining_seconds,
@@ -132,7 +136,6 @@ class Forecasts:
         total = float(self.total_steps[i])
         target = float(self.target_loss[i])
         eta = float(self.target_eta_seconds[i])
-        s = self.settings
         return Forecast(
             steps_done=float(self.steps_done[i]),
             total_steps=None if np.isnan(total) else total,
@@ -142,8 +145,7 @@ class Forecasts:
             low_seconds=float(self.low_seconds[i]), high_seconds=float(self.high_seconds[i]),
             target_loss=None if np.isnan(target) else target,
             target_eta_seconds=None if np.isnan(eta) else eta,
-            basis=("total steps" if not np.isnan(total) else
-                   f"convergence (alpha {s.alpha:g} per {s.interval_seconds:g} s interval)"),
+            basis="total steps" if not np.isnan(total) else convergence_basis(self.settings),
             steps_per_second=float(1.0 / self.seconds_per_step[i]),
             parallel_fraction=float(self.speed.parallel_fraction[i]),
             serial_seconds=float(self.speed.serial_seconds[i]),

@@ -26,13 +26,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
 
 from policyd.engine.forecast import forecast
 from policyd.engine.forecast_input import DEFAULT_SMOOTHING_STEPS, Histories, History, Settings
-from policyd.engine.forecast_output import Forecast, Forecasts
+from policyd.engine.forecast_output import Forecast, Forecasts, convergence_basis
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Container, Decision, JobForecast, Series, Snapshot
 from policyd.model import labels as keys
@@ -82,39 +83,55 @@ def history_of(container: Container, capacity_cores: float) -> History:
 
 @dataclass(frozen=True, eq=False)
 class _Packed:
-    """Many series on one axis, series i's samples at keys (t - origin) + i * span, sorted."""
+    """Many series concatenated (series i's samples at starts[i] on, lengths[i] of them);
+    `held` lays them on one axis, series i's samples at keys (t - origin) + i * span."""
 
-    keys: FloatArray
     times: FloatArray
     values: FloatArray
     starts: npt.NDArray[np.int64]
-    origin: float
-    span: float
+    lengths: npt.NDArray[np.int64]
 
     @classmethod
-    def of(cls, series: Sequence[Series], origin: float, span: float) -> _Packed:
-        lengths = np.fromiter((len(x) for x in series), dtype=np.int64, count=len(series))
+    def of(cls, series: Sequence[Series]) -> _Packed:
+        lengths = np.fromiter((x.times_seconds.size for x in series), dtype=np.int64,
+                              count=len(series))
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
         if not lengths.sum():
             empty = np.empty(0)
-            return cls(empty, empty, empty, starts, origin, span)
-        times = np.concatenate([x.times_seconds for x in series])
-        values = np.concatenate([x.values for x in series])
-        owner = np.repeat(np.arange(len(series), dtype=np.float64), lengths)
-        return cls((times - origin) + owner * span, times, values, starts, origin, span)
+            return cls(empty, empty, starts, lengths)
+        return cls(np.concatenate([x.times_seconds for x in series]),
+                   np.concatenate([x.values for x in series]), starts, lengths)
 
-    def held(self, at: FloatArray) -> tuple[FloatArray, FloatArray]:
+    def keys(self, origin: float, span: float, owners: FloatArray | None = None) -> FloatArray:
+        """Each sample's place on the one axis: (t - origin) + its series' owner * span (owner
+        i for series i unless `owners` says otherwise)."""
+        owner = np.arange(self.lengths.size, dtype=np.float64) if owners is None else owners
+        return (self.times - origin) + np.repeat(owner, self.lengths) * span
+
+    def aligned(self, lengths: npt.NDArray[np.int64], flat: FloatArray) -> bool:
+        """Whether every row's series has exactly the sample times `flat` (each row's
+        `lengths[i]` times, concatenated), strictly increasing within each row: then the sample
+        held at each of those times is the one taken at it (what Prometheus gives when every
+        series of a container is read with the same range and step)."""
+        if not (np.array_equal(self.lengths, lengths) and np.array_equal(self.times, flat)):
+            return False
+        rising = np.diff(flat) > 0
+        rising[self.starts[1:][self.starts[1:] > 0] - 1] = True  # row boundaries
+        return bool(rising.all())
+
+    def held(self, at: FloatArray, origin: float, span: float) -> tuple[FloatArray, FloatArray]:
         """(value, time) of the last sample at or before each time of `at` (N, K) in its own
-        row's series; NaN where there is none."""
-        if self.keys.size == 0:
+        row's series; NaN where there is none. Every time must lie in [origin, origin + span)."""
+        if self.times.size == 0:
             nan = np.full(at.shape, np.nan)
             return nan, nan
+        keys = self.keys(origin, span)
         rows = np.arange(at.shape[0], dtype=np.float64)[:, None]
         with np.errstate(invalid="ignore"):
-            wanted = np.where(np.isfinite(at), (at - self.origin) + rows * self.span, -1.0)
-        index = np.searchsorted(self.keys, wanted, side="right") - 1
+            wanted = np.where(np.isfinite(at), (at - origin) + rows * span, -1.0)
+        index = np.searchsorted(keys, wanted, side="right") - 1
         mine = (index >= self.starts[:, None]) & np.isfinite(at)
-        safe = np.clip(index, 0, self.keys.size - 1)
+        safe = np.clip(index, 0, keys.size - 1)
         return (np.where(mine, self.values[safe], np.nan),
                 np.where(mine, self.times[safe], np.nan))
 
@@ -125,26 +142,52 @@ def histories(snapshot: Snapshot, containers: Sequence[Container]) -> Histories:
     (every container of the snapshot on the node counted)."""
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
     n = len(containers)
-    lengths = np.fromiter((len(c.evaluation) for c in containers), dtype=np.int64, count=n)
+    # `.size` of the arrays rather than `len(series)`: a Python call per series adds up at
+    # 10,000 containers.
+    lengths = np.fromiter((c.evaluation.times_seconds.size for c in containers),
+                          dtype=np.int64, count=n)
     width = int(lengths.max()) if n else 0
     rows = np.repeat(np.arange(n), lengths)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64) if n else lengths
     cols = np.arange(int(lengths.sum())) - np.repeat(starts, lengths)
-    times = np.full((n, width), np.nan)
-    losses = np.full((n, width), np.nan)
-    if n and width:
-        times[rows, cols] = np.concatenate([c.evaluation.times_seconds for c in containers])
-        losses[rows, cols] = np.concatenate([c.evaluation.values for c in containers])
-    every = [t for c in snapshot.containers
-             for t in (c.evaluation.times_seconds, c.steps.times_seconds,
-                       c.cpu_usage.times_seconds) if t.size]
-    low = min((float(t[0]) for t in every), default=0.0) - 1.0
-    high = max((float(t[-1]) for t in every), default=0.0) + 1.0
+
+    def padded(concatenated: FloatArray) -> FloatArray:
+        """Every container's samples, concatenated, as rows of (n, width), NaN after each
+        row's own (a reshape when every container has `width` samples)."""
+        if n and (lengths == width).all():
+            return concatenated.reshape(n, width).copy()
+        out = np.full((n, width), np.nan)
+        if n and width:
+            out[rows, cols] = concatenated
+        return out
+
+    flat = (np.concatenate([c.evaluation.times_seconds for c in containers]) if n
+            else np.empty(0))
+    times = padded(flat)
+    losses = padded(np.concatenate([c.evaluation.values for c in containers]) if n
+                    else np.empty(0))
+    steps_packed = _Packed.of([c.steps for c in containers])
+    cpu_packed = _Packed.of([c.cpu_usage for c in containers])
+    members = [c for c in snapshot.containers if c.cpu_usage.times_seconds.size]
+    load = _Packed.of([c.cpu_usage for c in members])
+    # One axis for all of them: every time read lies in [low, high], NaN (a series with a
+    # `problem`) passed over.
+    read = (flat, steps_packed.times, cpu_packed.times, load.times)
+    low = min(float(np.fmin.reduce(t, initial=np.inf)) for t in read)
+    high = max(float(np.fmax.reduce(t, initial=-np.inf)) for t in read)
+    low, high = (low - 1.0, high + 1.0) if low <= high else (-1.0, 1.0)
     span = high - low + 1.0
-    steps, _ = _Packed.of([c.steps for c in containers], low, span).held(times)
-    cores, read_at = _Packed.of([c.cpu_usage for c in containers], low, span).held(times)
+
+    def held(packed: _Packed) -> tuple[FloatArray, FloatArray]:
+        if not (n and width and packed.aligned(lengths, flat)):
+            return packed.held(times, low, span)
+        return padded(packed.values), times.copy()
+
+    steps, _ = held(steps_packed)
+    cores, read_at = held(cpu_packed)
     node_cores = np.array([capacity[c.node] for c in containers], dtype=np.float64)
-    busy = _busy(snapshot, containers, read_at, node_cores=node_cores, low=low, span=span)
+    busy = _busy(snapshot, containers, read_at, node_cores=node_cores, members=members,
+                 load=load, low=low, span=span)
     targets = [target_loss(c)[0] for c in containers]
     return Histories(
         times_seconds=times, losses=losses, steps=steps, cores=cores, busy=busy,
@@ -159,27 +202,40 @@ def histories(snapshot: Snapshot, containers: Sequence[Container]) -> Histories:
 
 
 def _busy(snapshot: Snapshot, containers: Sequence[Container], read_at: FloatArray, *,
-          node_cores: FloatArray, low: float, span: float) -> FloatArray:
+          node_cores: FloatArray, members: Sequence[Container], load: _Packed, low: float,
+          span: float) -> FloatArray:
     """1 where the container's node used at least BUSY_SHARE of its cores at the CPU sample
-    read at each evaluation sample (`read_at`), 0 where not, NaN where not known."""
+    read at each evaluation sample (`read_at`), 0 where not, NaN where not known. `members`
+    are the snapshot's containers with CPU samples, `load` their CPU series packed."""
     names = sorted({c.node for c in snapshot.containers})
     index = {name: k for k, name in enumerate(names)}
-    members = [c for c in snapshot.containers if len(c.cpu_usage)]
     if not members or not containers:
         return np.full(read_at.shape, np.nan)
-    owner = np.repeat(np.array([index[c.node] for c in members], dtype=np.float64),
-                      [len(c.cpu_usage) for c in members])
-    keys = (np.concatenate([c.cpu_usage.times_seconds for c in members]) - low) + owner * span
-    values = np.nan_to_num(np.concatenate([c.cpu_usage.values for c in members]))
-    unique, where = np.unique(keys, return_inverse=True)
-    load = np.bincount(where, weights=values, minlength=unique.size)
+    keys = load.keys(low, span, np.array([index[c.node] for c in members], dtype=np.float64))
+    values = np.nan_to_num(load.values)
+    unique, where = _groups(keys)
+    node_load = np.bincount(where, weights=values, minlength=unique.size)
     node = np.array([index[c.node] for c in containers], dtype=np.float64)[:, None]
     with np.errstate(invalid="ignore"):
         wanted = (read_at - low) + node * span
     at = np.clip(np.searchsorted(unique, np.nan_to_num(wanted, nan=-1.0)), 0, unique.size - 1)
     found = np.isfinite(wanted) & (unique[at] == wanted)
-    busy = load[at] >= BUSY_SHARE * node_cores[:, None]
+    busy = node_load[at] >= BUSY_SHARE * node_cores[:, None]
     return np.where(found, busy.astype(np.float64), np.nan)
+
+
+def _groups(keys: FloatArray) -> tuple[FloatArray, npt.NDArray[np.int64]]:
+    """`np.unique(keys, return_inverse=True)` by a stable argsort: the keys come as sorted runs
+    (each container's samples in time order), which a stable sort merges several times faster
+    than `unique`'s own sort."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    new = np.empty(ordered.size, dtype=np.bool_)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    where = np.empty(ordered.size, dtype=np.int64)
+    where[order] = np.cumsum(new) - 1
+    return ordered[new], where
 
 
 def settings_of(policy: PolicyDocument, snapshot: Snapshot, *, alpha: float,
@@ -195,13 +251,56 @@ def settings_of(policy: PolicyDocument, snapshot: Snapshot, *, alpha: float,
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Forecasted:
-    """The forecasts of some containers: `by_id[id]` the engine's forecast (None: `notes[id]`
-    says why), and the arrays for vectorised use (`forecasts`, rows in `ids` order)."""
+    """The forecasts of some containers: the arrays for vectorised use (`forecasts`, rows in
+    `ids` order), `notes[id]` why a container has none (or what its target could not say), and
+    `unjudged` the containers not forecast at all (no steps reported). `by_id` (the engine's
+    `Forecast` per container, None where there is none) is built on first use; `jobs()` gives
+    the forecasts as a decision reports them straight from the arrays."""
 
     ids: tuple[str, ...]
     forecasts: Forecasts | None
-    by_id: Mapping[str, Forecast | None]
     notes: Mapping[str, str]
+    unjudged: tuple[str, ...] = ()
+
+    @cached_property
+    def by_id(self) -> Mapping[str, Forecast | None]:
+        out: dict[str, Forecast | None] = dict.fromkeys(self.unjudged)
+        if self.forecasts is not None:
+            out.update(zip(self.ids, self.forecasts.every(), strict=True))
+        return out
+
+    def jobs(self) -> dict[str, JobForecast | None]:
+        """`job_forecast` of every container's forecast, with its note, None where there is
+        none; read out of the arrays once (10,000 at a time), without a `Forecast` between."""
+        out: dict[str, JobForecast | None] = dict.fromkeys(self.unjudged)
+        f = self.forecasts
+        if f is None:
+            return out
+        s = f.settings
+        convergence = convergence_basis(s)
+        improvement = (f.remaining_improvement.tolist() if f.remaining_improvement is not None
+                       else [math.nan] * len(self.ids))
+        columns = [a.tolist() for a in (
+            f.steps_done, f.total_steps, f.remaining_steps, f.remaining_seconds, f.finish_at,
+            f.low_seconds, f.high_seconds, f.target_loss, f.target_eta_seconds,
+            f.seconds_per_step)]
+        rows = zip(*columns, strict=True)
+        for cid, note, remark, row, gain in zip(self.ids, f.notes, f.remarks, rows, improvement,
+                                                strict=True):
+            if note:
+                out[cid] = None
+                continue
+            done, total, steps, seconds, finish, low, high, target, eta, per_step = row
+            out[cid] = _job_forecast(
+                steps_done=done, total_steps=None if math.isnan(total) else total,
+                remaining_steps=steps, remaining_seconds=seconds, finish_at=finish,
+                low_seconds=low, high_seconds=high, steps_per_second=1.0 / per_step,
+                basis="total steps" if not math.isnan(total) else convergence,
+                target_loss=None if math.isnan(target) else target,
+                target_eta_seconds=None if math.isnan(eta) else eta,
+                notes=(remark, self.notes.get(cid, "")),
+                remaining_improvement=None if math.isnan(gain) else gain)
+        return out
 
 
 def forecast_containers(settings: Settings, snapshot: Snapshot,
@@ -210,37 +309,51 @@ def forecast_containers(settings: Settings, snapshot: Snapshot,
     notes: dict[str, str] = {}
     judged = []
     for c in containers:
-        if len(c.steps) == 0:
+        if c.steps.times_seconds.size == 0:
             notes[c.id] = ("no steps reported (the exporter's policyd_training_steps_total): "
                            "the job's speed cannot be measured")
         else:
             judged.append(c)
-    by_id: dict[str, Forecast | None] = {cid: None for cid in notes}
+    unjudged = tuple(notes)
     forecasts = None
     if judged:
         forecasts = forecast(histories(snapshot, judged), settings)
-        for c, f, note in zip(judged, forecasts.every(), forecasts.notes, strict=True):
-            by_id[c.id] = f
-            if f is None:
+        for c, note in zip(judged, forecasts.notes, strict=True):
+            if note:
                 notes[c.id] = note
     for c in containers:
         _, why = target_loss(c)
-        if why and by_id.get(c.id) is not None:
+        if why and c.id not in notes:
             notes[c.id] = why
-    return Forecasted(ids=tuple(c.id for c in judged), forecasts=forecasts, by_id=by_id,
-                      notes=notes)
+    return Forecasted(ids=tuple(c.id for c in judged), forecasts=forecasts, notes=notes,
+                      unjudged=unjudged)
+
+
+def _job_forecast(*, steps_done: float, total_steps: float | None, remaining_steps: float,
+                  remaining_seconds: float, finish_at: float, low_seconds: float,
+                  high_seconds: float, steps_per_second: float, basis: str,
+                  target_loss: float | None, target_eta_seconds: float | None,
+                  notes: tuple[str, str], remaining_improvement: float | None) -> JobForecast:
+    """The one reading of an engine forecast as a decision reports it: no negative seconds
+    left, and the range widened to hold them."""
+    remaining = max(remaining_seconds, 0.0)
+    return JobForecast(
+        steps_done=steps_done, total_steps=total_steps, remaining_steps=remaining_steps,
+        remaining_seconds=remaining, finish_at=finish_at,
+        low_seconds=min(low_seconds, remaining), high_seconds=max(high_seconds, remaining),
+        steps_per_second=steps_per_second, basis=basis, target_loss=target_loss,
+        target_eta_seconds=target_eta_seconds, note="; ".join(n for n in notes if n),
+        remaining_improvement=remaining_improvement)
 
 
 def job_forecast(f: Forecast, note: str = "") -> JobForecast:
     """The engine's forecast as a decision reports it."""
-    remaining = max(f.remaining_seconds, 0.0)
-    return JobForecast(
+    return _job_forecast(
         steps_done=f.steps_done, total_steps=f.total_steps, remaining_steps=f.remaining_steps,
-        remaining_seconds=remaining, finish_at=f.finish_at,
-        low_seconds=min(f.low_seconds, remaining), high_seconds=max(f.high_seconds, remaining),
+        remaining_seconds=f.remaining_seconds, finish_at=f.finish_at,
+        low_seconds=f.low_seconds, high_seconds=f.high_seconds,
         steps_per_second=f.steps_per_second, basis=f.basis, target_loss=f.target_loss,
-        target_eta_seconds=f.target_eta_seconds,
-        note="; ".join(n for n in (f.note, note) if n),
+        target_eta_seconds=f.target_eta_seconds, notes=(f.note, note),
         remaining_improvement=f.remaining_improvement)
 
 
@@ -253,14 +366,15 @@ def with_forecasts(decision: Decision, settings: Settings, snapshot: Snapshot) -
         return decision
     containers = [c for c in snapshot.containers if c.id in wanted]
     found = forecast_containers(settings, snapshot, containers)
+    jobs = found.jobs()
     assessments = []
     for a in decision.assessments:
         if a.container in wanted:
-            f = found.by_id.get(a.container)
-            note = found.notes.get(a.container, "")
+            f = jobs.get(a.container)
             if f is not None:
-                a = replace(a, forecast=job_forecast(f, note))  # noqa: PLW2901
+                a = replace(a, forecast=f)  # noqa: PLW2901
             else:
-                a = replace(a, forecast_note=note or "not forecast")  # noqa: PLW2901
+                a = replace(a, forecast_note=(  # noqa: PLW2901
+                    found.notes.get(a.container, "") or "not forecast"))
         assessments.append(a)
     return replace(decision, assessments=tuple(assessments))

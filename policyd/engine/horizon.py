@@ -11,10 +11,10 @@ the fitted (reported) curve M holds:
 * target: M(x) <= the target loss.
 
 `first_step_where` scans a geometric grid of steps ahead of x_now up to a horizon, takes the
-first grid point that meets the condition, and bisects between it and the grid point before
-(the condition is taken not to flip back within that bracket: both conditions are monotone on a
-decreasing convex curve once the running mean's first window is past). NaN when the condition
-never holds within the horizon.
+first grid point that meets the condition, and bisects between it and the grid point before,
+for the containers where it does not hold at x_now already (the condition is taken not to flip
+back within that bracket: both conditions are monotone on a decreasing convex curve once the
+running mean's first window is past). NaN when the condition never holds within the horizon.
 
 Must not: fit anything, read a snapshot, or loop over containers.
 """
@@ -31,6 +31,7 @@ from policyd.engine.curve import CurveFit
 from policyd.model.snapshot import FloatArray
 
 BoolArray = npt.NDArray[np.bool_]
+Rows = npt.NDArray[np.int64]
 
 SEARCH_POINTS = 16
 """Grid points of the scan: 0, then geometric from 1e-4 of the horizon to all of it."""
@@ -40,22 +41,28 @@ EPSILON = 1e-12  # series.EPSILON: the floor of |E| in relative gains
 
 
 def first_step_where(
-    condition: Callable[[FloatArray], BoolArray], x_now: FloatArray, horizon: FloatArray
+    condition: Callable[[FloatArray, Rows], BoolArray], x_now: FloatArray, horizon: FloatArray
 ) -> FloatArray:
-    """Per container the smallest x in [x_now, x_now + horizon] where `condition` (evaluated on
-    (N, K) arrays of steps) holds, to a fraction of a step; NaN where it never does."""
+    """Per container the smallest x in [x_now, x_now + horizon] where `condition` holds, to a
+    fraction of a step; NaN where it never does. `condition(xs, rows)` is evaluated on (R, K)
+    arrays of steps, row r for container rows[r]."""
     offsets = np.concatenate(([0.0], np.geomspace(1e-4, 1.0, SEARCH_POINTS - 1)))
     grid = x_now[:, None] + horizon[:, None] * offsets[None, :]
-    met = condition(grid)
+    every = np.arange(x_now.size)
+    met = condition(grid, every)
     found = met.any(axis=1)
     first = np.argmax(met, axis=1)
-    rows = np.arange(x_now.size)
-    hi = grid[rows, first]
-    lo = grid[rows, np.maximum(first - 1, 0)]
+    hi = grid[every, first]
+    # Bisect only the brackets that are open: where the condition holds at x_now already (the
+    # common case, a job that has turned converged) or nowhere, there is nothing to bisect.
+    bracket = np.flatnonzero(found & (first > 0))
+    lo = grid[bracket, first[bracket] - 1]
+    top = hi[bracket]
     for _ in range(BISECTIONS):
-        mid = 0.5 * (lo + hi)
-        ok = condition(mid[:, None])[:, 0]
-        hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
+        mid = 0.5 * (lo + top)
+        ok = condition(mid[:, None], bracket)[:, 0]
+        top, lo = np.where(ok, mid, top), np.where(ok, lo, mid)
+    hi[bracket] = top
     return np.where(found, np.where(first == 0, x_now, hi), np.nan)
 
 
@@ -72,12 +79,12 @@ def convergence_step(
     """The first step at which G falls below alpha (module docstring); NaN if not within the
     horizon. `cores` is R, already floored by the caller."""
 
-    def converged(xs: FloatArray) -> BoolArray:
-        before = curve.reported(np.maximum(xs - steps_per_interval[:, None], 0.0))
-        change = np.abs(before - curve.reported(xs))
+    def converged(xs: FloatArray, rows: Rows) -> BoolArray:
+        before = curve.reported(np.maximum(xs - steps_per_interval[rows, None], 0.0), rows)
+        change = np.abs(before - curve.reported(xs, rows))
         if normalization == "relative":
             change = change / np.maximum(np.abs(before), EPSILON)
-        return np.asarray(change / cores[:, None] < alpha, dtype=np.bool_)
+        return np.asarray(change / cores[rows, None] < alpha, dtype=np.bool_)
 
     return first_step_where(converged, x_now, horizon)
 
@@ -88,5 +95,6 @@ def target_step(
     """The first step at which the reported curve is at or below `target`; NaN if not within
     the horizon (e.g. a target below the curve's floor c)."""
     return first_step_where(
-        lambda xs: np.asarray(curve.reported(xs) <= target[:, None], dtype=np.bool_),
+        lambda xs, rows: np.asarray(curve.reported(xs, rows) <= target[rows, None],
+                                    dtype=np.bool_),
         x_now, horizon)

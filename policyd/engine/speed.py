@@ -120,16 +120,17 @@ def fit_speed(
     total = w.sum(axis=1)
     p0, ridge = PRIOR_PARALLEL_FRACTION, PRIOR_WEIGHT * total
     # Normal equations of the penalised least squares (module docstring).
-    suu = (w * u * u).sum(axis=1) + ridge * p0 * p0
-    svv = (w * v * v).sum(axis=1) + ridge * (1 - p0) ** 2
-    suv = (w * u * v).sum(axis=1) - ridge * p0 * (1 - p0)
-    sus, svs = (w * u * s).sum(axis=1), (w * v * s).sum(axis=1)
+    wu, wv = w * u, w * v
+    suu = (wu * u).sum(axis=1) + ridge * p0 * p0
+    svv = (wv * v).sum(axis=1) + ridge * (1 - p0) ** 2
+    suv = (wu * v).sum(axis=1) - ridge * p0 * (1 - p0)
+    sus, svs = (wu * s).sum(axis=1), (wv * s).sum(axis=1)
     det = suu * svv - suv * suv
     with np.errstate(divide="ignore", invalid="ignore"):
         serial = (svv * sus - suv * svs) / det
         parallel = (suu * svs - suv * sus) / det
-        only_parallel = svs / ((w * v * v).sum(axis=1) + ridge * (1 - p0) ** 2)
-        only_serial = sus / ((w * u * u).sum(axis=1) + ridge * p0 * p0)
+        only_parallel = svs / svv
+        only_serial = sus / suu
     serial, parallel = (np.where(serial < 0, 0.0, np.where(parallel < 0, only_serial, serial)),
                         np.where(serial < 0, only_parallel, np.where(parallel < 0, 0.0, parallel)))
     usable = total > 0
