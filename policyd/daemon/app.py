@@ -23,6 +23,7 @@ from policyd.daemon.backend import BackendError, Parts, alerter, docker_parts, k
 from policyd.daemon.health import Health
 from policyd.daemon.http import StatusServer
 from policyd.daemon.metrics import DaemonMetrics
+from policyd.daemon.ports import joined
 from policyd.daemon.reload import PolicyPoller, PolicyWatcher
 from policyd.daemon.scheduler import Daemon, TickReport
 from policyd.daemon.settings import DaemonSettings
@@ -157,8 +158,12 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
                 roles.lease_settings(settings.kubernetes, leader_identity), parts.lease_api,
                 actuator, recover=parts.recover)
             actuator = election.gate
+        backend_observer = parts.observer
+        if backend_observer is not None and election is not None:
+            backend_observer = roles.LeaderOnlyObserver(backend_observer, election.elector)
         daemon = Daemon(policies, source=source, actuator=actuator, events=events,
-                        observer=observer, metrics=metrics, health=health, watcher=watcher,
+                        observer=joined(observer, backend_observer), metrics=metrics,
+                        health=health, watcher=watcher,
                         scope=roles.NODE_AGENT_SCOPE if node is not None else None,
                         settle=parts.settle, sees_held_jobs=parts.sees_held_jobs)
         if once:

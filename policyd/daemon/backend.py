@@ -64,6 +64,9 @@ class Parts:
     settle: Callable[[], object] | None = None
     """Finishes or rolls back the moves still pending; the daemon calls it at the start of
     every cycle (cheap when none is)."""
+    observer: OutcomeObserver | None = None
+    """The backend's own observer of every tick's outcome (kubernetes: Events for
+    declarations that cannot be read), beside the alerts."""
     sees_held_jobs: bool = True
     """Whether the source lists held jobs (created-not-started containers, suspended Jobs) for
     the policies that admit them; on Docker only the docker-stats profile asks the engines."""
@@ -180,6 +183,7 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
 
     from policyd.actuators.kubernetes import KubernetesActuator  # noqa: PLC0415
     from policyd.actuators.kubernetes.calls import api_client  # noqa: PLC0415
+    from policyd.actuators.kubernetes.declaration_events import DeclarationEvents  # noqa: PLC0415
     from policyd.sources.kubernetes_pods import KubernetesPodSource, PodWatch  # noqa: PLC0415
 
     prometheus = settings.prometheus
@@ -209,6 +213,8 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
                                  evaluation_node_label=prometheus.evaluation_node_label,
                                  batch=None if node is not None else k8s.BatchV1Api(shared))
     return Parts(source=source, actuator=actuator, events=PodWatch(core, scope),
+                 observer=DeclarationEvents(actuator.events,
+                                            container_name=scope.container_name),
                  lease_api=k8s.CoordinationV1Api(shared), recover=actuator.recover,
                  policy_api=k8s.CustomObjectsApi(shared))
 

@@ -30,10 +30,11 @@ from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Action, Decision, Snapshot
 from policyd.model.events import ContainerEvent
-from policyd.tick import Actuator, EventSource, Source
+from policyd.tick import Actuator, EventSource, Outcome, Source
 
 if TYPE_CHECKING:  # leader imports the Kubernetes client: only when elections are wanted
     from policyd.daemon.leader import LeaderElector, LeaseSettings
+    from policyd.daemon.ports import OutcomeObserver
 
 LOG = logging.getLogger(__name__)
 
@@ -99,6 +100,22 @@ def lease_settings(section: KubernetesSection, identity: str) -> LeaseSettings:
     lease = {name: getattr(section, name) for name in LeaseSettings.model_fields
              if name != "identity"}  # the section's Lease fields: LeaseSettings extends them
     return LeaseSettings(identity=identity, **lease)
+
+
+class LeaderOnlyObserver:
+    """A backend's observer told only while this replica leads (its writes, such as Events,
+    are made once, by the replica that acts)."""
+
+    def __init__(self, observer: OutcomeObserver, elector: LeaderElector) -> None:
+        self.observer = observer
+        self.elector = elector
+
+    def on_outcome(self, outcome: Outcome, now: float) -> None:
+        if self.elector.leading():
+            self.observer.on_outcome(outcome, now)
+
+    def flush(self) -> None:
+        self.observer.flush()
 
 
 class LeaderGate:

@@ -321,6 +321,9 @@ def test_kubernetes_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     from kubernetes import config as k8s_config  # type: ignore[import-untyped]  # noqa: PLC0415
 
     from policyd.actuators.kubernetes import KubernetesActuator  # noqa: PLC0415
+    from policyd.actuators.kubernetes.declaration_events import (  # noqa: PLC0415
+        DeclarationEvents,
+    )
     from policyd.sources.kubernetes_pods import KubernetesPodSource, PodWatch  # noqa: PLC0415
 
     def no_cluster() -> None:
@@ -346,3 +349,6 @@ def test_kubernetes_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert parts.actuator.settings.record_namespace == settings.kubernetes.namespace
     assert parts.lease_api is not None and parts.recover is not None
     assert parts.policy_api is not None
+    # unreadable declarations are told as Events through the actuator's own recorder
+    assert isinstance(parts.observer, DeclarationEvents)
+    assert parts.observer._recorder is parts.actuator.events
