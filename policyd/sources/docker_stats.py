@@ -64,6 +64,7 @@ from policyd.sources.prometheus import (
 )
 from policyd.sources.promql import build_queries
 from policyd.sources.settings import cadvisor_docker
+from policyd.sources.speed_label import parse_speed
 
 LOG = logging.getLogger(__name__)
 
@@ -250,15 +251,7 @@ def engine_speed(labels: Sequence[str]) -> tuple[float | None, str]:
     prefix = keys.SPEED + "="
     for label in labels:
         if isinstance(label, str) and label.startswith(prefix):
-            text = label[len(prefix):]
-            try:
-                value = float(text)
-            except ValueError:
-                value = math.nan
-            if math.isfinite(value) and value > 0:
-                return value, ""
-            return None, (f"engine label {keys.SPEED}={text!r} is not a positive number; "
-                          f"its speed counts as not stated")
+            return parse_speed(label[len(prefix):], "engine")
     return None, ""
 
 

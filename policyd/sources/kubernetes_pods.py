@@ -59,6 +59,7 @@ from policyd.sources.prometheus import (
     read_progress,
 )
 from policyd.sources.settings import SourceSettings, kubernetes
+from policyd.sources.speed_label import node_speeds
 
 LOG = logging.getLogger(__name__)
 GONE = 410
@@ -173,16 +174,27 @@ def list_pods(core: Any, scope: PodScope) -> tuple[list[dict[str, Any]], str]:
     return items, version
 
 
-def list_allocatable(core: Any, node_name: str | None = None) -> dict[str, float]:
-    """Node name -> allocatable CPU cores (one call; only `node_name` when given)."""
+def list_nodes(core: Any, node_name: str | None = None
+               ) -> tuple[dict[str, float], dict[str, dict[str, str]]]:
+    """Node name -> allocatable CPU cores, and node name -> its labels (one call; only
+    `node_name` when given)."""
     narrow = {"field_selector": f"metadata.name={node_name}"} if node_name else {}
     got = _body(core.list_node(**narrow, _preload_content=False))
-    out: dict[str, float] = {}
+    allocatable: dict[str, float] = {}
+    node_labels: dict[str, dict[str, str]] = {}
     for node in got.get("items") or []:
+        name = str(node["metadata"]["name"])
+        node_labels[name] = {str(k): str(v) for k, v in
+                             (node["metadata"].get("labels") or {}).items()}
         value = cores(((node.get("status") or {}).get("allocatable") or {}).get("cpu"))
         if value and value > 0:
-            out[str(node["metadata"]["name"])] = value
-    return out
+            allocatable[name] = value
+    return allocatable, node_labels
+
+
+def list_allocatable(core: Any, node_name: str | None = None) -> dict[str, float]:
+    """Node name -> allocatable CPU cores (one call; only `node_name` when given)."""
+    return list_nodes(core, node_name)[0]
 
 
 def facts_vector(found: Iterable[PodFacts], allocatable: Mapping[str, float], now: float
@@ -266,13 +278,15 @@ class KubernetesPodSource:
         return query_range(self._prometheus, self.url, query, start_seconds=q.start_seconds,
                            end_seconds=q.now_seconds, step_seconds=q.step_seconds)
 
-    def _from_api(self) -> tuple[list[dict[str, Any]], dict[str, float]]:
-        """The pod list and the nodes' allocatable CPU; API failures are SourceErrors."""
+    def _from_api(self) -> tuple[list[dict[str, Any]], dict[str, float],
+                                 dict[str, dict[str, str]]]:
+        """The pod list, the nodes' allocatable CPU and their labels; API failures are
+        SourceErrors."""
         where = str(getattr(getattr(getattr(self.core, "api_client", None),
                                     "configuration", None), "host", "the Kubernetes API"))
         try:
             items, _ = list_pods(self.core, self.scope)
-            return items, list_allocatable(self.core, self.scope.node_name)
+            return items, *list_nodes(self.core, self.scope.node_name)
         except ApiException as exc:
             raise SourceError(kind="http", url=where, what="list", query="pods, nodes",
                               detail=f"HTTP {exc.status} {exc.reason or ''}".strip()) from exc
@@ -288,7 +302,7 @@ class KubernetesPodSource:
         evaluation = self._range(q.evaluation, q)
         cpu = self._range(q.cpu, q) if q.cpu is not None else []
         progress, missed = read_progress(self._prometheus, self.url, q)
-        items, allocatable = self._from_api()
+        items, allocatable, node_labels = self._from_api()
         found = [f for f in (pod_facts(p, self.scope.container_name) for p in items)
                  if f is not None and f.running]
         try:
@@ -299,10 +313,14 @@ class KubernetesPodSource:
             raise SourceError(kind="bad_response", url=self.url, what="cycle",
                               query=q.evaluation, detail=str(exc)) from exc
         held: list[str] = []
+        speeds, speed_warnings = node_speeds(node_labels)
         snap = parsed.snapshot
+        if speeds:  # the operator's policyd.io/speed on the Node
+            snap = replace(snap, nodes=tuple(replace(n, speed=speeds.get(n.name, n.speed))
+                                             for n in snap.nodes))
         if self.batch is not None and not self.scope.node_name:
             snap = replace(snap, pending=held_jobs(list_jobs(self.batch, self.scope), held))
-        self.last_warnings = (*missed, *parsed.warnings, *held)
+        self.last_warnings = (*missed, *parsed.warnings, *speed_warnings, *held)
         for line in self.last_warnings:
             LOG.warning("kubernetes source: %s", line)
         return snap

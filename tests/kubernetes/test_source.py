@@ -228,3 +228,19 @@ def test_a_thousand_pod_cluster_costs_one_list_per_cycle() -> None:
     assert core.list_node.call_count == 3
     assert len(prom.queries) == 12  # four a cycle
     assert not core.read_namespaced_pod.called
+
+
+def test_a_nodes_speed_label_is_its_speed_and_a_bad_one_a_warning() -> None:
+    core, _, _ = apis()
+    answer(core.list_pod_for_all_namespaces, lambda **k: raw(
+        {"kind": "PodList", "metadata": {"resourceVersion": "5"}, "items": [pod()]}))
+    fast, odd, plain = node("w1"), node("w2"), node("w3")
+    fast["metadata"]["labels"] = {"policyd.io/speed": "1.5", "kubernetes.io/os": "linux"}
+    odd["metadata"]["labels"] = {"policyd.io/speed": "fast"}
+    answer(core.list_node, lambda **k: raw({"kind": "NodeList", "items": [fast, odd, plain]}))
+    source = KubernetesPodSource("http://prom", Scope(), core=core, prometheus=FakePrometheus(),
+                                 clock=lambda: 1030.0)
+    snap = source.snapshot([flowcon(interval_seconds=30)])
+    assert {n.name: n.speed for n in snap.nodes} == {"w1": 1.5, "w2": None, "w3": None}
+    assert "node w2 label policyd.io/speed='fast' is not a positive number; its speed counts " \
+           "as not stated" in source.last_warnings
