@@ -53,6 +53,7 @@ from policyd.sources.prometheus import (
     connect_prometheus,
     log_warnings,
     query_range,
+    read_metrics,
     read_progress,
 )
 from policyd.sources.promql import CycleQueries, build_queries
@@ -221,9 +222,12 @@ class CadvisorRestSource:
         warnings = [*missed, *warnings]
         cpu = self._cpu(readings, q, now)
         extra = dict(self._extra()) if self._extra is not None else {}
-        return assemble(evaluation=evaluation, hosts=readings, cpu=cpu, queries=q,
-                        extra_markers=extra, intervals=intervals, warnings=warnings,
-                        progress=progress)
+        parsed = assemble(evaluation=evaluation, hosts=readings, cpu=cpu, queries=q,
+                          extra_markers=extra, intervals=intervals, warnings=warnings,
+                          progress=progress)
+        snapshot, measured = read_metrics(self._prometheus, self.url, q, parsed.snapshot,
+                                          SETTINGS.evaluation_identity_labels)
+        return Parsed(snapshot=snapshot, warnings=(*parsed.warnings, *measured))
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:

@@ -60,6 +60,7 @@ from policyd.sources.prometheus import (
     PrometheusClient,
     connect_prometheus,
     query_range,
+    read_metrics,
     read_progress,
 )
 from policyd.sources.promql import build_queries
@@ -381,8 +382,12 @@ class DockerSnapshotSource:
                       for h in sorted(poll.hosts, key=lambda h: h.node))
         pending = pending_jobs([h for host in poll.hosts for h in host.held], set(chosen),
                                warnings)
+        snapshot, measured = read_metrics(
+            self._prometheus, self.url, q, Snapshot(
+                time=now, nodes=nodes, containers=tuple(containers),
+                intervals=dict(intervals or {}), pending=pending), (EVALUATION_LABEL,))
+        warnings.extend(measured)
         self.last_warnings = tuple(warnings)
         for line in warnings:
             LOG.warning("docker source: %s", line)
-        return Snapshot(time=now, nodes=nodes, containers=tuple(containers),
-                        intervals=dict(intervals or {}), pending=pending)
+        return snapshot

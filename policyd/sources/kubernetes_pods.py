@@ -56,6 +56,7 @@ from policyd.sources.prometheus import (
     PrometheusClient,
     connect_prometheus,
     query_range,
+    read_metrics,
     read_progress,
 )
 from policyd.sources.settings import SourceSettings, kubernetes
@@ -318,9 +319,11 @@ class KubernetesPodSource:
         if speeds:  # the operator's policyd.io/speed on the Node
             snap = replace(snap, nodes=tuple(replace(n, speed=speeds.get(n.name, n.speed))
                                              for n in snap.nodes))
+        snap, measured = read_metrics(self._prometheus, self.url, q, snap,
+                                      self.settings.evaluation_identity_labels)
         if self.batch is not None and not self.scope.node_name:
             snap = replace(snap, pending=held_jobs(list_jobs(self.batch, self.scope), held))
-        self.last_warnings = (*missed, *parsed.warnings, *speed_warnings, *held)
+        self.last_warnings = (*missed, *parsed.warnings, *speed_warnings, *measured, *held)
         for line in self.last_warnings:
             LOG.warning("kubernetes source: %s", line)
         return snap

@@ -23,7 +23,6 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
@@ -41,6 +40,7 @@ from policyd.sources.progress import EMPTY as EMPTY_PROGRESS
 from policyd.sources.progress import ProgressTable, parse_progress
 from policyd.sources.prometheus_http import FastPrometheusConnect
 from policyd.sources.promql import CycleQueries, build_queries
+from policyd.sources.qoe_metrics import attach_metrics
 from policyd.sources.settings import SourceSettings
 
 LOG = logging.getLogger(__name__)
@@ -163,6 +163,29 @@ def read_progress(client: PrometheusClient, url: str,
                                 f"{exc}",)
 
 
+def read_metrics(client: PrometheusClient, url: str, queries: CycleQueries, snapshot: Snapshot,
+                 identity: tuple[str, ...]) -> tuple[Snapshot, tuple[str, ...]]:
+    """`snapshot` with the policies' per-job metrics on its containers (`queries.metrics`, one
+    range query each; `policyd.sources.qoe_metrics`), and the warnings. A metric whose query
+    fails is a warning and no value for the cycle (its targets are not measured), never a lost
+    decision for the other jobs."""
+    results: dict[str, Any] = {}
+    warnings: list[str] = []
+    for name, query in queries.metrics:
+        try:
+            results[name] = query_range(client, url, query, start_seconds=queries.start_seconds,
+                                        end_seconds=queries.now_seconds,
+                                        step_seconds=queries.step_seconds, what="query_range")
+        except SourceError as err:
+            warnings.append(f"metric {name}: not measured this cycle: {err}")
+    try:
+        snapshot, placed = attach_metrics(snapshot, results, identity)
+    except ResponseShapeError as exc:
+        return snapshot, (*warnings, f"metrics not measured this cycle: an answer is not a "
+                                     f"query result: {exc}")
+    return snapshot, (*warnings, *placed)
+
+
 def connect_prometheus(url: str, *, timeout_seconds: float, retries: int,
                        retry_backoff_seconds: float = 0.5, disable_ssl: bool = False,
                        access: HttpAccess | None = None) -> PrometheusClient:
@@ -247,8 +270,9 @@ class PrometheusSource:
             self.errors_total[err.kind] += 1
             LOG.error("prometheus source: %s", err)
             raise
-        if missed:
-            parsed = replace(parsed, warnings=(*missed, *parsed.warnings))
+        snapshot, measured = read_metrics(self._client, self.url, queries, parsed.snapshot,
+                                          self.settings.evaluation_identity_labels)
+        parsed = Parsed(snapshot=snapshot, warnings=(*missed, *parsed.warnings, *measured))
         self.last_warnings = log_warnings("prometheus source", parsed.warnings)
         return parsed
 

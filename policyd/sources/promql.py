@@ -129,6 +129,9 @@ class CycleQueries:
     """The steps counter (a range), when the inputs hold "steps" (`policyd.sources.progress`)."""
     progress: str | None = None
     """The progress ratio (an instant query), with `steps`."""
+    metrics: tuple[tuple[str, str], ...] = ()
+    """(name, range query) of each per-job metric the policies name (`Kind.metric_queries`:
+    QoE's `spec.metrics`), when the inputs hold "metrics" (`policyd.sources.qoe_metrics`)."""
 
     @property
     def count(self) -> int:
@@ -137,7 +140,8 @@ class CycleQueries:
     def labelled(self) -> tuple[tuple[str, str], ...]:
         found = [("evaluation", self.evaluation), ("cpu", self.cpu),
                  *((f"facts:{fact}", query) for fact, query in self.facts),
-                 ("steps", self.steps), ("progress", self.progress)]
+                 ("steps", self.steps), ("progress", self.progress),
+                 *((f"metrics:{name}", query) for name, query in self.metrics)]
         return tuple((what, query) for what, query in found if query is not None)
 
 
@@ -245,6 +249,7 @@ def build_queries(
         on_node = f"{settings.evaluation_node_label}={quote(node)}"
         evaluation = narrowed(evaluation, on_node) or evaluation
         steps, progress = f"{steps}{{{on_node}}}", f"{progress}{{{on_node}}}"
+    metrics = metric_queries(policies, node, settings) if "metrics" in inputs else ()
     return CycleQueries(
         now_seconds=now_seconds,
         start_seconds=now_seconds - history,
@@ -256,4 +261,22 @@ def build_queries(
         inputs=inputs,
         steps=steps if "steps" in inputs else None,
         progress=progress if "steps" in inputs else None,
+        metrics=metrics,
     )
+
+
+def metric_queries(policies: Sequence[PolicyDocument], node: str | None,
+                   settings: SourceSettings) -> tuple[tuple[str, str], ...]:
+    """(name, query) of every per-job metric the policies name, each once; one name given two
+    queries by two policies is refused (a snapshot holds one series per job and name). On a
+    node agent a plain selector is narrowed to its node, as the evaluation query is."""
+    chosen: dict[str, str] = {}
+    for p in policies:
+        for name, query in KINDS.of(p).metric_queries(p).items():
+            if chosen.setdefault(name, query) != query:
+                raise ValueError(f"policies sharing a source must give metric {name!r} one "
+                                 f"query; got {chosen[name]!r} and {query!r}")
+    if node is not None and settings.evaluation_node_label is not None:
+        on_node = f"{settings.evaluation_node_label}={quote(node)}"
+        chosen = {name: narrowed(query, on_node) or query for name, query in chosen.items()}
+    return tuple(sorted(chosen.items()))

@@ -244,3 +244,24 @@ def test_a_nodes_speed_label_is_its_speed_and_a_bad_one_a_warning() -> None:
     assert {n.name: n.speed for n in snap.nodes} == {"w1": 1.5, "w2": None, "w3": None}
     assert "node w2 label policyd.io/speed='fast' is not a positive number; its speed counts " \
            "as not stated" in source.last_warnings
+
+
+def test_a_qoe_metric_is_read_onto_its_pod() -> None:
+    from policyd.engine.qoe import QoEPolicy  # noqa: PLC0415
+    from policyd.engine.spec import API_VERSION  # noqa: PLC0415
+
+    core, _, _ = apis()
+    answer(core.list_pod_for_all_namespaces, lambda **k: raw(
+        {"kind": "PodList", "metadata": {"resourceVersion": "5"}, "items": [pod()]}))
+    answer(core.list_node, lambda **k: raw({"kind": "NodeList", "items": [node()]}))
+    policy = QoEPolicy.model_validate({
+        "apiVersion": API_VERSION, "kind": "QoE", "metadata": {"name": "q"},
+        "spec": {"interval_seconds": 30, "metrics": {"rps": "sum by (namespace, pod, "
+                                                            "container) (serving_rps)"}}})
+    prom = FakePrometheus()
+    source = KubernetesPodSource("http://prom", Scope(), core=core, prometheus=prom,
+                                 clock=lambda: 1030.0)
+    snap = source.snapshot([policy])
+    (c,) = snap.containers
+    assert c.metrics["rps"].values.tolist() == [2.0, 1.5, 1.2]  # the fake's answer to it
+    assert "sum by (namespace, pod, container) (serving_rps)" in prom.queries
