@@ -1,8 +1,9 @@
 """The end-to-end figures on real Docker engines (benchmarks/README.md, "Docker proof").
 
-    .venv/bin/python benchmarks/docker_proof.py [flowcon|specon|listener|predictive|all]
+    .venv/bin/python benchmarks/docker_proof.py [flowcon|specon|listener|predictive|deadline|all]
         [--json] [--steps N] [--stagger-steps K]    (FlowCon: steps a job; job 2 when job 1 is at K)
-        [--scale F] [--rounds R]    (predictive: the remaining-work shape times F, R rounds)
+        [--scale F] [--rounds R]    (predictive: the remaining-work shape times F, R rounds;
+                                     deadline: the urgent job's 15 s alone times F, R rounds)
 
 Drives the code of tests/e2e/ (tests/e2e/harness.py): real dockerd engines as hosts, the
 trainer image, a real Prometheus (and Alertmanager), and `policyd run` as a child process.
@@ -24,6 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.e2e import deadlines
 from tests.e2e.harness import (
     FLOWCON_JOBS,
     SPECON_JOBS,
@@ -125,6 +127,32 @@ def predictive(root: Path, *, scale: float = 2.0, rounds: int = 3) -> dict[str, 
             "rounds": found, "summary": summary(found)}
 
 
+def deadline(root: Path, *, scale: float = 1.0, rounds: int = 3) -> dict[str, Any]:
+    """The deadline shape (tests/e2e/deadlines.py), the urgent job's time alone times `scale`,
+    `rounds` times on one one-core engine: NA, then Deadline under `policyd run`."""
+    shape = replace(deadlines.DeadlineShape(),
+                    urgent_seconds=deadlines.DeadlineShape().urgent_seconds * scale)
+    found: list[dict[str, Any]] = []
+    with lab(root, engines=1, cpus="0", jobs=deadlines.all_job_names(rounds)) as world:
+        for r in range(rounds):
+            runs = deadlines.compare(world, shape, root / f"round-{r}", round_=r)
+            found.append({label: {"probe_steps_per_second": round(run.steps_per_second),
+                                  "run_steps_per_second": round(run.core_steps_per_second),
+                                  "missed": run.missed(), "jobs": run.table()}
+                          for label, run in runs.items()})
+            print(json.dumps(found[-1]), file=sys.stderr, flush=True)  # kept if a later round fails
+    return {"shape": {"urgent_seconds": shape.urgent_seconds, "long_factor": shape.long_factor,
+                      "urgent_deadline_t": shape.urgent_deadline,
+                      "long_deadline_work": shape.long_deadline,
+                      "startup_seconds": shape.startup_seconds},
+            "rounds": found,
+            "summary": {label: {
+                "rounds_all_met": sum(not r[label]["missed"] for r in found),
+                "urgent_slack_seconds": [next(j["slack_s"] for j in r[label]["jobs"]
+                                              if j["job"].endswith("-urgent")) for r in found]}
+                for label in deadlines.RUNS.values()}}
+
+
 def round_figures(done: Compared, shape: RemainingWorkShape, order: list[str]
                   ) -> dict[str, Any]:
     """One round: per policy its jobs, average JCT (in seconds, and in the core's work:
@@ -176,23 +204,28 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("which", nargs="?", default="all",
-                        choices=("flowcon", "specon", "listener", "predictive", "all"))
+                        choices=("flowcon", "specon", "listener", "predictive", "deadline", "all"))
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--steps", type=int, default=None,
                         help="FlowCon: steps a job (default 150000)")
     parser.add_argument("--stagger-steps", type=int, default=None,
                         help="FlowCon: job 2 starts when job 1 is at this step, job 3 at 2t "
                              "(default 75000)")
-    parser.add_argument("--scale", type=float, default=2.0,
+    parser.add_argument("--scale", type=float, default=None,
                         help="predictive: the remaining-work shape times this (default 2; the "
-                             "CI test runs 1)")
+                             "CI test runs 1); deadline: the jobs' lengths times this "
+                             "(default 1, as the CI test)")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="predictive: rounds of NA, FlowCon and Predictive (default 3)")
+                        help="predictive: rounds of NA, FlowCon and Predictive; deadline: "
+                             "rounds of NA and Deadline (default 3)")
     args = parser.parse_args()
     runs: dict[str, Callable[[Path], dict[str, Any]]] = {
         "flowcon": partial(flowcon, steps=args.steps, stagger_steps=args.stagger_steps),
         "specon": specon, "listener": listener,
-        "predictive": partial(predictive, scale=args.scale, rounds=args.rounds)}
+        "predictive": partial(predictive, scale=2.0 if args.scale is None else args.scale,
+                              rounds=args.rounds),
+        "deadline": partial(deadline, scale=1.0 if args.scale is None else args.scale,
+                            rounds=args.rounds)}
     chosen = list(runs) if args.which == "all" else [args.which]
     out: dict[str, Any] = {}
     for name in chosen:

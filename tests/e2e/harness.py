@@ -27,7 +27,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -252,10 +252,12 @@ class JobSpec:
     """More arguments for the trainer."""
 
 
-def run_job(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path) -> Container:
+def run_job(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path, *,
+            labels: Mapping[str, str] | None = None) -> Container:
     """Start the trainer `spec` on `engine` under an init (`--init`: SIGTERM reaches it; a
-    migration's replacement keeps it) (host network, the managed label, POLICYD_CONTAINER
-    = its name, its checkpoint directory under `ckpt_root`, a host path both engines see)."""
+    migration's replacement keeps it) (host network, the managed label and `labels`,
+    POLICYD_CONTAINER = its name, its checkpoint directory under `ckpt_root`, a host path
+    both engines see)."""
     ckpt = ckpt_root / spec.name
     ckpt.mkdir(parents=True, exist_ok=True)
     command = trainer_command(port, steps=spec.steps, step_sleep=spec.step_sleep, extra=[
@@ -269,7 +271,7 @@ def run_job(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path) -> Contai
         kwargs["cpu_shares"] = spec.cpu_shares
     return engine.client().containers.run(
         TRAINER_TAG, command, name=spec.name, detach=True, network_mode="host", init=True,
-        labels={"policyd.io/managed": "true", "app": "train"},
+        labels={"policyd.io/managed": "true", "app": "train", **(labels or {})},
         environment={"POLICYD_CONTAINER": spec.name, "POLICYD_JOB_NAME": spec.name},
         volumes=host_binds(f"{ckpt}:/ckpt"), **kwargs)
 

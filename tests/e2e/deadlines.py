@@ -1,0 +1,279 @@
+"""Scenario (e): three jobs with deadlines on one one-core engine, under NA (equal shares) and
+under `policyd run` with the Deadline policy; every start, end and deadline from the engine.
+
+Why this shape. Three single-threaded jobs start together on one core (`lab(cpus="0")`, every
+job pinned to CPU 0): an urgent one of U steps and two long ones of 1.5 U each. With T the
+urgent job's time alone (U over the core's speed), equal shares give each job a third of the
+core, so the urgent job ends after about 3 T; its deadline is 2 T (plus the trainers' start-up
+seconds): NA misses it by about T, a third of its run. Knowing the deadlines, the core can
+finish the urgent job by about 1.1 T and the long ones by 4 T, the whole work; their deadlines
+are 1.6 times that (plus start-up), which NA also meets: only the urgent job separates them.
+
+The machine's speed is measured, not assumed: right before each run three probe jobs of
+`probe_steps` run together, as the three jobs will, and their logs give the core's steps/s
+(this shared machine has given one job 828 and 1858 steps/s in two runs of one CI session;
+and one job alone at 2025 steps/s, then three together at 870 in all, in the first run of
+this scenario: a lone probe does not tell what three jobs get). The steps of every job are
+sized from it so that T is `urgent_seconds` at that speed, and the deadlines
+(`policyd.io/deadline`, a duration counted from the container's creation,
+`policyd.engine.declarations`) from the same T, so the shape holds on a fast or a loaded
+machine. What can still break it is the load changing between the probe and the run: NA
+meets the urgent deadline only if the run is 1.5 times faster than the probe, and Deadline
+cannot meet them if it is about 1.6 times slower (`DeadlineRun.core_steps_per_second` shows
+the run's own speed beside the probe's).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+
+from tests.e2e.harness import (
+    JobSpec,
+    Lab,
+    docker_time,
+    finish_jobs,
+    log_points,
+    policyd_run,
+    run_job,
+)
+
+ROLES = ("long-1", "long-2", "urgent")
+"""Started in this order, together (the urgent job last: it gains nothing from starting
+first)."""
+RUNS = {"na": "NA", "dl": "Deadline"}
+"""Each run's job-name prefix and its policy: fresh names per run, so that no policy reads the
+previous run's series of a job of the same name in Prometheus."""
+DEADLINE_LABEL = "policyd.io/deadline"
+
+
+def job_names(prefix: str) -> tuple[str, ...]:
+    return tuple(f"{prefix}-dl-{role}" for role in ROLES)
+
+
+def probe_names(prefix: str) -> tuple[str, ...]:
+    return tuple(f"{prefix}-dl-probe-{i}" for i in range(1, len(ROLES) + 1))
+
+
+def prefix(run: str, round_: int = 0) -> str:
+    return run if round_ == 0 else f"{run}{round_}"
+
+
+def all_job_names(repeats: int = 1) -> list[str]:
+    """Every job name (probes too) of `repeats` rounds of both runs (the lab's scrape
+    targets)."""
+    return [n for r in range(repeats) for p in RUNS
+            for n in (*probe_names(prefix(p, r)), *job_names(prefix(p, r)))]
+
+
+def deadline_policy(*, interval: float = 3, margin: float = 0.1) -> str:
+    """Deadline at its defaults (hard quotas, hopeless jobs at the floor) but for a short
+    interval (these jobs last about a minute), no moves (one engine), and the evaluation and
+    selector of the other e2e policies."""
+    return f"""\
+apiVersion: policyd.io/v1alpha1
+kind: Deadline
+metadata: {{name: e2e-deadline}}
+spec:
+  interval_seconds: {interval}
+  margin: {margin}
+  migrate: false
+  evaluation: {{query: policyd_training_loss, normalization: absolute}}
+  selector: {{labels: {{app: train}}}}
+"""
+
+
+@dataclass(frozen=True)
+class DeadlineShape:
+    """The jobs (module docstring), in multiples of T, the urgent job's time alone."""
+
+    urgent_seconds: float = 15.0
+    long_factor: float = 1.5
+    """Each long job's work, in T."""
+    urgent_deadline: float = 2.0
+    """The urgent job's deadline, in T (NA ends it at about 3 T)."""
+    long_deadline: float = 1.6
+    """The long jobs' deadline, as a multiple of the whole work (4 T)."""
+    startup_seconds: float = 5.0
+    """Added to every deadline: the trainers' start-up (PyTorch import), which is not work."""
+    probe_steps: int = 4000
+    """Each of the three probe jobs'."""
+    lr: float = 0.001
+    smoothing: int = 500
+
+    def sized(self, steps_per_second: float) -> tuple[dict[str, int], dict[str, int]]:
+        """Each role's steps and deadline (whole seconds from its creation) at that speed."""
+        t = self.urgent_seconds
+        steps = {"urgent": round(steps_per_second * t),
+                 "long-1": round(steps_per_second * t * self.long_factor),
+                 "long-2": round(steps_per_second * t * self.long_factor)}
+        whole = t * (1 + 2 * self.long_factor)
+        long_deadline = round(self.long_deadline * whole + self.startup_seconds)
+        deadlines = {"urgent": round(self.urgent_deadline * t + self.startup_seconds),
+                     "long-1": long_deadline, "long-2": long_deadline}
+        return steps, deadlines
+
+    def spec(self, name: str, steps: int) -> JobSpec:
+        return JobSpec(name, steps=steps, lr=self.lr, smoothing=self.smoothing, cpuset="0",
+                       print_every=1000)
+
+
+@dataclass(frozen=True)
+class DeadlineJob:
+    """One job as the engine saw it: created, started and finished (`docker inspect`), its
+    declared deadline (seconds from creation) and steps."""
+
+    name: str
+    steps: int
+    deadline_seconds: int
+    created: float
+    started: float
+    finished: float
+    exit_code: int
+
+    @property
+    def deadline_at(self) -> float:
+        return self.created + self.deadline_seconds
+
+    @property
+    def slack(self) -> float:
+        """Seconds it finished before its deadline (negative: after)."""
+        return self.deadline_at - self.finished
+
+    @property
+    def met(self) -> bool:
+        return self.finished <= self.deadline_at
+
+
+@dataclass
+class DeadlineRun:
+    label: str
+    steps_per_second: float
+    """The core's speed with three jobs on it (the probe), which sized the jobs."""
+    jobs: dict[str, DeadlineJob]
+    quotas: dict[str, list[int]]
+    """The distinct successive CpuQuota values (microseconds per 100 ms; 0: none) of each job."""
+
+    @property
+    def core_steps_per_second(self) -> float:
+        """What the core did in the run: all the jobs' steps over first start to last end
+        (start-up included)."""
+        jobs = self.jobs.values()
+        return sum(j.steps for j in jobs) / (max(j.finished for j in jobs)
+                                             - min(j.started for j in jobs))
+
+    def role(self, role: str) -> DeadlineJob:
+        return next(j for j in self.jobs.values() if j.name.endswith(f"-{role}"))
+
+    def missed(self) -> list[str]:
+        return [j.name for j in self.jobs.values() if not j.met]
+
+    def table(self) -> list[dict[str, object]]:
+        origin = min(j.created for j in self.jobs.values())
+        return [{"job": j.name, "steps": j.steps, "deadline_s": j.deadline_seconds,
+                 "start": round(j.started - origin, 1), "end": round(j.finished - origin, 1),
+                 "slack_s": round(j.slack, 1), "met": j.met, "quotas": self.quotas[j.name]}
+                for j in self.jobs.values()]
+
+
+@dataclass
+class QuotaLog:
+    """`HostConfig.CpuQuota` of the named containers on the engine at `url`, polled until
+    `close()`; each container's distinct successive values."""
+
+    url: str
+    names: tuple[str, ...]
+    every: float = 0.3
+    values: dict[str, list[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.values = {n: [] for n in self.names}
+        self._stop = threading.Event()
+        self._api = docker.APIClient(base_url=self.url, version="auto", timeout=30)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for name in self.names:
+                try:
+                    quota = int(self._api.inspect_container(name)["HostConfig"]
+                                .get("CpuQuota") or 0)
+                except (docker.errors.DockerException, OSError):
+                    continue
+                seen = self.values[name]
+                if not seen or seen[-1] != quota:
+                    seen.append(quota)
+            self._stop.wait(self.every)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._api.close()
+
+
+def probe(lab_: Lab, shape: DeadlineShape, prefix_: str, directory: Path) -> float:
+    """The core's steps/s with three jobs on it, as in the runs: three probe jobs of
+    `shape.probe_steps` started together, the sum of their speeds from their logs (first to
+    last logged step, so the start-up does not count)."""
+    engine = lab_.engine("e1")
+    containers = [run_job(engine, shape.spec(name, shape.probe_steps), lab_.ports[name],
+                          directory) for name in probe_names(prefix_)]
+    speeds = []
+    try:
+        for c in containers:
+            c.wait(timeout=300)
+            points = log_points(c)
+            assert len(points) >= 2, f"{c.name} logged {len(points)} progress lines"
+            (t0, s0, _), (t1, s1, _) = points[0], points[-1]
+            speeds.append((s1 - s0) / max(1e-9, t1 - t0))
+    finally:
+        for c in containers:
+            c.remove(force=True)
+    return sum(speeds)
+
+
+def run_deadlines(lab_: Lab, shape: DeadlineShape, prefix_: str, label: str) -> DeadlineRun:
+    """Probe the core's speed, then start the three jobs together on e1 with their deadlines;
+    wait for all to exit; what the engine saw."""
+    directory = lab_.ckpt / label
+    speed = probe(lab_, shape, prefix_, directory)
+    steps, deadlines = shape.sized(speed)
+    engine = lab_.engine("e1")
+    names = job_names(prefix_)
+    origin = time.time()
+    containers = {}
+    for name, role in zip(names, ROLES, strict=True):
+        containers[name] = run_job(engine, shape.spec(name, steps[role]), lab_.ports[name],
+                                   directory, labels={DEADLINE_LABEL: f"{deadlines[role]}s"})
+    quotas = QuotaLog(engine.url, names)
+    try:
+        inspected = {n: c.attrs for n, c in containers.items()}
+        # all the work at the probe's speed, three times over, plus start-up
+        timeout = origin + 3 * sum(steps.values()) / speed + 120
+        results, _ = finish_jobs(lab_, containers, origin=origin, deadline=timeout,
+                                 quality=0.0)
+    finally:
+        quotas.close()
+    jobs = {}
+    for name, role in zip(names, ROLES, strict=True):
+        r = results[name]
+        jobs[name] = DeadlineJob(name=name, steps=steps[role], deadline_seconds=deadlines[role],
+                                 created=docker_time(inspected[name]["Created"]),
+                                 started=r.started, finished=r.finished, exit_code=r.exit_code)
+    return DeadlineRun(label=label, steps_per_second=speed, jobs=jobs, quotas=quotas.values)
+
+
+def compare(lab_: Lab, shape: DeadlineShape, directory: Path, *, round_: int = 0
+            ) -> dict[str, DeadlineRun]:
+    """One NA run (no policyd) and one under `policyd run` with the Deadline policy."""
+    runs = {"NA": run_deadlines(lab_, shape, prefix("na", round_), f"NA-dl-{round_}")}
+    name = prefix("dl", round_)
+    with policyd_run(directory / f"policyd-{name}", deadline_policy(), engines=lab_.engines,
+                     prometheus_url=lab_.prometheus.url):
+        runs["Deadline"] = run_deadlines(lab_, shape, name, f"Deadline-dl-{round_}")
+    return runs
