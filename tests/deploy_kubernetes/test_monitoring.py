@@ -86,6 +86,22 @@ def exported_metrics() -> set[str]:
     return found
 
 
+def test_the_metrics_table_is_what_policyd_exports() -> None:
+    """docs/settings.md's table (which the dashboard and the rules are held to) names every
+    metric of the daemon's registry and nothing else."""
+    from prometheus_client import CollectorRegistry  # noqa: PLC0415
+
+    from policyd.daemon import DaemonMetrics  # noqa: PLC0415
+
+    registry = CollectorRegistry()
+    DaemonMetrics(registry)
+    suffix = {"counter": "_total", "histogram": "", "gauge": ""}
+    real = {family.name + suffix[family.type] for family in registry.collect()}
+    table = (ROOT / "docs" / "settings.md").read_text()
+    documented = set(re.findall(r"^\| `(policyd_\w+)` \|", table, flags=re.MULTILINE))
+    assert documented == real, (sorted(real - documented), sorted(documented - real))
+
+
 def metric_names(expr: str) -> set[str]:
     """The series names a PromQL expression selects (functions and keywords left out)."""
     expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
@@ -137,3 +153,11 @@ def test_the_dashboard_queries_only_policyd_metrics() -> None:
     exprs = " ".join(t["expr"] for p in panels for t in p["targets"])
     assert "by (policy, kind, result" in exprs
     assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
+    taken: dict[tuple[int, int], str] = {}  # no two panels on one cell of the grid
+    for p in board["panels"]:
+        g = p["gridPos"]
+        assert g["x"] + g["w"] <= 24, p["title"]
+        for cell in ((y, x) for y in range(g["y"], g["y"] + g["h"])
+                     for x in range(g["x"], g["x"] + g["w"])):
+            assert cell not in taken, (p["title"], taken[cell])
+            taken[cell] = p["title"]
