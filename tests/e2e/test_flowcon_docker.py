@@ -34,7 +34,7 @@ def report(run_label: str, table: list[dict[str, object]], makespan: float) -> N
         f"{r['job']} start {r['start']} s jct {r['jct']} s ttq {r['ttq']} s" for r in table))
 
 
-def test_flowcon_moves_cpu_weights_as_algorithm_1_says_and_na_does_not(tmp_path: Path) -> None:
+def test_flowcon_moves_cpu_weights_as_algorithm_1_says(tmp_path: Path) -> None:
     one, two, three = FLOWCON_JOBS
     with lab(tmp_path, engines=1, jobs=FLOWCON_JOBS) as world:
         shape = FlowConShape()
