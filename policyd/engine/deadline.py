@@ -539,8 +539,7 @@ def _with_limits(admits: Sequence[Admit], candidates: Sequence[Candidate],
 
 
 def _intervals(policy: PolicyDocument) -> Intervals:
-    seconds = _deadline(policy).spec.interval_seconds
-    return Intervals(base_seconds=seconds, longest_seconds=seconds)
+    return Intervals.fixed(_deadline(policy).spec.interval_seconds)
 
 
 def _summary(policy: PolicyDocument) -> str:

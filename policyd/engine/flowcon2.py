@@ -337,8 +337,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
 
 
 def _intervals(policy: PolicyDocument) -> Intervals:
-    seconds = _flowcon2(policy).spec.interval_seconds
-    return Intervals(base_seconds=seconds, longest_seconds=seconds)
+    return Intervals.fixed(_flowcon2(policy).spec.interval_seconds)
 
 
 def _summary(policy: PolicyDocument) -> str:

@@ -99,6 +99,11 @@ class Intervals:
     base_seconds: float
     longest_seconds: float
 
+    @classmethod
+    def fixed(cls, seconds: float) -> Intervals:
+        """An interval that never backs off."""
+        return cls(base_seconds=seconds, longest_seconds=seconds)
+
     def __post_init__(self) -> None:
         if not 0 < self.base_seconds <= self.longest_seconds:
             raise ValueError(

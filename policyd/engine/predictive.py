@@ -391,8 +391,7 @@ def _reason(j: _Job, rank: int, n: int, granted: float, fraction: float, *, floo
 
 
 def _intervals(policy: PolicyDocument) -> Intervals:
-    seconds = _predictive(policy).spec.interval_seconds
-    return Intervals(base_seconds=seconds, longest_seconds=seconds)
+    return Intervals.fixed(_predictive(policy).spec.interval_seconds)
 
 
 def _summary(policy: PolicyDocument) -> str:

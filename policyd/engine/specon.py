@@ -358,8 +358,7 @@ def _specon(policy: PolicyDocument) -> SpeConPolicy:
 
 
 def _intervals(policy: PolicyDocument) -> Intervals:
-    seconds = _specon(policy).spec.interval_seconds
-    return Intervals(base_seconds=seconds, longest_seconds=seconds)
+    return Intervals.fixed(_specon(policy).spec.interval_seconds)
 
 
 def _summary(policy: PolicyDocument) -> str:
