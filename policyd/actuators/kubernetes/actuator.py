@@ -33,7 +33,12 @@ from policyd.actuators.grace import grace_seconds
 from policyd.actuators.kubernetes import cpu, pods
 from policyd.actuators.kubernetes.admission import JobAdmission
 from policyd.actuators.kubernetes.calls import Caller, TokenBucket, api_client, status_of
-from policyd.actuators.kubernetes.events import EventRecorder, regarding_of
+from policyd.actuators.kubernetes.events import (
+    EventRecorder,
+    regarding_held_job,
+    regarding_of,
+    regarding_pod,
+)
 from policyd.actuators.kubernetes.migration import Migration
 from policyd.actuators.kubernetes.mover import Settled
 from policyd.actuators.kubernetes.pods import PodRef
@@ -148,13 +153,10 @@ class KubernetesActuator:
                 "stop": "Stop", "admit": "Admit"}[action.kind]
         regarding: Mapping[str, Any]
         if isinstance(action, Admit):  # a held Job, named namespace/name
-            namespace, _, name = action.container.partition("/")
-            regarding = {"apiVersion": "batch/v1", "kind": "Job", "namespace": namespace,
-                         "name": name}
+            regarding = regarding_held_job(action.container)
         else:
             ref = PodRef.parse(action.container, self.settings.container_name)
-            regarding = {"apiVersion": "v1", "kind": "Pod", "namespace": ref.namespace,
-                         "name": ref.name}
+            regarding = regarding_pod(ref.namespace, ref.name)
         try:
             done = run()
         except ActuationError as exc:

@@ -18,7 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from policyd.actuators.errors import ActuationError
-from policyd.actuators.kubernetes.events import EventRecorder
+from policyd.actuators.kubernetes.events import (
+    EventRecorder,
+    regarding_held_job,
+    regarding_pod,
+)
 from policyd.actuators.kubernetes.pods import PodRef
 from policyd.tick import Outcome
 
@@ -46,14 +50,10 @@ class DeclarationEvents:
                 except ActuationError as exc:
                     LOG.warning("kubernetes: no Event for %s: %s", a.container, exc)
                     continue
-                found[a.container] = ({"apiVersion": "v1", "kind": "Pod",
-                                       "namespace": ref.namespace, "name": ref.name},
-                                      a.deadline.note)
+                found[a.container] = (regarding_pod(ref.namespace, ref.name), a.deadline.note)
         for q in decision.queue:
             if q.why == "invalid":
-                namespace, _, name = q.container.partition("/")
-                found[q.container] = ({"apiVersion": "batch/v1", "kind": "Job",
-                                       "namespace": namespace, "name": name}, q.reason)
+                found[q.container] = (regarding_held_job(q.container), q.reason)
         told = self._told.get(decision.policy, {})
         for job, (regarding, note) in found.items():
             if told.get(job) != note:

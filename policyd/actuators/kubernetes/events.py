@@ -67,6 +67,17 @@ def regarding_of(obj: Mapping[str, Any], *, api_version: str = "v1", kind: str =
     return out
 
 
+def regarding_pod(namespace: str, name: str) -> dict[str, Any]:
+    """An Event's `regarding` for a pod known by its name only."""
+    return {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name}
+
+
+def regarding_held_job(container: str) -> dict[str, Any]:
+    """An Event's `regarding` for a held Job, named `namespace/name` as a pending job is."""
+    namespace, _, name = container.partition("/")
+    return {"apiVersion": "batch/v1", "kind": "Job", "namespace": namespace, "name": name}
+
+
 @dataclass
 class EventRecorder:
     """Creates the Events through `api` (an EventsV1Api)."""
