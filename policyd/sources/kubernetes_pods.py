@@ -193,11 +193,6 @@ def list_nodes(core: Any, node_name: str | None = None
     return allocatable, node_labels
 
 
-def list_allocatable(core: Any, node_name: str | None = None) -> dict[str, float]:
-    """Node name -> allocatable CPU cores (one call; only `node_name` when given)."""
-    return list_nodes(core, node_name)[0]
-
-
 def facts_vector(found: Iterable[PodFacts], allocatable: Mapping[str, float], now: float
                  ) -> dict[str, list[dict[str, Any]]]:
     """The facts' instant vectors `parse_cycle` reads (fact -> samples), built from the API

@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 from policyd.actuators.kubernetes import ActuationError
 from policyd.actuators.kubernetes.pods import PodRef
 from policyd.model.events import ContainerEvent
-from policyd.sources.kubernetes_pods import PodWatch, list_allocatable, list_pods, pod_facts
+from policyd.sources.kubernetes_pods import PodWatch, list_nodes, list_pods, pod_facts
 from tests.kubernetes import world
 from tests.kubernetes.fake_cluster import RECORDED, recorded, response
 from tests.kubernetes.world import NS, served
@@ -148,7 +148,7 @@ def test_the_recorded_lists_read_as_one_request_each() -> None:
         with server.api_client() as api:
             core = k8s.CoreV1Api(api)
             items, version = list_pods(core, NodeScope())
-            allocatable = list_allocatable(core, "w2")
+            allocatable, _ = list_nodes(core, "w2")
     facts = [f for f in (pod_facts(p, "trainer") for p in items) if f is not None]
     assert version == "928"
     assert [f.pod for f in facts] == ["bare-c", "job-a-bsg8b", "rs-done", "rs-stale"]

@@ -23,7 +23,7 @@ from policyd.daemon.policy_resources import PolicyResources
 from policyd.engine.registry import KINDS
 from policyd.model import Admit
 from policyd.sources.kubernetes_jobs import list_jobs
-from policyd.sources.kubernetes_pods import PodWatch, list_allocatable, list_pods
+from policyd.sources.kubernetes_pods import PodWatch, list_nodes, list_pods
 from tests.kubernetes import world
 from tests.kubernetes.fake_apiserver import FakeApiServer
 from tests.kubernetes.world import NS, decision, migrate, served
@@ -117,7 +117,7 @@ def source_and_watch(server: FakeApiServer, clock: Any) -> None:
             list_pods(core, scope)
             PodWatch(core, scope, window_seconds=1).watch(lambda e: None,
                                                           _soon(threading.Event()))
-        list_allocatable(core)
+        list_nodes(core)
 
 
 def _soon(stop: threading.Event) -> threading.Event:
