@@ -4,12 +4,7 @@ be placed said, not guessed."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-from urllib.parse import parse_qs, urlparse
-
 import pytest
-import responses
 
 from policyd.engine.qoe import QoEPolicy
 from policyd.engine.spec import API_VERSION
@@ -18,11 +13,10 @@ from policyd.model import Node as SnapshotNode
 from policyd.policy import load_policies
 from policyd.sources import kubernetes
 from policyd.sources.matrix import ResponseShapeError
-from policyd.sources.prometheus import PrometheusSource
 from policyd.sources.promql import build_queries
 from policyd.sources.qoe_metrics import attach_metrics
 from tests.sources.builders import series
-from tests.sources.test_recorded_cluster import CLUSTER, URL
+from tests.sources.test_recorded_cluster import CLUSTER, NOW, observed, recorded_bodies
 
 STEPS = "policyd_training_steps_total"
 
@@ -36,24 +30,14 @@ def qoe(name: str = "q", **metrics: str) -> QoEPolicy:
 def test_each_container_gets_its_own_series_from_a_real_prometheus_answer() -> None:
     """The recorded cluster's answers (payloads/kubernetes_cluster): the steps counter asked
     again as a QoE metric lands on each of the 20 containers as its own steps series."""
-    now = json.loads((CLUSTER / "queries.json").read_text())["now"]
     recorded = build_queries(load_policies(CLUSTER / "policy.yaml"), kubernetes(),
-                             now_seconds=now)
-    bodies = {query: (CLUSTER / f"{name.replace(':', '_')}.json").read_text()
-              for name, query in recorded.labelled()}
+                             now_seconds=NOW)
     policy = qoe(samples=STEPS)
-    asked = build_queries([policy], kubernetes(), now_seconds=now)
+    asked = build_queries([policy], kubernetes(), now_seconds=NOW)
     assert asked.metrics == (("samples", STEPS),)
     assert asked.count == recorded.count + 1  # one query more, whatever the number of jobs
-
-    def answer(request: Any) -> tuple[int, dict[str, str], str]:
-        (query,) = parse_qs(urlparse(request.url).query)["query"]
-        return 200, {}, bodies[query]
-
-    with responses.RequestsMock() as rsps:
-        for endpoint in ("query", "query_range"):
-            rsps.add_callback(responses.GET, f"{URL}/api/v1/{endpoint}", callback=answer)
-        parsed = PrometheusSource(URL, kubernetes(), clock=lambda: now).observe([policy])
+    parsed, calls = observed([policy], recorded_bodies())
+    assert calls == asked.count
     containers = parsed.snapshot.containers
     assert len(containers) == 20
     for c in containers:

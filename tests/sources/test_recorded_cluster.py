@@ -9,15 +9,18 @@ A change to the parser that alters any container, series, label, marker or warni
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import responses
 
+from policyd.engine.spec import PolicyDocument
 from policyd.model.codec import snapshot_to_dict
 from policyd.policy import load_policies
 from policyd.sources import kubernetes
+from policyd.sources.parse import Parsed
 from policyd.sources.prometheus import PrometheusSource
 from policyd.sources.promql import build_queries
 
@@ -25,13 +28,19 @@ CLUSTER = Path(__file__).parent / "payloads" / "kubernetes_cluster"
 URL = "http://prometheus.test:9090"
 
 
-def test_recorded_answers_give_the_recorded_snapshot() -> None:
-    now = json.loads((CLUSTER / "queries.json").read_text())["now"]
-    policies = load_policies(CLUSTER / "policy.yaml")
-    queries = build_queries(policies, kubernetes(), now_seconds=now)
-    bodies = {query: (CLUSTER / f"{name.replace(':', '_')}.json").read_text()
-              for name, query in queries.labelled()}
+NOW: float = json.loads((CLUSTER / "queries.json").read_text())["now"]
 
+
+def recorded_bodies() -> dict[str, str]:
+    """The recorded answers by the query they answer."""
+    queries = build_queries(load_policies(CLUSTER / "policy.yaml"), kubernetes(), now_seconds=NOW)
+    return {query: (CLUSTER / f"{name.replace(':', '_')}.json").read_text()
+            for name, query in queries.labelled()}
+
+
+def observed(policies: Sequence[PolicyDocument], bodies: Mapping[str, str]) -> tuple[Parsed, int]:
+    """A `PrometheusSource` cycle for `policies` at the recording's time, each query answered
+    from `bodies`; and how many requests it made."""
     def answer(request: Any) -> tuple[int, dict[str, str], str]:
         (query,) = parse_qs(urlparse(request.url).query)["query"]
         return 200, {}, bodies[query]
@@ -39,8 +48,15 @@ def test_recorded_answers_give_the_recorded_snapshot() -> None:
     with responses.RequestsMock() as rsps:
         for endpoint in ("query", "query_range"):
             rsps.add_callback(responses.GET, f"{URL}/api/v1/{endpoint}", callback=answer)
-        parsed = PrometheusSource(URL, kubernetes(), clock=lambda: now).observe(policies)
-        assert len(rsps.calls) == queries.count == 8
+        parsed = PrometheusSource(URL, kubernetes(), clock=lambda: NOW).observe(policies)
+        return parsed, len(rsps.calls)
+
+
+def test_recorded_answers_give_the_recorded_snapshot() -> None:
+    policies = load_policies(CLUSTER / "policy.yaml")
+    queries = build_queries(policies, kubernetes(), now_seconds=NOW)
+    parsed, calls = observed(policies, recorded_bodies())
+    assert calls == queries.count == 8
     got = {"snapshot": snapshot_to_dict(parsed.snapshot), "warnings": list(parsed.warnings)}
     assert len(got["snapshot"]["containers"]) == 20
     assert json.dumps(got, sort_keys=True, indent=1) + "\n" == (
