@@ -19,8 +19,18 @@ One difference remains, on purpose: an integer beyond 64 bits is read as the nea
 (the standard library keeps a Python int). Every number policyd reads from these documents is
 used as a float anyway.
 
-Must not: read files or sockets (callers pass the bytes), or encode (writers keep the standard
-library's encoder where their bytes must not change: it formats floats as `repr` does).
+`dumps` encodes a large document (a 10,000-container decision is ~12 MB of indented text): the
+standard library's encoder falls back to pure Python as soon as it indents, 0.6 s for that
+decision, orjson 0.03 s. Its text means the same to any JSON reader, but the bytes differ:
+floats in the shortest form (1e-05 is written 1e-5, 1e16 is 1e16, not 1e+16) and non-ASCII
+characters as UTF-8, not \\u escapes. NaN and infinities, which JSON cannot express, are
+refused as the standard library refuses them with allow_nan=False (a ValueError), never written
+as null; what orjson cannot encode at all (a lone surrogate, an integer beyond 64 bits) is
+encoded by the standard library.
+
+Must not: read files or sockets (callers pass the bytes), or encode documents whose bytes must not
+change (the simulator's JSON, compared byte for byte across versions, keeps the standard
+library's encoder).
 """
 
 from __future__ import annotations
@@ -28,10 +38,13 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
+
+_INDENTED = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
 
 
 @contextlib.contextmanager
@@ -58,3 +71,28 @@ def loads(data: bytes | str, *, fallback: Callable[[], Any] | None = None) -> An
             if fallback is not None:
                 return fallback()
             return json.loads(data)
+
+
+def dumps(document: Any) -> str:
+    """`document` as JSON indented by two spaces (what `json.dumps(document, indent=2,
+    allow_nan=False)` means, in orjson's bytes: see the module's docstring). A NaN or an
+    infinity anywhere in it is a ValueError, as with the standard library."""
+    try:
+        text = orjson.dumps(document, option=_INDENTED)
+    except orjson.JSONEncodeError:  # a lone surrogate, an integer beyond 64 bits
+        return json.dumps(document, indent=2, allow_nan=False)
+    if b"null" in text and _has_non_finite(document):
+        raise ValueError("Out of range float values are not JSON compliant")
+    return text.decode("utf-8")
+
+
+def _has_non_finite(value: Any) -> bool:
+    """Whether a float NaN or infinity is anywhere in `value` (orjson writes them as null; the
+    walk runs only when the text holds a null at all)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_non_finite(v) for v in value)
+    return False

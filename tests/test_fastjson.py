@@ -117,3 +117,36 @@ def test_the_collector_is_paused_inside_and_restored_after() -> None:
         assert not gc.isenabled()  # left as it was found
     finally:
         gc.enable()
+
+
+FINITE_DOCUMENTS = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | TEXT,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(TEXT, inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@given(document=FINITE_DOCUMENTS)
+def test_dumps_means_what_the_standard_library_writes(document: Any) -> None:
+    """Read back by the standard library, the text is the document json.dumps(indent=2) writes
+    (bytes may differ: float forms, raw UTF-8), and it is indented the same way."""
+    text = fastjson.dumps(document)
+    assert same(json.loads(text), json.loads(json.dumps(document, indent=2)))
+    expected = json.dumps(document, indent=2, ensure_ascii=False)
+    assert [len(line) - len(line.lstrip(" ")) for line in text.split("\n")] == [
+        len(line) - len(line.lstrip(" ")) for line in expected.split("\n")]
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_dumps_refuses_what_json_cannot_say_as_the_standard_library_does(bad: float) -> None:
+    """orjson would write null; policyd's documents never silently lose a number."""
+    document = {"containers": [{"id": "a", "share": 0.5}, {"id": "b", "share": [1.0, bad]}]}
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        json.dumps(document, allow_nan=False)
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        fastjson.dumps(document)
+
+
+def test_dumps_keeps_a_real_null() -> None:
+    assert json.loads(fastjson.dumps({"share": None, "x": 1e-05})) == {"share": None, "x": 1e-05}

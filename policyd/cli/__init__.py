@@ -112,10 +112,9 @@ def _cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.output == "json":
         document: object = (decision_to_dict(decisions[0]) if len(decisions) == 1 else
                             {"decisions": [decision_to_dict(d) for d in decisions]})
-        # The standard library's encoder, not orjson: its float formatting and \u escapes are
-        # the decision's bytes (orjson writes 1e-05 as 0.00001 and "ΣG" unescaped). One write
-        # of the whole text: json.dump would write it in thousands of pieces.
-        out.write(json.dumps(document, indent=2, allow_nan=False) + "\n")
+        # orjson: the standard library's indenting encoder is pure Python, 0.6 s of a
+        # 10,000-container plan (fastjson.dumps says how the bytes differ). One write.
+        out.write(fastjson.dumps(document) + "\n")
     else:
         color = args.color and out.isatty()
         out.write("\n".join(render_decision(d, snapshot, color=color) for d in decisions))
