@@ -3,23 +3,28 @@
 `data.result` of a range query is a list of `{"metric": {...}, "values": [[t, "v"], ...]}`;
 values are strings ("1.5", "NaN", "+Inf"). Converting 600,000 pairs one `float()` at a time
 would dominate a cycle, so `read_matrix` concatenates every series' samples and converts them
-with two numpy calls; series are then slices `[offsets[i], offsets[i + 1])` of one array. A
-value that is not a number spoils only its own series (it is converted again alone and
-reported). Pure: no I/O.
+in one pass each (`_times`, `_numbers`); series are then slices `[offsets[i], offsets[i + 1])`
+of one array. A value that is not a number spoils only its own series (it is converted again
+alone and reported). Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from policyd.model.snapshot import FloatArray
 
 IntArray = npt.NDArray[np.int64]
+_NUMBER_BYTES = b"0123456789.eE+-,NaN"
+"""What joined sample values may hold for `_numbers`' shortcut."""
 
 
 class ResponseShapeError(ValueError):
@@ -77,17 +82,42 @@ def read_matrix(result: Any) -> Matrix:
         else:
             broken[i] = "has no 'values' list"
             samples.append([])
-    lengths = np.fromiter((len(s) for s in samples), dtype=np.int64, count=len(samples))
+    lengths = np.fromiter(map(len, samples), dtype=np.int64, count=len(samples))
     offsets = np.zeros(len(samples) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    flat = [pair for s in samples for pair in s]
+    flat = list(chain.from_iterable(samples))
     try:
-        times = np.fromiter((p[0] for p in flat), dtype=np.float64, count=len(flat))
-        values = np.array([p[1] for p in flat], dtype=np.float64)
+        times = np.fromiter(map(itemgetter(0), flat), dtype=np.float64, count=len(flat))
+        values = _numbers(list(map(itemgetter(1), flat)))
     except (TypeError, ValueError, IndexError, KeyError):
         times, values, offsets = _one_by_one(samples, broken)
     return Matrix(labels=tuple(m for m, _ in entries), times=times, values=values,
                   offsets=offsets, broken=tuple(broken))
+
+
+def _numbers(texts: list[Any]) -> FloatArray:
+    """Prometheus's sample values ("0.061602", "1e+06", "NaN", "+Inf") as floats.
+
+    Every finite value Prometheus writes is a JSON number, so they are joined into one JSON
+    array and read by orjson's number parser: 10,000 series of 60 samples in about half the
+    time of numpy's own conversion of the strings (`np.array(texts, float)`). That conversion,
+    with its errors, is what this falls back to whenever the shortcut cannot be sure: a value
+    that is not a string, a character no JSON number has (an infinity, "null", quotes...), or a
+    text that is not exactly one number (",," or "1,2" changes the count). "NaN" is read as null,
+    which numpy makes NaN."""
+    try:
+        joined = ",".join(texts)
+    except TypeError:  # a value that is not a string
+        return np.array(texts, dtype=np.float64)
+    if joined.encode().translate(None, _NUMBER_BYTES) or "-0," in f"{joined},":
+        return np.array(texts, dtype=np.float64)  # "-0" is -0.0 to numpy, the integer 0 to JSON
+    try:
+        parsed = orjson.loads(f"[{joined.replace('NaN', 'null')}]")
+    except orjson.JSONDecodeError:
+        return np.array(texts, dtype=np.float64)
+    if len(parsed) != len(texts):
+        return np.array(texts, dtype=np.float64)
+    return np.array(parsed, dtype=np.float64)
 
 
 def _one_by_one(samples: list[Sequence[Any]], broken: list[str | None]
