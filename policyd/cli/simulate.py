@@ -96,11 +96,21 @@ def _plot_directory(value: str) -> Path:
     return path
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
 def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # The simulator (numpy-heavy scenarios, matplotlib) loads only for this command, so that
     # `policyd plan` and `validate` start fast.
     from policyd.sim import scenarios  # noqa: PLC0415
-    from policyd.sim.experiment import run_outcome  # noqa: PLC0415
+    from policyd.sim.experiment import run_outcomes  # noqa: PLC0415
     from policyd.sim.report import render_text, to_json  # noqa: PLC0415
     from policyd.sim.summary import bottom_line, outcome_line  # noqa: PLC0415
     from policyd.sim.terms import explain  # noqa: PLC0415
@@ -118,12 +128,20 @@ def cmd_simulate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     plot_dir = _plot_directory(args.plot) if args.plot else None
     work = _work(names, args)
     progress = Progress(len(work), err, prefix="policyd simulate: ")
-    outcomes: list[Outcome] = []
-    for label, scenario in work:
-        name = f"{scenario.name}{f' [{label}]' if label else ''}"
-        progress.start(name)
-        outcomes.append(run_outcome(scenario, label=label, timeline=plot_dir is not None))
-        progress.finish(f"{name}: {outcome_line(outcomes[-1])}")
+
+    def title(i: int) -> str:
+        label, scenario = work[i]
+        return f"{scenario.name}{f' [{label}]' if label else ''}"
+
+    def done(i: int, outcome: Outcome) -> None:
+        progress.finish(f"{title(i)}: {outcome_line(outcome)}")
+        if i + 1 < len(work):
+            progress.start(title(i + 1))
+
+    if work:
+        progress.start(title(0))
+    outcomes = run_outcomes(work, timeline=plot_dir is not None, processes=args.jobs,
+                            done=done)
     progress.close()
     if args.output == "json":
         out.write(json.dumps(to_json(outcomes), indent=2, sort_keys=True, allow_nan=False))
@@ -164,4 +182,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     simulate.add_argument("--output", choices=("text", "json"), default="text")
     simulate.add_argument("--plot", metavar="DIR", help="write PNG pictures into DIR")
     simulate.add_argument("--list", action="store_true", help="list scenarios and sweeps")
+    simulate.add_argument("--jobs", type=_positive_int, metavar="N",
+                          help="worker processes for the runs (default: the CPUs usable; "
+                               "1 runs everything in this process). The results do not depend "
+                               "on it")
     simulate.set_defaults(run=cmd_simulate)

@@ -131,3 +131,22 @@ def test_a_bad_workers_file_names_the_file_the_entry_and_the_reason(tmp_path: Pa
     assert (code, out) == (1, "")
     assert f"{workers}: workers[1] (b): speed must be a positive number, got 0" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("value", "why"), [("0", "0 is not at least 1"),
+                                            ("two", "'two' is not a whole number")])
+def test_jobs_must_be_a_positive_whole_number(value: str, why: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run("simulate", "--jobs", value)
+    assert code == 2 and out == ""
+    assert f"argument --jobs: {why}" in capsys.readouterr().err  # argparse writes to sys.stderr
+
+
+def test_progress_is_told_per_scenario_in_order_whatever_the_processes() -> None:
+    args = ("simulate", "--scenario", "flowcon-fixed-3", "--scenario", "qoe-fixed-8")
+    one, two = run(*args, "--jobs", "1"), run(*args, "--jobs", "2")
+    assert one[1] == two[1] and one[0] == two[0] == 0
+    for _, _, err in (one, two):
+        lines = err.splitlines()
+        assert [line.split(" ")[2] for line in lines] == ["1/2", "2/2"]
+        assert "flowcon-fixed-3:" in lines[0] and "qoe-fixed-8:" in lines[1]
