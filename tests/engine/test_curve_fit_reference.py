@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from policyd.engine import curve_fit
 from policyd.engine.curve_fit import fit_curves
 from tests.engine import curve_fit_reference as reference
 from tests.engine.forecast_builders import family, reported
@@ -71,3 +72,17 @@ def test_bit_for_bit_the_reference_on_column_major_input(seed: int) -> None:
     old = reference.fit_curves(*(np.asfortranarray(v) for v in (x, y, weight)), window)
     for name in ("a", "c", "tau", "gamma", "cost", "ok"):
         assert np.array_equal(getattr(new, name), getattr(old, name), equal_nan=True), name
+
+
+@pytest.mark.parametrize("rows", [1, 5, 40])
+def test_all_gammas_at_once_is_one_gamma_at_a_time_bit_for_bit(
+        rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A node's few containers take the grid's gammas as one (K, B, N) block, many containers one
+    # gamma at a time: the same operations in the same order, so the same bits.
+    x, y, weight, window = (v[:rows] for v in varied(4))
+    assert x.size * curve_fit.GAMMA_COUNT <= curve_fit._BLOCK_ELEMENTS
+    together = fit_curves(x, y, weight, window)
+    monkeypatch.setattr(curve_fit, "_BLOCK_ELEMENTS", 0)
+    alone = fit_curves(x, y, weight, window)
+    for name in ("a", "c", "tau", "gamma", "cost", "ok"):
+        assert np.array_equal(getattr(together, name), getattr(alone, name), equal_nan=True), name
