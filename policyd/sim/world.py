@@ -119,6 +119,10 @@ class World:
                            for p in self.policies}
         self._events: set[EventKind] = set()  # containers started/stopped at this instant
         self._held: list[SimJob] = []  # submitted, waiting for admission (in arrival order)
+        # The fair share of a node is a function of its running jobs' demands, limits and
+        # modes alone: `_share` skips a node whose jobs, their cores and their rates are as it
+        # left them (what it would write is what they hold).
+        self._fair_shares: dict[str, tuple[tuple[object, ...], ...]] = {}
         self._admits = allocation == "edf" or any(
             not p.spec.dry_run and "admission" in KINDS.of(p).acts_on_of(p)
             for p in self.policies)
@@ -240,6 +244,8 @@ class World:
         note each job's allocation (module docstring)."""
         for node, jobs in self._running_by_node().items():
             capacity = self._capacity[node]
+            if self._allocation == "fair" and self._fair_shares.get(node) == _share_state(jobs):
+                continue  # the same share again: the same cores and entitlements
             demands = [j.demand for j in jobs]
             if self._allocation == "srpt":
                 cores = srpt_share(capacity, demands,
@@ -258,6 +264,8 @@ class World:
             for j, c, a in zip(jobs, cores, allocated, strict=True):
                 j.set_cores(c)
                 j.allocated = a
+            if self._allocation == "fair":
+                self._fair_shares[node] = _share_state(jobs)
 
     def _oracle_job(self, job: SimJob, capacity: float) -> OracleJob:
         rate = self._targets[job.id].rate
@@ -400,6 +408,13 @@ class World:
 def image_of(job: SimJob) -> str:
     """A job's container image: one per model family (what image locality compares)."""
     return f"training/{job.spec.profile.model}"
+
+
+def _share_state(jobs: Sequence[SimJob]) -> tuple[tuple[object, ...], ...]:
+    """What a node's fair share reads (its jobs' demands, limits, modes) and writes (their
+    cores, hence rates, and entitlements), job by job."""
+    return tuple((id(j), j.demand, j.fraction, j.mode, j.speed, j.cores, j.rate, j.allocated)
+                 for j in jobs)
 
 
 def _entitlements(capacity: float, fractions: Sequence[float],

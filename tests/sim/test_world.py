@@ -18,7 +18,10 @@ from policyd.engine.flowcon import FlowConPolicy
 from policyd.engine.spec import API_VERSION, PolicyDocument
 from policyd.engine.specon import SpeConPolicy
 from policyd.model import Action, Decision, MarkMigrated, Migrate, SetCpu
+from policyd.sim import scenarios, world
 from policyd.sim.job import quality_iteration
+from policyd.sim.report import STRATEGIES, Outcome, to_json
+from policyd.sim.run import run
 from policyd.sim.source import EPOCH_SECONDS, Ring
 from policyd.sim.types import JobSpec, NodeSpec, Profile, Scenario
 from policyd.sim.world import World
@@ -375,3 +378,18 @@ def test_two_policies_on_one_container_the_owner_acts_the_other_yields() -> None
         "vae": "cpu owned by policy boss (priority 5 vs 0)",
         "mnist": "cpu owned by policy boss (priority 5 vs 0)"}
     assert world.job("vae").fraction == 0.25  # applied once, by its owner
+
+
+@pytest.mark.parametrize("name", ["flowcon-random-10", "specon-random-20-hetero",
+                                  "flowcon2-4w-20"])
+def test_a_node_whose_jobs_did_not_change_keeps_its_share_exactly(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_share` skips a node whose jobs are as it left them: every run equals the run that
+    shares every node at every instant, job for job, bit for bit."""
+    scenario = scenarios.build(name)
+    skipping = {s: run(scenario, s) for s in STRATEGIES}
+    monkeypatch.setattr(world, "_share_state", lambda jobs: object())  # never the same state
+    every_time = {s: run(scenario, s) for s in STRATEGIES}
+
+    assert to_json([Outcome(scenario=scenario, runs=skipping)]) == to_json(
+        [Outcome(scenario=scenario, runs=every_time)])
