@@ -14,14 +14,17 @@ Theory of operation. Every interval, over the whole cluster:
    so). This is shares mode's reading of a limit; under `mode: quota` a limit is a hard cap,
    which the model does not tell apart yet (it reads the caps as weights).
 3. Admission: held jobs (`policyd.model.pending`), oldest first, each start on the worker
-   where it would grow fastest: the most effective cores (cores x speed) the model gives it
-   there beside the jobs already growing, so a young job gets fast cores where they are not
-   taken by growing jobs. `admission.place` admits it there, or holds it while no worker
-   offers `admission_min_cores` (1 by default: a job waits for a whole effective core rather
-   than take a slice of a crowded worker, which would slow every job there). With
-   `admission: forecast` it starts instead where it adds least to the predicted completion
-   times (its own and the others' delay, the worker drained as in 4), a new job taken to be
-   the median running one (`typical`). Each admission joins the model before the next.
+   where it would grow fastest: the most effective cores (cores x speed) it would get there at
+   an equal share beside the jobs already there, so a young job gets fast cores where they are
+   not taken. Converged jobs count in full: their floor is soft (shares mode), they take their
+   cores back as the worker empties and get a full limit once only converged jobs are left,
+   so the cores the floor lends now are not free. `admission.place` admits it there, or
+   holds it while no worker offers `admission_min_cores` (1 by default: a job waits for a
+   whole effective core rather than take a slice of a crowded worker, which would slow every
+   job there). With `admission: forecast` it starts instead where it adds least to the
+   predicted completion times (its own and the others' delay, the worker drained as in 4), a
+   new job taken to be the median running one (`typical`). Each admission joins the model
+   before the next.
 4. Moves: a converged job (CL) moves to another worker when the forecast's predicted gain
    exceeds the move's cost (`migration_cost_seconds`: pause, checkpoint, restore) times
    (1 + `migration_margin`). The gain is the predicted completion seconds saved, summed over
@@ -304,7 +307,11 @@ def _admit(policy: FlowCon2Policy, pending: Sequence[PendingJob],
         for node in sorted(model):
             newcomer = _Job(id=p.id, weight=1.0, cap=capacity[node], converged=False,
                             forecast=None, speed=speeds.of(node), assumed=prior)
-            cores = cores_of([*model[node], newcomer], capacity[node])[-1]
+            # At equal shares: a converged job's floor is soft (shares), it takes its cores
+            # back as the worker empties and gets a full limit once only converged jobs are
+            # left, so admission does not count on the cores the floor lends.
+            cores = cores_of([replace(j, weight=1.0) for j in [*model[node], newcomer]],
+                             capacity[node])[-1]
             offer[node] = speeds.effective_cores(node, cores)
             if prior is not None and spec.admission == "forecast":
                 added[node] = (_total([*model[node], newcomer], capacity[node],
@@ -314,9 +321,9 @@ def _admit(policy: FlowCon2Policy, pending: Sequence[PendingJob],
             best = min((n for n in offer if offer[n] + FIT_TOLERANCE_CORES
                         >= spec.admission_min_cores), default=best,
                        key=lambda n: (added[n], n != p.node, n))
-        growing = sum(1 for j in model[best] if j.weight >= 1.0 - 1e-9)
         about = (f"grows fastest on {best}: {offer[best]:.2f} effective cores (cores x speed "
-                 f"{speeds.of(best):g}) beside {growing} job(s) at full limit there"
+                 f"{speeds.of(best):g}) at an equal share beside {len(model[best])} job(s) "
+                 f"there"
                  if not added else
                  f"adds least to the predicted completion times on {best}: "
                  f"{added[best]:.0f} s (its own and the delay to the {len(model[best])} "

@@ -217,3 +217,20 @@ def test_forecast_admission_starts_a_job_where_it_adds_least_to_completion_times
     assert admits(d) == {"new": "calm"}
     reason = next(a.reason for a in d.actions if isinstance(a, Admit))
     assert "adds least to the predicted completion times on calm" in reason
+
+
+def test_admission_counts_converged_jobs_at_an_equal_share_not_at_their_floor() -> None:
+    # fast: 2 cores at speed 1.5, one growing job and three converged ones at the floor 1/8;
+    # by the limits a newcomer would get 0.84 of a core there (1.26 effective), but the floor
+    # is soft: at an equal share it gets 0.4 (0.6 effective). calm: 2 cores at speed 1 beside
+    # one growing job, 1 effective core.
+    olds = [job(f"old{i}", "fast", converged=True, cores=0.1, allocation=1 / 8)
+            for i in range(3)]
+    snapshot = cluster(*olds, job("g", "fast", converged=False, cores=1.7),
+                       job("h", "calm", converged=False, cores=1.0),
+                       nodes={"fast": (2.0, 1.5), "calm": (2.0, 1.0)}, pending=(held("new"),))
+    d = plan(policy(migrate=False), snapshot)
+    assert admits(d) == {"new": "calm"}
+    reason = next(a.reason for a in d.actions if isinstance(a, Admit))
+    assert "grows fastest on calm: 1.00 effective cores" in reason
+    assert "at an equal share beside 1 job(s)" in reason
