@@ -223,6 +223,8 @@ def _gain(job: _Job, source: str, target: str, *, model: Mapping[str, list[_Job]
                        cap=min(max(job.forecast.cap_cores, 1.0), capacity[target]))
     joined = [*there, arriving]
     own_after = _own_finish(joined, arriving, capacity[target], t_speed)
+    if not (math.isfinite(own_before) and math.isfinite(own_after)):
+        return None  # it would never end on one of them: nothing to compare
     own = own_before - own_after
     harm = _total(joined, capacity[target], t_speed) - own_after - totals[target]
     return _Move(job=arriving, source=source, target=target, gain=freed + own - harm,
