@@ -14,22 +14,33 @@ Theory of operation. Every interval, over the whole cluster:
    so). This is shares mode's reading of a limit; under `mode: quota` a limit is a hard cap,
    which the model does not tell apart yet (it reads the caps as weights).
 3. Admission: held jobs (`policyd.model.pending`), oldest first, each start on the worker
-   where it would grow fastest: the most effective cores (cores x speed) the model gives it
-   there beside the jobs already growing, so a young job gets fast cores where they are not
-   taken by growing jobs. `admission.place` admits it there, or holds it while no worker
-   offers `admission_min_cores`. Each admission joins the model before the next is placed.
+   where it would grow fastest: the most effective cores (cores x speed) it would get there at
+   an equal share beside the jobs already there, so a young job gets fast cores where they are
+   not taken. Converged jobs count in full: their floor is soft (shares mode), they take their
+   cores back as the worker empties and get a full limit once only converged jobs are left,
+   so the cores the floor lends now are not free. `admission.place` admits it there, or
+   holds it while no worker offers `admission_min_cores` (1 by default: a job waits for a
+   whole effective core rather than take a slice of a crowded worker, which would slow every
+   job there). With `admission: forecast` it starts instead where it adds least to the
+   predicted completion times (its own and the others' delay, the worker drained as in 4), a
+   new job taken to be the median running one (`typical`). Each admission joins the model
+   before the next.
 4. Moves: a converged job (CL) moves to another worker when the forecast's predicted gain
    exceeds the move's cost (`migration_cost_seconds`: pause, checkpoint, restore) times
-   (1 + `migration_margin`). The gain is the predicted remaining seconds saved, summed over
+   (1 + `migration_margin`). The gain is the predicted completion seconds saved, summed over
    the jobs it touches: the jobs left on its worker, which get its cores; the job itself, on
    the other worker's cores at that worker's speed; minus what the jobs already there lose.
-   A worker with a job whose forecast is unknown is not a target (its loss cannot be judged).
-   There the job runs at the limit FlowCon gives a converged job: the floor 1 / (beta n) beside
-   growing jobs, 1 among converged ones. A job is moved once (`markers.migrated`): a converged
-   job moved again would chase the emptiest worker, and every move costs it a pause.
-   Best gain first, one at a time, each joining the model; every safety limit holds (opt-out,
-   minimum age, cooldown, failed-move back-off, migrations per cycle and per node:
-   `policyd.engine.guards`). The reason names the gain and the cost.
+   Each worker is drained (`policyd.engine.drain`): its jobs share it by their limits until
+   the first ends, then the rest share it, and once only converged jobs are left they compete
+   freely (FlowCon's limit 1), so a converged job at the floor beside growing ones is not
+   priced at the floor for its whole run. A worker with a job whose forecast is unknown is not
+   a target (its loss cannot be judged). There the job runs at the limit FlowCon gives a
+   converged job: the floor 1 / (beta n) beside growing jobs, 1 among converged ones. A job
+   is moved once (`markers.migrated`): a converged job moved again would chase the emptiest
+   worker, and every move costs it a pause. Best gain first, one at a time, each joining the
+   model; every safety limit holds (opt-out, minimum age, cooldown, failed-move back-off,
+   migrations per cycle and per node: `policyd.engine.guards`). The reason names the gain and
+   the cost.
 
 The interval does not back off (a held job would wait as long). Pure: no I/O, no clock.
 """
@@ -44,7 +55,8 @@ from typing import Literal
 from pydantic import Field
 
 from policyd.engine import flowcon
-from policyd.engine.admission import Candidate, place
+from policyd.engine.admission import FIT_TOLERANCE_CORES, Candidate, place
+from policyd.engine.drain import DrainingJob, finish_seconds
 from policyd.engine.forecast_output import Forecast
 from policyd.engine.forecasting import forecast_containers, job_forecast, settings_of
 from policyd.engine.guards import MigrationBudget, action_blocked
@@ -72,10 +84,20 @@ class FlowCon2Spec(flowcon.FlowConSpec):
     """FlowCon's arguments (the per-worker limits), and placement's."""
 
     admission_min_cores: float = Field(
-        default=0.0, ge=0, le=1024,
+        default=1.0, ge=0, le=1024,
         description=(
             "A held job starts only on a worker that would give it at least this many "
-            "effective cores (cores x speed); 0: every held job starts at the next cycle."),
+            "effective cores (cores x speed), and waits for them otherwise: one core started "
+            "whole beats a slice of a crowded worker; 0: every held job starts at the next "
+            "cycle."),
+    )
+    admission: Literal["fastest", "forecast"] = Field(
+        default="fastest",
+        description=(
+            "Where a held job starts. fastest: the worker that gives it the most effective "
+            "cores beside the jobs growing there; forecast: the worker where it adds least to "
+            "the predicted completion times (its own and the delay to the jobs there, as the "
+            "worker drains), a new job taken to be a typical one (the median running job)."),
     )
     migrate: bool = Field(
         default=True, description="Move converged jobs to make room for growing ones.")
@@ -116,20 +138,21 @@ def as_flowcon(policy: FlowCon2Policy) -> flowcon.FlowConPolicy:
 
 @dataclass(frozen=True, kw_only=True)
 class _Job:
-    """A job in the model: its weight (next limit), the most cores it can use, its forecast."""
+    """A job in the model: its weight (next limit), the most cores it can use, whether FlowCon
+    counts it converged, its forecast."""
 
     id: str
     weight: float
     cap: float
+    converged: bool
     forecast: Forecast | None
     speed: float  # the speed of the worker its forecast was measured on
+    assumed: Forecast | None = None  # without a forecast: the typical job's (`typical`)
 
-    def seconds_at(self, cores: float, speed: float) -> float:
-        """Predicted remaining seconds on `cores` of a worker of `speed` (inf without a
-        forecast)."""
-        if self.forecast is None:
-            return math.inf
-        return self.forecast.remaining_seconds_at(cores) * self.speed / speed
+    def draining(self) -> DrainingJob:
+        return DrainingJob(weight=self.weight, cap_cores=self.cap, converged=self.converged,
+                           forecast=self.forecast or self.assumed,
+                           measured_speed=self.speed if self.forecast is not None else 1.0)
 
 
 def cores_of(jobs: Sequence[_Job], capacity: float) -> list[float]:
@@ -140,11 +163,30 @@ def cores_of(jobs: Sequence[_Job], capacity: float) -> list[float]:
     return cores
 
 
+def typical(model: Mapping[str, Sequence[_Job]]) -> Forecast | None:
+    """The forecast a job without one is assumed to have: the median forecast job's (by its
+    whole run's seconds on one core), from its first step, on an average core (speed 1);
+    None when no job has a forecast."""
+    runs = []
+    for jobs in model.values():
+        for j in jobs:
+            f = j.forecast
+            if f is None:
+                continue
+            fresh = replace(f, steps_done=0.0, remaining_steps=f.steps_done + f.remaining_steps,
+                            serial_seconds=f.serial_seconds * j.speed,
+                            parallel_seconds=f.parallel_seconds * j.speed)
+            runs.append((fresh.remaining_seconds_at(1.0), j.id, fresh))
+    if not runs:
+        return None
+    return sorted(runs, key=lambda r: (r[0], r[1]))[len(runs) // 2][2]
+
+
 def _total(jobs: Sequence[_Job], capacity: float, speed: float) -> float:
-    """Predicted remaining seconds of the forecast jobs, summed."""
-    return sum(j.seconds_at(c, speed) for j, c in zip(jobs, cores_of(jobs, capacity),
-                                                        strict=True)
-               if j.forecast is not None)
+    """Predicted seconds until each forecast job ends, summed, as the worker drains
+    (`policyd.engine.drain`)."""
+    return sum(s for s in finish_seconds([j.draining() for j in jobs], capacity, speed)
+               if math.isfinite(s))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,28 +200,33 @@ class _Move:
     harm: float  # seconds the jobs on the target lose
 
 
+def _own_finish(jobs: Sequence[_Job], job: _Job, capacity: float, speed: float) -> float:
+    """When `job` (one of `jobs`) ends as the worker drains."""
+    ends = finish_seconds([j.draining() for j in jobs], capacity, speed)
+    return ends[[j.id for j in jobs].index(job.id)]
+
+
 def _gain(job: _Job, source: str, target: str, *, model: Mapping[str, list[_Job]],
-          capacity: Mapping[str, float], speeds: NodeSpeeds, arriving_weight: float
-          ) -> _Move | None:
+          capacity: Mapping[str, float], speeds: NodeSpeeds, arriving_weight: float,
+          totals: Mapping[str, float]) -> _Move | None:
     """The predicted gain of moving `job` from `source` to `target` (module docstring, 4),
     where it runs at `arriving_weight`; None when the target's jobs cannot be judged or the
-    job has no forecast."""
+    job has no forecast. `totals` holds each worker's `_total` as it is."""
     there, here = model[target], model[source]
     if job.forecast is None or any(j.forecast is None for j in there):
         return None
     s_speed, t_speed = speeds.of(source), speeds.of(target)
-    here_cores = cores_of(here, capacity[source])
     rest = [j for j in here if j.id != job.id]
-    freed = sum(j.seconds_at(c, s_speed) for j, c in zip(here, here_cores, strict=True)
-                if j.id != job.id and j.forecast is not None) \
-        - _total(rest, capacity[source], s_speed)
+    own_before = _own_finish(here, job, capacity[source], s_speed)
+    freed = totals[source] - own_before - _total(rest, capacity[source], s_speed)
     arriving = replace(job, weight=arriving_weight,
                        cap=min(max(job.forecast.cap_cores, 1.0), capacity[target]))
-    joined_cores = cores_of([*there, arriving], capacity[target])
-    own = (job.seconds_at(here_cores[here.index(job)], s_speed)
-           - arriving.seconds_at(joined_cores[-1], t_speed))
-    harm = sum(j.seconds_at(c, t_speed) for j, c in zip(there, joined_cores, strict=False)) \
-        - _total(there, capacity[target], t_speed)
+    joined = [*there, arriving]
+    own_after = _own_finish(joined, arriving, capacity[target], t_speed)
+    if not (math.isfinite(own_before) and math.isfinite(own_after)):
+        return None  # it would never end on one of them: nothing to compare
+    own = own_before - own_after
+    harm = _total(joined, capacity[target], t_speed) - own_after - totals[target]
     return _Move(job=arriving, source=source, target=target, gain=freed + own - harm,
                  freed=freed, own=own, harm=harm)
 
@@ -202,6 +249,8 @@ def _moves(policy: FlowCon2Policy, model: dict[str, list[_Job]], *,
     moved: list[_Move] = []
     while True:
         best: _Move | None = None
+        totals = {node: _total(jobs, capacity[node], speeds.of(node))
+                  for node, jobs in model.items()}
         for source in sorted(model):
             for job in model[source]:
                 c = containers[job.id]
@@ -215,7 +264,8 @@ def _moves(policy: FlowCon2Policy, model: dict[str, list[_Job]], *,
                     move = _gain(job, source, target, model=model, capacity=capacity,
                                  speeds=speeds,
                                  arriving_weight=_weight_there(model[target], categories,
-                                                               spec.beta))
+                                                               spec.beta),
+                                 totals=totals)
                     if move is not None and move.gain > threshold and (
                             best is None or move.gain > best.gain):
                         best = move
@@ -246,31 +296,53 @@ def _admit(policy: FlowCon2Policy, pending: Sequence[PendingJob],
     spec = policy.spec
     admits: list[Admit] = []
     waiting: list[QueuedJob] = []
+    prior = typical(model)
+    totals = ({node: _total(jobs, capacity[node], speeds.of(node)) for node, jobs in model.items()}
+              if spec.admission == "forecast" else {})
     for p in sorted((p for p in pending if spec.selector.selects(p)),
                     key=lambda p: (p.submitted_at, p.id)):
         if spec.selector.opted_out(p):
             blocked = f"opted out ({spec.selector.opt_out_key}=true)"
         else:
             blocked = ""
-        offer = {}
+        offer, added = {}, {}
         for node in sorted(model):
-            newcomer = _Job(id=p.id, weight=1.0, cap=capacity[node], forecast=None,
-                            speed=speeds.of(node))
-            cores = cores_of([*model[node], newcomer], capacity[node])[-1]
+            newcomer = _Job(id=p.id, weight=1.0, cap=capacity[node], converged=False,
+                            forecast=None, speed=speeds.of(node), assumed=prior)
+            # At equal shares: a converged job's floor is soft (shares), it takes its cores
+            # back as the worker empties and gets a full limit once only converged jobs are
+            # left, so admission does not count on the cores the floor lends.
+            cores = cores_of([replace(j, weight=1.0) for j in [*model[node], newcomer]],
+                             capacity[node])[-1]
             offer[node] = speeds.effective_cores(node, cores)
+            if prior is not None and spec.admission == "forecast":
+                added[node] = (_total([*model[node], newcomer], capacity[node],
+                                      speeds.of(node)) - totals[node])
         best = min(offer, key=lambda n: (-offer[n], n != p.node, n))
-        growing = sum(1 for j in model[best] if j.weight >= 1.0 - 1e-9)
+        if added:
+            best = min((n for n in offer if offer[n] + FIT_TOLERANCE_CORES
+                        >= spec.admission_min_cores), default=best,
+                       key=lambda n: (added[n], n != p.node, n))
         about = (f"grows fastest on {best}: {offer[best]:.2f} effective cores (cores x speed "
-                 f"{speeds.of(best):g}) beside {growing} job(s) at full limit there"
-                 + (f"; {speeds.notes[best]}" if best in speeds.notes else ""))
+                 f"{speeds.of(best):g}) at an equal share beside {len(model[best])} job(s) "
+                 f"there"
+                 if not added else
+                 f"adds least to the predicted completion times on {best}: "
+                 f"{added[best]:.0f} s (its own and the delay to the {len(model[best])} "
+                 f"job(s) there, taken to be a typical job), {offer[best]:.2f} effective cores "
+                 f"(cores x speed {speeds.of(best):g})")
+        about += f"; {speeds.notes[best]}" if best in speeds.notes else ""
         placed = place([Candidate(job=p, key=(p.submitted_at,), cores=spec.admission_min_cores,
                                   about=about, blocked=blocked)],
-                       offer, policy=policy.name)
+                       {best: offer[best]} if added else offer, policy=policy.name)
         for admit in placed.admits:
             admits.append(admit)
             model[admit.node] = [*model[admit.node],
                                  _Job(id=p.id, weight=1.0, cap=capacity[admit.node],
-                                      forecast=None, speed=speeds.of(admit.node))]
+                                      converged=False, forecast=None,
+                                      speed=speeds.of(admit.node), assumed=prior)]
+            if added:
+                totals[admit.node] += added[admit.node]
         waiting += [replace(q, position=len(waiting) + 1) for q in placed.queue]
     return admits, waiting
 
@@ -279,8 +351,8 @@ def _admit(policy: FlowCon2Policy, pending: Sequence[PendingJob],
 
 
 def _model(snapshot: Snapshot, chosen: Sequence[Container], *, limits: Mapping[str, float],
-           forecasts: Mapping[str, Forecast | None], speeds: NodeSpeeds
-           ) -> dict[str, list[_Job]]:
+           categories: Mapping[str, str], forecasts: Mapping[str, Forecast | None],
+           speeds: NodeSpeeds) -> dict[str, list[_Job]]:
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
     model: dict[str, list[_Job]] = {n: [] for n in capacity}
     for c in chosen:
@@ -288,7 +360,8 @@ def _model(snapshot: Snapshot, chosen: Sequence[Container], *, limits: Mapping[s
         cap = min(max(f.cap_cores, 1.0), capacity[c.node]) if f is not None \
             else capacity[c.node]
         model[c.node].append(_Job(id=c.id, weight=limits.get(c.id, c.cpu_allocation), cap=cap,
-                                  forecast=f, speed=speeds.of(c.node)))
+                                  converged=categories.get(c.id) == MOVABLE, forecast=f,
+                                  speed=speeds.of(c.node)))
     return model
 
 
@@ -308,7 +381,11 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     settings = settings_of(policy, snapshot, alpha=spec.alpha,
                            interval_seconds=spec.interval_seconds)
     found = forecast_containers(settings, snapshot, chosen)
-    model = _model(snapshot, chosen, limits=limits, forecasts=found.by_id, speeds=speeds)
+    model = _model(snapshot, chosen, limits=limits, categories=categories,
+                   forecasts=found.by_id, speeds=speeds)
+    if spec.admission == "forecast":
+        prior = typical(model)
+        model = {node: [replace(j, assumed=prior) for j in jobs] for node, jobs in model.items()}
     moves = _moves(policy, model, containers={c.id: c for c in chosen},
                    categories=categories, capacity=capacity, speeds=speeds,
                    now=now) if spec.migrate else []

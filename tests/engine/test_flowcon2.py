@@ -182,3 +182,55 @@ def test_admission_min_cores_holds_a_job_while_no_worker_offers_them() -> None:
                                                       pending=(held("new"),)))
     assert admits(d) == {}
     assert d.queue[0].why == "no_fit"
+
+
+def test_a_converged_job_stays_where_the_growing_jobs_are_about_to_end() -> None:
+    # At the floor beside a job 20 s from its end, the converged job soon has the fast worker
+    # to itself: the worker drains (policyd.engine.drain), so the move to the idle slow worker
+    # is not worth it. Priced at the floor for its whole run (the one-interval picture), it
+    # looked like a gain of thousands of seconds.
+    snapshot = cluster(
+        job("old", "fast", converged=True, cores=0.25, allocation=0.25),
+        job("g", "fast", converged=False, cores=1.75, done=4650.0, total=5000.0),
+        nodes={"fast": (2.0, 1.5), "slow": (2.0, 0.6)})
+    assert moves(plan(policy(), snapshot)) == []
+
+
+def test_by_default_a_held_job_waits_for_a_whole_effective_core() -> None:
+    d = plan(policy(), cluster(nodes={"slow": (2.0, 0.4)}, pending=(held("new"),)))
+    assert admits(d) == {}
+    assert d.queue[0].why == "no_fit" and "needs 1.00 free cores" in d.queue[0].reason
+    assert admits(plan(policy(admission_min_cores=0), cluster(
+        nodes={"slow": (2.0, 0.4)}, pending=(held("new"),)))) == {"new": "slow"}
+
+
+def test_forecast_admission_starts_a_job_where_it_adds_least_to_completion_times() -> None:
+    # fast: 2 cores at speed 2 shared by two converged jobs with long runs ahead (a newcomer
+    # would get 2/3 of a core there, 1.33 effective: "fastest" picks it); calm: 2 cores at
+    # speed 1 with one converged job near its end (1 effective core). Joining fast delays two
+    # long jobs; joining calm, one short one.
+    olds = [job(f"old{i}", "fast", converged=True, cores=1.0, done=1000.0) for i in range(2)]
+    snapshot = cluster(*olds, job("end", "calm", converged=True, cores=1.0, done=4900.0),
+                       nodes={"fast": (2.0, 2.0), "calm": (2.0, 1.0)}, pending=(held("new"),))
+    assert admits(plan(policy(migrate=False), snapshot)) == {"new": "fast"}
+    d = plan(policy(migrate=False, admission="forecast"), snapshot)
+    assert admits(d) == {"new": "calm"}
+    reason = next(a.reason for a in d.actions if isinstance(a, Admit))
+    assert "adds least to the predicted completion times on calm" in reason
+
+
+def test_admission_counts_converged_jobs_at_an_equal_share_not_at_their_floor() -> None:
+    # fast: 2 cores at speed 1.5, one growing job and three converged ones at the floor 1/8;
+    # by the limits a newcomer would get 0.84 of a core there (1.26 effective), but the floor
+    # is soft: at an equal share it gets 0.4 (0.6 effective). calm: 2 cores at speed 1 beside
+    # one growing job, 1 effective core.
+    olds = [job(f"old{i}", "fast", converged=True, cores=0.1, allocation=1 / 8)
+            for i in range(3)]
+    snapshot = cluster(*olds, job("g", "fast", converged=False, cores=1.7),
+                       job("h", "calm", converged=False, cores=1.0),
+                       nodes={"fast": (2.0, 1.5), "calm": (2.0, 1.0)}, pending=(held("new"),))
+    d = plan(policy(migrate=False), snapshot)
+    assert admits(d) == {"new": "calm"}
+    reason = next(a.reason for a in d.actions if isinstance(a, Admit))
+    assert "grows fastest on calm: 1.00 effective cores" in reason
+    assert "at an equal share beside 1 job(s)" in reason
