@@ -32,10 +32,13 @@ class Clock:
         self.now += seconds
 
 
-def actuator(a: FakeEngine, b: FakeEngine | None = None, *, clock: Clock | None = None,
-             state_path: Path | None = None, **kw: Any) -> DockerActuator:
+def actuator(a: FakeEngine, b: FakeEngine | None = None, *more: FakeEngine,
+             clock: Clock | None = None, state_path: Path | None = None,
+             **kw: Any) -> DockerActuator:
+    """An actuator on fake engines named a, b (a fresh one when not given), then c, d, ..."""
     clock = clock or Clock()
-    engines = {"a": a, "b": b if b is not None else FakeEngine()}
+    engines = {"a": a, "b": b if b is not None else FakeEngine(),
+               **{chr(ord("c") + i): engine for i, engine in enumerate(more)}}
     return DockerActuator(settings(state_path, **kw), clients=as_clients(**engines),
                           clock=clock, sleep=clock.sleep)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Literal
 
 import pytest
+import requests
 
 from policyd.actuators.docker import ActuationError
 from policyd.actuators.docker.admission import created_at
@@ -106,3 +107,24 @@ def test_a_repeated_admission_is_harmless_and_finishes_a_half_done_one() -> None
 def test_created_at(text: str, seconds: float | None) -> None:
     got = created_at({"Created": text})
     assert got == (pytest.approx(seconds) if seconds is not None else None)
+
+
+@pytest.mark.parametrize("chosen", ["a", "b", "c"])
+def test_a_copy_started_before_a_crash_is_never_started_twice(chosen: str) -> None:
+    """policyd stopped between starting the copy on b and removing the held one on a: whatever
+    node the next Admit chooses (a itself, b, or a third node), the held container is removed
+    and nothing else is created or started."""
+    a, b = held_on_a(labels={"policyd.io/managed": "true"})
+    c = FakeEngine(ncpu=2)
+    b.containers.add("job", status="running", labels={"policyd.io/managed": "true"})
+    actuator(a, b, c).apply(admit(node=chosen), decision("dl"))
+    assert a.log == ["remove job"] and b.log == [] and c.log == []
+    assert "job" not in a.containers.by_name
+
+
+def test_a_copy_on_an_engine_that_does_not_answer_does_not_block_admission() -> None:
+    a, b = held_on_a(labels={"policyd.io/managed": "true"})
+    c = FakeEngine(ncpu=2)
+    c.fail["get"] = [requests.exceptions.ConnectionError("connection refused")] * 10
+    actuator(a, b, c).apply(admit(node="b"), decision("dl"))
+    assert b.log == ["create job", "start job"] and a.log == ["remove job"]

@@ -179,8 +179,8 @@ class DockerActuator:
 
     def admit(self, action: Admit) -> None:
         """Start a held container (`admission`); its start is policyd's action on it."""
-        self.admission.run(action)
-        started = self.engines.managed(action.node, action.container)
+        node = self.admission.run(action)
+        started = self.engines.managed(node, action.container)
         self.state.record_marker(action.container, started.id or "",
                                  last_action_at=self.clock())
 

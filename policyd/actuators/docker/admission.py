@@ -5,7 +5,11 @@ managed label: it waits until a policy that admits (the Deadline kind) emits an 
 in this order so that a failure leaves the job held, never lost or running twice:
 
 1. if a managed container of that name already runs on `node`, an earlier attempt finished:
-   nothing to do (idempotent);
+   nothing to do (idempotent); if it runs on any other node while the held one waits, an
+   earlier attempt copied and started it there and stopped (policyd killed, engine lost) before
+   removing the held container: that removal is all that is left, and the job is never started
+   a second time elsewhere, whichever node the policy chose this time. An engine that does not
+   answer is not looked at (the job would rather stay held: it is asked again next cycle);
 2. the held container, on `held_on` (the node it was created on; `node` when not given), must
    be managed and in status `created`;
 3. on the same node: its CPU limit is set first when the action carries one (`update`, as a
@@ -60,19 +64,19 @@ class Admission:
     steps: Steps  # starts and confirms the container as a move starts its replacement
     clock: Callable[[], float] = time.time
 
-    def run(self, action: Admit) -> None:
+    def run(self, action: Admit) -> str:
+        """Carry the action out; the node the job runs on (the chosen one, or where an earlier
+        attempt started it)."""
         name, node = action.container, action.node
         held_on = action.held_on or node
-        if held_on != node:
-            there = self.engines.get(node, name)
-            if there is not None and there.status == "running":
-                self.engines.managed(node, name)  # raises unless policyd manages it
-                self.finish(name, held_on)  # an earlier attempt started the copy
-                return
+        running_on = self.copy_runs(name, held_on, chosen=node)
+        if running_on is not None:
+            self.finish(name, held_on)  # an earlier attempt started the copy
+            return running_on
         held = self.engines.managed(held_on, name)
         if held.status != HELD_STATUS:
             if held.status == "running" and held_on == node:
-                return  # an earlier attempt started it
+                return node  # an earlier attempt started it
             raise ActuationError(f"container {name} on node {held_on} is {held.status}, not "
                                  f"held ({HELD_STATUS}): only a created, never started "
                                  "container is admitted")
@@ -80,6 +84,25 @@ class Admission:
             self.start_here(action, held)
         else:
             self.start_elsewhere(action, held, held_on)
+        return node
+
+    def copy_runs(self, name: str, held_on: str, *, chosen: str) -> str | None:
+        """The node other than `held_on` where a managed container `name` runs, if any (the
+        chosen node asked first, its errors raised; other nodes that do not answer are
+        skipped)."""
+        for other in (chosen, *(n for n in self.engines.nodes if n != chosen)):
+            if other == held_on:
+                continue
+            try:
+                there = self.engines.get(other, name)
+            except ActuationError:
+                if other == chosen:
+                    raise
+                continue
+            if there is not None and there.status == "running":
+                self.engines.managed(other, name)  # raises unless policyd manages it
+                return other
+        return None
 
     def finish(self, name: str, held_on: str) -> None:
         """Remove the held container an earlier attempt left behind its started copy."""
