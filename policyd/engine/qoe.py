@@ -179,6 +179,7 @@ class _Job:
     cap: float
     note: str  # why it is left alone ("" when it is not)
     pace: float | None = None  # the rate a paced job is asked for now (`pace_rate`)
+    held: float = math.nan  # the cores its current limit gives it
     want: float | None = None  # the cores it keeps when there is room (`settled`, `paced_keep`)
 
     @property
@@ -386,11 +387,11 @@ def _jobs(policy: QoEPolicy, snapshot: Snapshot, chosen: Sequence[Container]) ->
             jobs.append(_Job(container=c, target=found, measured=got, need=None, cap=cap,
                              note="", pace=pace))
             continue
+        held = c.cpu_allocation * capacity[c.node]
         want = (settled(need, found, got, spec.headroom) if pace is None
-                else paced_keep(need, got, pace, spec.headroom,
-                                held=c.cpu_allocation * capacity[c.node]))
+                else paced_keep(need, got, pace, spec.headroom, held=held))
         jobs.append(_Job(container=c, target=found, measured=got, need=need, cap=cap,
-                         note="", pace=pace, want=want))
+                         note="", pace=pace, want=want, held=held))
     return jobs
 
 
@@ -450,11 +451,14 @@ def _reason(job: _Job, status: QoeStatus | None, cores: float, *, selected: bool
 
 def _served(job: _Job) -> bool:
     """An incumbent: it is on track now (its pace, or else its target), or already gets the
-    cores it needs."""
+    cores it needs (it used them, or its limit gives them: a job raised since the window
+    began has not used them yet, and must not be given up for it)."""
     m, need = job.measured, job.need
     if m is None or need is None or not math.isfinite(need):
         return False
-    return job.on_track or (math.isfinite(m.cores) and m.cores >= 0.95 * need)
+    gets = max(m.cores if math.isfinite(m.cores) else 0.0,
+               job.held if math.isfinite(job.held) else 0.0)
+    return job.on_track or gets >= 0.95 * need
 
 
 def _node(jobs: list[_Job], capacity: float, spec: QoESpec) -> list[_Outcome]:
