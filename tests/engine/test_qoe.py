@@ -181,7 +181,7 @@ def test_a_job_ahead_of_its_pace_coasts_and_is_satisfied_below_its_target() -> N
     ahead = job("ahead", target="steps_per_second>=19", rate=20, cores=2, allocation=0.5,
                 total=10000.0, done=9000.0, started_at=NOW - 300.0)
     plain = job("plain", target="steps_per_second>=19", rate=20, cores=2, allocation=0.5)
-    d = plan(policy(), snapshot(ahead, plain))
+    d = plan(policy(beta=2), snapshot(ahead, plain))
     a = by_id(d)
     assert a["ahead"].category == SATISFIED and "pace 4.4" in a["ahead"].note
     assert a["ahead"].qoe.cores_needed < 0.5 * a["plain"].qoe.cores_needed
