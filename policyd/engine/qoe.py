@@ -389,7 +389,8 @@ def _jobs(policy: QoEPolicy, snapshot: Snapshot, chosen: Sequence[Container]) ->
             jobs.append(_Job(container=c, target=found, measured=got, need=None, cap=cap,
                              note="", pace=pace))
             continue
-        held = c.cpu_allocation * capacity[c.node]
+        # The cores its limit gives it; an unlimited job (the whole worker) holds nothing yet.
+        held = c.cpu_allocation * capacity[c.node] if c.cpu_allocation < 1.0 else math.nan
         want = (settled(need, found, got, spec.headroom) if pace is None
                 else paced_keep(need, got, pace, spec.headroom, held=held))
         jobs.append(_Job(container=c, target=found, measured=got, need=need, cap=cap,

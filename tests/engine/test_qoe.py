@@ -242,3 +242,16 @@ def test_a_job_just_raised_to_its_need_stays_chosen_before_it_has_used_the_cores
                    allocation=0.5)
     a = by_id(plan(policy(beta=100), snapshot(raised, newcomer)))
     assert "met first" in a["raised"].note and "left short" in a["newcomer"].note
+
+
+def test_a_paced_job_with_no_limit_yet_is_given_its_need_not_the_worker() -> None:
+    # Its first sizing: 5028 of 10000 steps after 300 s at a 19 steps/s target leaves 4972
+    # steps for the 226 s left, 22 steps/s; on 2 cores of the busy 4-core worker it made 20.
+    # No limit yet (the whole worker): it holds nothing to keep, so it gets its need and
+    # headroom, and the job without a target what is left.
+    behind = job("behind", target="steps_per_second>=19", rate=20, cores=2, allocation=1.0,
+                 total=10000.0, done=5028.0, started_at=NOW - 300.0)
+    free = job("free", target=None, rate=20, cores=2, allocation=1.0)
+    a = by_id(plan(policy(), snapshot(behind, free)))["behind"]
+    assert a.category == SHORT and 2.0 < a.qoe.cores_needed < 3.0
+    assert a.cpu_fraction_next * 4.0 == pytest.approx(1.05 * a.qoe.cores_needed)
