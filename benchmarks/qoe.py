@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from policyd.engine.spec import PolicyDocument
 from policyd.policy import load_policies
 from policyd.sim import scenarios
+from policyd.sim.report import qoe_summary
 from policyd.sim.run import run
 from policyd.sim.types import JobSpec, Profile, RunResult, Scenario
 
@@ -46,14 +47,15 @@ CUT_LOSS = 0.02
 
 
 def targets_row(run_: RunResult) -> dict[str, Any]:
-    qoe = [j.target for j in run_.jobs if j.target is not None and j.target.kind == "qoe"]
-    satisfied = [t.time_satisfied for t in qoe if t.time_satisfied is not None]
+    """The counts, and the time satisfied and churn `simulate --output json` reports."""
+    qoe = qoe_summary(run_) or {"time_satisfied": None, "limit_changes_per_job": 0.0,
+                                "most_direction_changes": 0, "jobs_over_two_reversals": 0}
+    satisfied = qoe["time_satisfied"]
     return {"met": run_.targets_met, "jobs": run_.target_jobs,
-            "time_satisfied": round(statistics.mean(satisfied), 3) if satisfied else None,
-            "limit_changes_per_job": round(statistics.mean(t.limit_changes for t in qoe), 1)
-            if qoe else 0.0,
-            "max_direction_changes": max((t.direction_changes for t in qoe), default=0),
-            "jobs_over_two_reversals": sum(1 for t in qoe if t.direction_changes > 2),
+            "time_satisfied": None if satisfied is None else round(satisfied, 3),
+            "limit_changes_per_job": round(qoe["limit_changes_per_job"], 1),
+            "max_direction_changes": qoe["most_direction_changes"],
+            "jobs_over_two_reversals": qoe["jobs_over_two_reversals"],
             "makespan": round(run_.makespan, 1), "avg_jct": round(run_.avg_jct, 1)}
 
 

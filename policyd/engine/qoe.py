@@ -7,32 +7,45 @@ interval, per worker:
 1. Read each selected job's target (`policyd.engine.qoe_target`: `policyd.io/qoe-target`, e.g.
    `steps_per_second>=40`). A malformed one is a note and no action on that job; so is a
    target whose metric has no fresh samples (the job is left alone, its CPU counted as used).
-2. Measure it over the last `measure_seconds`, and find the cores that meet the target with
-   `headroom` to spare. For `steps_per_second` this is the forecast's speed model
-   (`policyd.engine.speed`: Amdahl's law fitted to the job's own intervals), scaled so that it
-   passes through what was just measured (a model fitted on one allocation knows the speed
-   there, and only its prior says how it grows): the cores c with speed(c) = target * (1 +
-   headroom). A named metric is taken to scale with the cores the job gets (throughput-like
-   `>=` in proportion, latency-like `<=` inversely). A need beyond the cores the job can use
-   (its threads, its worker) is infeasible.
+2. Measure it over the last `measure_seconds`, and find the cores that meet what is asked of
+   the job now. A throughput target (`steps_per_second>=R`) of a job that reports its total
+   steps is a pace (`pace_rate`): its run as a whole must average R, so it is asked for the
+   rate that ends its remaining steps by its start + total / R; above R when it is behind,
+   below R when it is ahead (it may coast, and lend its cores meanwhile). The cores for that
+   rate come from the forecast's speed model (`policyd.engine.speed`: Amdahl's law fitted to
+   the job's own intervals), as fitted: the fit averages the noise of single intervals, and
+   whatever bias it has shows up in the pace of the next intervals and is corrected there.
+   Any other target is the rate itself, aimed `headroom` beyond it, with the speed model
+   scaled so that it passes through what was just measured (a model fitted on one
+   allocation knows the speed there, and only its prior says how it grows); a named metric
+   is taken to scale with the cores the job gets (throughput-like `>=` in proportion,
+   latency-like `<=` inversely). A need beyond the cores the job can use (its threads, its
+   worker) is infeasible, unless only the headroom is beyond them: it is then those cores.
 3. Share the worker (`policyd.engine.qoe_allocation`): every job keeps the floor
    capacity / (beta * n); the smallest needs are met first, as many as fit (the most targets
-   one worker can meet), the rest stay short, and what is left goes to the jobs without a
-   target, then to those left short, then to the satisfied ones. The decision's notes say how
-   many targets the worker can meet and which are left short.
-   Settling: a short job takes the whole step; a job meeting its target by up to three
-   headrooms keeps the cores it has; beyond, it gives back half its surplus an interval
-   (`settled`). A speed model wrong by some percent then walks a job up in steps and down by
-   halves instead of back and forth across its target.
+   one worker can meet), the rest stay short, and the decision's notes say how many targets
+   the worker can meet and which are left short. The chosen jobs then get, room permitting,
+   what they `want` beyond their needs (settling, below); with CPU shares what is left goes
+   to the jobs without a target and a job left short keeps its floor; with quotas what is
+   left goes to the jobs without a target, then to those left short, then to the satisfied.
+   Settling, from each job's current limit: a paced job's limit rises only when it is behind
+   its pace (to its need and `headroom` more) and falls only when it is on pace with more
+   than three headrooms of cores to spare (to its need and `headroom` more) (`paced_keep`);
+   any other short job takes the whole step, one meeting its target by up to three
+   headrooms keeps its cores, and beyond it gives back half its surplus an interval
+   (`settled`). Selection counts needs only, so a job keeping more than it needs never
+   keeps another job out.
 4. Turn cores into limits: cores / capacity in both modes (`shares`: weights that split the
-   worker as planned while every job is busy; `quota`: hard caps). A limit that would move by no
-   more than `min_change` of its current cores stays, so allocations settle.
+   worker as planned while every job is busy, the kernel handing what nobody was given to
+   every busy job in proportion; `quota`: hard caps). A limit that would move by no more than
+   `min_change` of its current cores stays, so allocations settle.
 
-Categories: SATISFIED, SHORT (by x %), INFEASIBLE, NEW (a target, no measurement yet: it shares
-what is left until it has one) and FREE (no target). Each assessment carries a `QoeStatus`
-(`policyd.model.qoe`): `plan` shows it, the daemon exports it, and an alert fires when a job
-has been short for `alert_after_seconds` (counted from the window's samples, so a restarted
-daemon says the same). Pure: no I/O, no clock.
+Categories: SATISFIED (on track: its pace, or else its target), SHORT (by x %), INFEASIBLE,
+NEW (a target, no measurement yet: it shares what is left until it has one) and FREE (no
+target). Each assessment carries a `QoeStatus` (`policyd.model.qoe`): `plan` shows it, the
+daemon exports it, and an alert fires when a job has been short for `alert_after_seconds`
+(counted from the window's samples, so a restarted daemon says the same). Pure: no I/O, no
+clock.
 """
 
 from __future__ import annotations
@@ -86,10 +99,15 @@ class QoESpec(CommonSpec):
     )
     headroom: float = Field(
         default=0.05, ge=0, le=1,
-        description="Aim this fraction beyond each target (a job exactly at it flips in and out).")
+        description=(
+            "Aim this fraction beyond each target (a job exactly at it flips in and out); a "
+            "paced throughput target (the job reports its total steps) gets this fraction of "
+            "cores beyond its need instead."))
     beta: float = Field(
-        default=2.0, ge=1, le=100,
-        description="Floor: every job keeps at least 1 / (beta * n) of its worker (n jobs).")
+        default=4.0, ge=1, le=100,
+        description=(
+            "Floor: every job keeps at least 1 / (beta * n) of its worker (n jobs). Each job "
+            "left short reserves its floor, so a larger beta meets more targets."))
     mode: Literal["shares", "quota"] = Field(
         default="shares", description="shares: soft, work-conserving limits; quota: hard caps.")
     hysteresis: float = Field(
@@ -159,9 +177,20 @@ class _Job:
     container: Container
     target: Target | None
     measured: Measured | None
-    need: float | None  # cores for the target with headroom; inf: infeasible; None: no need
+    need: float | None  # cores meeting its target; inf: infeasible; None: no need
     cap: float
     note: str  # why it is left alone ("" when it is not)
+    pace: float | None = None  # the rate a paced job is asked for now (`pace_rate`)
+    held: float = math.nan  # the cores its current limit gives it
+    want: float | None = None  # the cores it keeps when there is room (`settled`, `paced_keep`)
+
+    @property
+    def on_track(self) -> bool:
+        """Its metric meets what is asked of it now: its pace, or else its target."""
+        m, t = self.measured, self.target
+        if m is None or t is None:
+            return False
+        return m.value >= self.pace if self.pace is not None else t.met_by(m.value)
 
 
 def _speed(snapshot: Snapshot, containers: Sequence[Container], *,
@@ -219,66 +248,108 @@ def cores_for_rate(model: SpeedModel, rate: float, scale: float) -> float:
     return cores if cores <= cap + 1e-9 else math.inf
 
 
-def catch_up_rate(target: Target, container: Container, now: float) -> float:
-    """The steps per second a throughput target asks of a job now: the target itself, or, for
-    a job that reports its total steps and has fallen behind (its average since its container
-    started is below the target), the rate that brings that average back to the target by the
-    time the target allows it to end (inf when that time has passed)."""
+def pace_rate(target: Target, container: Container) -> float | None:
+    """The steps per second a throughput target asks of a job from its latest sample on, when
+    the job reports its total steps: the rate at which the rest of its run ends when the target
+    allows it to (its container's start plus total steps / target), so that its run as a whole
+    averages the target. Above the target when the job is behind, below it when the job is
+    ahead (it may coast), inf once that time has passed. None when the target is not a
+    `steps_per_second>=` floor or the total is not known: the target is then the rate itself."""
     if target.metric != STEPS_PER_SECOND or target.comparison != ">=" or \
             container.total_steps is None or len(container.steps) == 0:
-        return target.value
+        return None
     done = float(container.steps.values[-1])
+    if not math.isfinite(done):
+        return None
     remaining = container.total_steps - done
-    if not (math.isfinite(done) and remaining > 0):
+    if remaining <= 0:
         return target.value
-    left = container.started_at + container.total_steps / target.value - now
-    return max(target.value, remaining / left) if left > 0 else math.inf
+    left = (container.started_at + container.total_steps / target.value
+            - float(container.steps.times_seconds[-1]))
+    return remaining / left if left > 0 else math.inf
 
 
-def _need(target: Target, got: Measured, model: SpeedModel | None, *, headroom: float,
-          cap: float, rate: float) -> float:
-    """Cores meeting `target` (at `rate`, for a throughput target) with headroom (module
-    docstring, 2)."""
-    if not math.isfinite(rate):
-        return math.inf
-    aim = rate * (1.0 + headroom) if target.comparison == ">=" else (
-        target.value / (1.0 + headroom))
+def _cores_for(target: Target, got: Measured, model: SpeedModel | None, aim: float, *,
+               paced: bool) -> float:
+    """Cores at which the metric reaches `aim` (NaN: no way to tell): for steps per second the
+    speed model, as fitted over the job's window for a paced job (the fit averages the noise of
+    single intervals, and the pace corrects what bias is left), scaled through what was just
+    measured for any other (the fit's prior alone says how a job seen on one allocation
+    grows); for a named metric, in proportion to the cores (inversely for a `<=` target)."""
     cores_now = got.cores
     if target.metric == STEPS_PER_SECOND and model is not None and bool(model.usable[0]):
         predicted = float(model.steps_per_second(np.array([cores_now]))[0]) if (
             math.isfinite(cores_now) and cores_now > 0) else math.nan
         scale = got.value / predicted if math.isfinite(predicted) and predicted > 0 and \
             got.value > 0 else 1.0
-        need = cores_for_rate(model, aim, scale)
-    elif math.isfinite(cores_now) and cores_now > 0 and got.value > 0:
-        need = (cores_now * aim / got.value if target.comparison == ">="
+        return cores_for_rate(model, aim, 1.0 if paced else scale)
+    if math.isfinite(cores_now) and cores_now > 0 and got.value > 0:
+        return (cores_now * aim / got.value if target.comparison == ">="
                 else cores_now * got.value / aim)
+    return math.inf if got.value <= 0 and target.comparison == ">=" else math.nan
+
+
+def _need(target: Target, got: Measured, model: SpeedModel | None, *, headroom: float,
+          cap: float, rate: float, paced: bool) -> float:
+    """Cores meeting `target` at `rate` (module docstring, 2): a paced job's rate itself (the
+    pace is its own margin), any other target `headroom` beyond it. A need beyond `cap` is
+    infeasible (inf), unless the target itself fits without the headroom: then it is `cap`
+    (a job that meets its target on every core it can use is not given up for a margin)."""
+    if not math.isfinite(rate):
+        return math.inf
+    if paced or headroom <= 0:
+        aim = rate
     else:
-        return math.inf if got.value <= 0 and target.comparison == ">=" else math.nan
-    return need if need <= cap + 1e-9 else math.inf
+        aim = rate * (1.0 + headroom) if target.comparison == ">=" else rate / (1.0 + headroom)
+    need = _cores_for(target, got, model, aim, paced=paced)
+    if math.isnan(need) or need <= cap + 1e-9:
+        return need
+    if aim != rate and _cores_for(target, got, model, rate, paced=paced) <= cap + 1e-9:
+        return cap
+    return math.inf
 
 
 SETTLE_HEADROOMS = 3.0
-"""A job that meets its target by no more than this many headrooms keeps the cores it has."""
+"""A job on track keeps the cores it has while they are within this many headrooms of its
+need (in rate for a plain target, in cores for a paced one)."""
 RELEASE = 0.5
-"""A job beyond that band gives back this share of its surplus per interval."""
+"""A job with a plain target beyond that band gives back this share of its surplus per
+interval."""
 
 
-def settled(need: float, target: Target, got: Measured, headroom: float, *,
-            behind: bool = False) -> float:
-    """The need, settled (module docstring, 3): a short job takes the whole step up; a job
-    meeting its target within SETTLE_HEADROOMS x headroom keeps what it gets; beyond, it gives
-    back RELEASE of its surplus. A speed model that is wrong by some percent then moves a job
-    up in steps and down by halves, rather than back and forth."""
+def settled(need: float, target: Target, got: Measured, headroom: float) -> float:
+    """The cores a job with a plain target (no pace) keeps (module docstring, 3): a short job
+    takes the whole step up; a job meeting its target within SETTLE_HEADROOMS x headroom keeps
+    what it gets; beyond, it gives back RELEASE of its surplus. A speed model that is wrong by
+    some percent then moves a job up in steps and down by halves, rather than back and forth."""
     held = got.cores
     if not (math.isfinite(need) and math.isfinite(held) and held > 0):
         return need
     ratio = target.ratio(got.value)
-    if ratio < 1.0 or behind:
+    if ratio < 1.0:
         return need
     if ratio <= 1.0 + SETTLE_HEADROOMS * headroom:
         return held
     return max(need, held - RELEASE * (held - need))
+
+
+def paced_keep(need: float, got: Measured, pace: float, headroom: float, *,
+               held: float) -> float:
+    """The cores a paced job keeps (module docstring, 3), from `held`, the cores its limit
+    gives it (not the cores it used: with CPU shares those include what the kernel hands out
+    beyond the limits, which comes and goes with the neighbours). Behind its pace, it gets its
+    need and `headroom` more, and never less than it holds; on pace, it keeps what it holds
+    while that is no more than SETTLE_HEADROOMS headrooms beyond its need, else it drops to
+    its need and `headroom` more. So a limit moves up only when the job is behind and down
+    only when it is clearly ahead; the pace itself moves with how far ahead or behind the job
+    is, so a speed model that is wrong by some percent is corrected over the next intervals
+    instead of by a step back."""
+    aim = need * (1.0 + headroom)
+    if not (math.isfinite(need) and math.isfinite(held) and held > 0):
+        return aim
+    if got.value < pace:
+        return max(aim, held)
+    return held if held <= need * (1.0 + SETTLE_HEADROOMS * headroom) else aim
 
 
 def _jobs(policy: QoEPolicy, snapshot: Snapshot, chosen: Sequence[Container]) -> list[_Job]:
@@ -296,13 +367,9 @@ def _jobs(policy: QoEPolicy, snapshot: Snapshot, chosen: Sequence[Container]) ->
     for c in chosen:
         cap = capacity[c.node]
         found = targets[c.id]
-        if found is None:
+        if found is None or isinstance(found, str):
             jobs.append(_Job(container=c, target=None, measured=None, need=None, cap=cap,
-                             note=""))
-            continue
-        if isinstance(found, str):
-            jobs.append(_Job(container=c, target=None, measured=None, need=None, cap=cap,
-                             note=found))
+                             note=found or ""))
             continue
         model = models.get(c.id)
         if model is not None and bool(model.usable[0]):
@@ -314,11 +381,20 @@ def _jobs(policy: QoEPolicy, snapshot: Snapshot, chosen: Sequence[Container]) ->
             jobs.append(_Job(container=c, target=found, measured=None, need=None, cap=cap,
                              note="" if young else got))
             continue
-        rate = catch_up_rate(found, c, snapshot.time)
-        need = settled(_need(found, got, model, headroom=spec.headroom, cap=cap, rate=rate),
-                       found, got, spec.headroom, behind=rate > found.value)
-        jobs.append(_Job(container=c, target=found, measured=got,
-                         need=None if math.isnan(need) else need, cap=cap, note=""))
+        pace = pace_rate(found, c)
+        rate = found.value if pace is None else pace
+        need = _need(found, got, model, headroom=spec.headroom, cap=cap, rate=rate,
+                     paced=pace is not None)
+        if math.isnan(need):
+            jobs.append(_Job(container=c, target=found, measured=got, need=None, cap=cap,
+                             note="", pace=pace))
+            continue
+        # The cores its limit gives it; an unlimited job (the whole worker) holds nothing yet.
+        held = c.cpu_allocation * capacity[c.node] if c.cpu_allocation < 1.0 else math.nan
+        want = (settled(need, found, got, spec.headroom) if pace is None
+                else paced_keep(need, got, pace, spec.headroom, held=held))
+        jobs.append(_Job(container=c, target=found, measured=got, need=need, cap=cap,
+                         note="", pace=pace, want=want, held=held))
     return jobs
 
 
@@ -339,7 +415,9 @@ def _status(job: _Job, spec: QoESpec, selected: bool) -> tuple[str, QoeStatus | 
     if m is None:
         return NEW, None
     ratio = t.ratio(m.value)
-    state: QoeState = ("satisfied" if t.met_by(m.value) else
+    if job.pace is not None:  # short of the pace, not of the target: a job ahead may coast
+        ratio = m.value / job.pace if math.isfinite(job.pace) else 0.0
+    state: QoeState = ("satisfied" if job.on_track else
                        "infeasible" if job.need is not None and math.isinf(job.need)
                        else "short")
     status = QoeStatus(
@@ -361,6 +439,9 @@ def _reason(job: _Job, status: QoeStatus | None, cores: float, *, selected: bool
         return f"{job.target.text}: not measured yet; shares what is left; {lead}"
     measured = (f"{job.target.metric} {status.measured:.4g} vs {status.comparison} "
                 f"{status.target_value:g}")
+    if job.pace is not None:
+        measured += (f" over its run (pace {job.pace:.4g} from now on)"
+                     if math.isfinite(job.pace) else " over its run (its time has passed)")
     if job.need is not None and math.isinf(job.need):
         return (f"{measured}: infeasible (more than the {job.cap:.2g} cores it can use would "
                 f"be needed); {lead}")
@@ -372,19 +453,23 @@ def _reason(job: _Job, status: QoeStatus | None, cores: float, *, selected: bool
 
 
 def _served(job: _Job) -> bool:
-    """An incumbent: it meets its target now, or already gets the cores it needs."""
-    m, t, need = job.measured, job.target, job.need
-    if m is None or t is None or need is None or not math.isfinite(need):
+    """An incumbent: it is on track now (its pace, or else its target), or already gets the
+    cores it needs (it used them, or its limit gives them: a job raised since the window
+    began has not used them yet, and must not be given up for it)."""
+    m, need = job.measured, job.need
+    if m is None or need is None or not math.isfinite(need):
         return False
-    return t.met_by(m.value) or (math.isfinite(m.cores) and m.cores >= 0.95 * need)
+    gets = max(m.cores if math.isfinite(m.cores) else 0.0,
+               job.held if math.isfinite(job.held) else 0.0)
+    return job.on_track or gets >= 0.95 * need
 
 
 def _node(jobs: list[_Job], capacity: float, spec: QoESpec) -> list[_Outcome]:
     acting = [j for j in jobs if not j.note]
     idle = sum(min(j.container.cpu_allocation * capacity, capacity) for j in jobs if j.note)
     room = max(capacity - idle, 0.0) if acting else 0.0
-    claims = [Claim(key=j.container.id, need=j.need, cap=j.cap, incumbent=_served(j))
-              for j in acting]
+    claims = [Claim(key=j.container.id, need=j.need, cap=j.cap, incumbent=_served(j),
+                    want=j.want) for j in acting]
     shared = share(claims, room, beta=spec.beta, hysteresis=spec.hysteresis,
                    soft=spec.mode == "shares") if acting else None
     out = []

@@ -15,14 +15,18 @@ least the floor, capacity / (beta * n), so none starves. Then:
    Hysteresis: an incumbent's need counts `hysteresis` smaller when it is weighed against
    others. The jobs left out keep the floor (and a part of what is left, below): the
    shortfall falls on as few jobs as possible rather than on everyone.
-2. What is left goes first to the jobs without a target (equal shares, up to what each can
+2. The chosen jobs get their needs, then, while there is room, up to what they `want` (a job
+   on track keeps the cores it holds within its settling band, `policyd.engine.qoe`): the
+   selection counts needs only, so a job holding more than it needs never keeps another job
+   out; when the room is short, each chosen job gets the same share of its extra.
+3. What is left goes first to the jobs without a target (equal shares, up to what each can
    use), then to the targeted jobs left out (they still progress), then to the satisfied ones
    in proportion to their needs (more headroom), each up to what it can use. With soft limits
-   (`soft`: CPU shares, work-conserving) what is left is split equally between the jobs
-   without a target and those left out, whatever each can use: the kernel hands a share a
-   job cannot use to the others anyway, and the satisfied jobs keep exactly their needs (were
-   they given more, they would give it back next interval, and their limits would never
-   settle).
+   (`soft`: CPU shares, work-conserving) what is left goes to the jobs without a target only,
+   and a job left out keeps exactly the floor: shares are weights, and the kernel hands the
+   cores nobody was given to every busy job in proportion to its weight anyway. Were the
+   left-out jobs to share what is left, their limits would follow every small move of the
+   chosen jobs' needs, down and up, and never settle.
 
 Pure arithmetic on plain numbers: no snapshot, no I/O.
 """
@@ -40,12 +44,14 @@ from policyd.engine.waterfill import EPSILON, fill
 class Claim:
     """One job's claim on its worker: `need` cores to meet its target (inf: infeasible; None:
     no target to meet now), `cap` the most it can use, `incumbent` whether it is served now
-    (it meets its target or holds its need), `key` a tie-breaker (its id)."""
+    (it meets its target or holds its need), `key` a tie-breaker (its id), `want` the cores
+    it keeps when chosen and there is room (None: its need; never less than its need)."""
 
     key: str
     need: float | None
     cap: float
     incumbent: bool = False
+    want: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +77,20 @@ def _fit(order: Sequence[int], wanted: Callable[[int], float], room: float, floo
             out.append(i)
             used += extra
     return out
+
+
+def _top_up(cores: list[float], claims: Sequence[Claim], caps: Sequence[float],
+            chosen: Sequence[int], capacity: float) -> None:
+    """The chosen jobs' cores raised from their needs towards what they want (module
+    docstring, 2): all of it when it fits, else the same share of each one's extra."""
+    extra = {i: max(min(claims[i].want or 0.0, caps[i]) - cores[i], 0.0) for i in chosen}
+    total = sum(extra.values())
+    room = capacity - sum(cores)
+    if total <= EPSILON or room <= EPSILON:
+        return
+    given = min(1.0, room / total)
+    for i, more in extra.items():
+        cores[i] += more * given
 
 
 def share(claims: Sequence[Claim], capacity: float, *, beta: float,
@@ -111,14 +131,13 @@ def share(claims: Sequence[Claim], capacity: float, *, beta: float,
     for i in chosen:
         cores[i] = wanted(i)
         selected[i] = True
-    used = sum(cores)
-    left = max(capacity - used, 0.0)
+    _top_up(cores, claims, caps, chosen, capacity)
+    left = max(capacity - sum(cores), 0.0)
     free = [i for i, c in enumerate(claims) if c.need is None]
     left_out = [i for i, c in enumerate(claims) if c.need is not None and not selected[i]]
     chosen = [i for i in range(n) if selected[i]]
     if soft:
-        others = free + left_out
-        fill(cores, [math.inf] * n, others, left)
+        fill(cores, [math.inf] * n, free, left)
         return Share(cores=tuple(cores), selected=tuple(selected), floor_cores=floor)
     left = fill(cores, caps, free, left)
     left = fill(cores, caps, left_out, left)

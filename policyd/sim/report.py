@@ -18,6 +18,7 @@ gives byte-identical output.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,24 @@ def _target_json(target: TargetResult) -> dict[str, Any]:
     return out
 
 
+SETTLED_REVERSALS = 2
+"""Issue 15's bar: no job's limit reverses direction more than twice after its first minute."""
+
+
+def qoe_summary(run: RunResult) -> dict[str, Any] | None:
+    """Time satisfied and allocation churn over the run's jobs with QoE targets (None: no
+    such job); see the module docstring."""
+    qoe = [j.target for j in run.jobs if j.target is not None and j.target.kind == "qoe"]
+    if not qoe:
+        return None
+    satisfied = [t.time_satisfied for t in qoe if t.time_satisfied is not None]
+    return {"time_satisfied": _fine(statistics.mean(satisfied)) if satisfied else None,
+            "limit_changes_per_job": _fine(statistics.mean(t.limit_changes for t in qoe)),
+            "most_direction_changes": max(t.direction_changes for t in qoe),
+            "jobs_over_two_reversals": sum(1 for t in qoe
+                                           if t.direction_changes > SETTLED_REVERSALS)}
+
+
 def _job_json(job: JobResult) -> dict[str, Any]:
     return {"id": job.id, "model": job.model, "submit": _ms(job.submit),
             "finish": _ms(job.finish), "jct": _ms(job.jct),
@@ -76,9 +95,11 @@ def _deadline_job_json(job: JobResult) -> dict[str, Any]:
 
 def _run_json(run: RunResult) -> dict[str, Any]:
     if not run.deadline_jobs:
+        qoe = qoe_summary(run)
         return {"avg_jct": _ms(run.avg_jct), "makespan": _ms(run.makespan),
                 "migrations": run.migrations, "target_jobs": run.target_jobs,
                 "targets_met": run.targets_met, "core_seconds": _ms(run.core_seconds),
+                **({"qoe": qoe} if qoe is not None else {}),
                 "jobs": [_job_json(j) for j in run.jobs]}
     return {"avg_jct": _ms(run.avg_jct), "makespan": _ms(run.makespan),
             "migrations": run.migrations, "target_jobs": run.target_jobs,

@@ -1,6 +1,6 @@
 """QoE: a job's target read and measured, CPU moved from jobs with surplus to jobs short of
-their targets, malformed targets and missing metrics left alone with a note, the deadline a
-throughput target sets, and settling."""
+their targets, malformed targets and missing metrics left alone with a note, the pace a
+throughput target sets over a job's run (behind: catch up; ahead: coast), and settling."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from policyd.engine.qoe import (
     SATISFIED,
     SHORT,
     QoEPolicy,
-    catch_up_rate,
+    pace_rate,
+    paced_keep,
     plan,
     settled,
 )
@@ -145,20 +146,64 @@ def test_the_alert_flag_follows_alert_after_seconds() -> None:
 
 
 @pytest.mark.parametrize(("done", "total", "started_ago", "rate"), [
-    pytest.param(1000.0, None, 100.0, 10.0, id="no-total-the-target"),
+    pytest.param(1000.0, None, 100.0, None, id="no-total-no-pace"),
     pytest.param(1000.0, 2000.0, 100.0, 10.0, id="on-track-the-target"),
     # 500 of 2000 steps in 100 s at a 10 steps/s target: 1500 left for the 100 s that remain.
     pytest.param(500.0, 2000.0, 100.0, 15.0, id="behind-catches-up"),
+    # 1500 of 2000 in 100 s: 500 left for 100 s, half the target keeps it on its run's average.
+    pytest.param(1500.0, 2000.0, 100.0, 5.0, id="ahead-coasts"),
     pytest.param(500.0, 2000.0, 250.0, math.inf, id="deadline-passed"),
+    pytest.param(2000.0, 2000.0, 100.0, 10.0, id="done-the-target"),
 ])
-def test_catch_up_rate(done: float, total: float | None, started_ago: float,
-                       rate: float) -> None:
+def test_pace_rate(done: float, total: float | None, started_ago: float,
+                   rate: float | None) -> None:
     c = Container(id="c", name="c", node="w1", started_at=NOW - started_ago,
                   evaluation=Series.empty(), cpu_usage=Series.empty(),
                   steps=Series.of([NOW - 5, NOW], [done - 10, done]), total_steps=total)
     target = read_target("steps_per_second>=10", {"steps_per_second"})
     assert isinstance(target, Target)
-    assert catch_up_rate(target, c, NOW) == pytest.approx(rate)
+    assert pace_rate(target, c) == (None if rate is None else pytest.approx(rate))
+
+
+def test_a_latency_target_has_no_pace() -> None:
+    c = Container(id="c", name="c", node="w1", started_at=NOW - 100,
+                  evaluation=Series.empty(), cpu_usage=Series.empty(),
+                  steps=Series.of([NOW - 5, NOW], [490, 500]), total_steps=2000.0)
+    target = read_target("p95_latency_ms<=80", {"p95_latency_ms"})
+    assert isinstance(target, Target)
+    assert pace_rate(target, c) is None
+
+
+def test_a_job_ahead_of_its_pace_coasts_and_is_satisfied_below_its_target() -> None:
+    # Both make 20 steps/s on 2 cores with a 19 steps/s target. "ahead" has done 9000 of its
+    # 10000 steps in 300 s (its run may take 10000 / 19 = 526 s): 1000 steps in 226 s is
+    # 4.4 steps/s. "plain" reports no total: the target itself is asked of it.
+    ahead = job("ahead", target="steps_per_second>=19", rate=20, cores=2, allocation=0.5,
+                total=10000.0, done=9000.0, started_at=NOW - 300.0)
+    plain = job("plain", target="steps_per_second>=19", rate=20, cores=2, allocation=0.5)
+    d = plan(policy(beta=2), snapshot(ahead, plain))
+    a = by_id(d)
+    assert a["ahead"].category == SATISFIED and "pace 4.4" in a["ahead"].note
+    assert a["ahead"].qoe.cores_needed < 0.5 * a["plain"].qoe.cores_needed
+    assert limits(d)["ahead"] == pytest.approx(0.25)  # less than the floor would do: the floor
+
+
+def test_a_job_behind_its_pace_is_short_though_its_rate_meets_the_target() -> None:
+    # 20 steps/s against a 19 target, but only 2000 of 10000 steps after 300 s: 8000 steps in
+    # the 226 s left is 35 steps/s, more than the 2 cores it can use give.
+    behind = job("behind", target="steps_per_second>=19", rate=20, cores=2, allocation=0.5,
+                 total=10000.0, done=2000.0, started_at=NOW - 300.0)
+    a = by_id(plan(policy(), snapshot(behind, cores=2.0)))["behind"]
+    assert a.category == INFEASIBLE and a.qoe.state == "infeasible"
+
+
+def test_a_job_meeting_its_target_on_every_core_it_can_use_is_not_given_up_for_headroom(
+) -> None:
+    # On the whole 2-core worker it makes 20.5 steps/s against a 20 target: 5 % headroom
+    # (21 steps/s) is beyond any allocation, the target itself is not.
+    j = job("full", target="steps_per_second>=20", rate=20.5, cores=2, allocation=1.0)
+    a = by_id(plan(policy(), snapshot(j, cores=2.0)))["full"]
+    assert a.category == SATISFIED and a.qoe.cores_needed == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize(("measured", "need", "settled_need"), [
@@ -171,3 +216,42 @@ def test_settled(measured: float, need: float, settled_need: float) -> None:
     assert isinstance(target, Target)
     got = Measured(value=measured, cores=2.0, short_seconds=0.0)
     assert settled(need, target, got, 0.05) == pytest.approx(settled_need)
+
+
+@pytest.mark.parametrize(("measured", "need", "held", "kept"), [
+    # Pace 10 steps/s, headroom 5 %: the band is need x 1.15.
+    pytest.param(9.0, 2.0, 1.6, 2.1, id="behind-takes-its-need-and-headroom"),
+    pytest.param(9.0, 1.0, 1.6, 1.6, id="behind-never-drops"),
+    pytest.param(10.5, 1.5, 1.6, 1.6, id="on-pace-within-the-band-keeps"),
+    pytest.param(10.5, 1.8, 1.6, 1.6, id="on-pace-never-rises"),
+    pytest.param(12.0, 1.0, 1.6, 1.05, id="clearly-ahead-drops-to-need-and-headroom"),
+])
+def test_paced_keep(measured: float, need: float, held: float, kept: float) -> None:
+    got = Measured(value=measured, cores=held * 1.2, short_seconds=0.0)  # shares give more
+    assert paced_keep(need, got, 10.0, 0.05, held=held) == pytest.approx(kept)
+
+
+def test_a_job_just_raised_to_its_need_stays_chosen_before_it_has_used_the_cores() -> None:
+    # Both made 20 steps/s on 2 cores against a 21 target (the prior's speed model with 5 %
+    # headroom: 2.77 cores); only one need fits the 4 cores. "raised" was raised last interval
+    # and its limit already gives it 2.8 cores: it is served, and keeps its place against a
+    # newcomer whose need is the same (and whose id comes first) although its window predates
+    # the raise.
+    raised = job("raised", target="steps_per_second>=21", rate=20, cores=2, allocation=0.7)
+    newcomer = job("newcomer", target="steps_per_second>=21", rate=20, cores=2,
+                   allocation=0.5)
+    a = by_id(plan(policy(beta=100), snapshot(raised, newcomer)))
+    assert "met first" in a["raised"].note and "left short" in a["newcomer"].note
+
+
+def test_a_paced_job_with_no_limit_yet_is_given_its_need_not_the_worker() -> None:
+    # Its first sizing: 5028 of 10000 steps after 300 s at a 19 steps/s target leaves 4972
+    # steps for the 226 s left, 22 steps/s; on 2 cores of the busy 4-core worker it made 20.
+    # No limit yet (the whole worker): it holds nothing to keep, so it gets its need and
+    # headroom, and the job without a target what is left.
+    behind = job("behind", target="steps_per_second>=19", rate=20, cores=2, allocation=1.0,
+                 total=10000.0, done=5028.0, started_at=NOW - 300.0)
+    free = job("free", target=None, rate=20, cores=2, allocation=1.0)
+    a = by_id(plan(policy(), snapshot(behind, free)))["behind"]
+    assert a.category == SHORT and 2.0 < a.qoe.cores_needed < 3.0
+    assert a.cpu_fraction_next * 4.0 == pytest.approx(1.05 * a.qoe.cores_needed)

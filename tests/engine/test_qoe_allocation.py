@@ -1,5 +1,6 @@
 """QoE's sharing of one worker: the smallest needs met first beside every floor, incumbents
-kept unless giving one up lets two more in, what is left to the free and the left-out jobs."""
+kept unless giving one up lets two more in, the chosen jobs topped up towards what they want
+only when there is room, what is left to the free and (hard limits) the left-out jobs."""
 
 from __future__ import annotations
 
@@ -50,12 +51,48 @@ def test_hard_limits_give_what_is_left_to_free_jobs_first_up_to_what_they_can_us
     assert sum(got.cores) == pytest.approx(8.0)
 
 
-def test_soft_limits_keep_the_met_jobs_at_their_needs_and_split_the_rest() -> None:
+def test_soft_limits_keep_the_met_jobs_at_their_needs_and_the_left_out_at_the_floor() -> None:
     c = [Claim(key="met", need=2.0, cap=8.0), Claim(key="free", need=None, cap=1.5),
          Claim(key="short", need=math.inf, cap=8.0)]
     got = share(c, 8.0, beta=4.0, hysteresis=0.1, soft=True)
     assert got.cores[0] == pytest.approx(2.0)
-    assert got.cores[1] == pytest.approx(got.cores[2]) == pytest.approx(3.0)
+    assert got.cores[2] == pytest.approx(got.floor_cores)  # a weight: the kernel adds to it
+    assert got.cores[1] == pytest.approx(8.0 - 2.0 - got.floor_cores)  # shares: no cap
+
+
+def test_soft_limits_without_free_jobs_leave_what_is_left_unassigned() -> None:
+    got = share([Claim(key="met", need=2.0, cap=8.0), Claim(key="short", need=math.inf,
+                                                            cap=8.0)],
+                8.0, beta=4.0, hysteresis=0.1, soft=True)
+    assert got.cores == pytest.approx((2.0, got.floor_cores))
+
+
+@pytest.mark.parametrize(("wants", "cores"), [
+    pytest.param((3.0, 2.5), (3.0, 2.5), id="room-for-both"),
+    # 8 - 1 (two floors of 0.5 for the left-out jobs) = 7 for the chosen, needs 2 + 2 = 4:
+    # 3 cores of room for 4 + 2 wanted beyond the needs, half of each extra.
+    pytest.param((6.0, 4.0), (4.0, 3.0), id="short-room-same-share-of-each-extra"),
+    pytest.param((None, 1.0), (2.0, 2.0), id="want-never-below-need"),
+])
+def test_chosen_jobs_get_their_needs_then_what_they_want_if_there_is_room(
+        wants: tuple[float | None, float | None], cores: tuple[float, float]) -> None:
+    c = [Claim(key="a", need=2.0, cap=8.0, want=wants[0]),
+         Claim(key="b", need=2.0, cap=8.0, want=wants[1]),
+         Claim(key="x", need=math.inf, cap=8.0), Claim(key="y", need=math.inf, cap=8.0)]
+    got = share(c, 8.0, beta=4.0, hysteresis=0.1, soft=True)
+    assert got.selected == (True, True, False, False)
+    assert got.cores[:2] == pytest.approx(cores)
+
+
+def test_what_a_job_wants_beyond_its_need_never_keeps_another_job_out() -> None:
+    # Needs 3 + 3 fit 8 cores beside two floors of 0.5; "rich" wants 5, which would not: it
+    # gets the 1 core of room left.
+    c = [Claim(key="rich", need=3.0, cap=8.0, want=5.0, incumbent=True),
+         Claim(key="new", need=3.0, cap=8.0),
+         Claim(key="x", need=math.inf, cap=8.0), Claim(key="y", need=math.inf, cap=8.0)]
+    got = share(c, 8.0, beta=4.0, hysteresis=0.1, soft=True)
+    assert got.selected[:2] == (True, True)
+    assert got.cores[0] == pytest.approx(4.0) and got.cores[1] == pytest.approx(3.0)
 
 
 def test_no_claims_share_nothing() -> None:
