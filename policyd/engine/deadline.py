@@ -39,7 +39,10 @@ and `max-cpu`: `policyd.engine.declarations`). Every interval, cluster-wide:
 4. Admit held jobs (`policyd.engine.admission`): earliest deadline first, then jobs without a
    deadline by submission; a job whose deadline has passed while it waited last. A job starts
    on the worker with the most free cores (capacity minus the cores its jobs need) when at
-   least `admission_cores` (or its min-cpu) are free there.
+   least `admission_cores` (or its min-cpu) are free there, and starts with them: the
+   worker's cores are split again with it counted (`_make_room`), so that the limits of a
+   worker never add up to more than its cores (every job there would be throttled below its
+   limit, cores allocated that nobody can use, until the next interval).
 
 A declaration that cannot be read is a note on that job, and no action on it: its allocation
 stays as it is (and counts as taken), a held one is not admitted. Reasons name the deadline,
@@ -461,6 +464,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     moves = _moves(policy, nodes, spare, now) if spec.migrate else {}
     candidates = _candidates(snapshot.pending, spec, now)
     placed = place(candidates, spare, policy=policy.name)
+    started = _make_room(nodes, placed.admits, candidates, spec)
     actions: list[SetCpu | Migrate | Admit] = []
     assessments: list[Assessment] = []
     notes: list[str] = []
@@ -477,7 +481,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
                                             now=now)
             actions += actions_for
             assessments.append(assessment)
-    actions += _with_limits(placed.admits, candidates, nodes, spec)
+    actions += _with_limits(placed.admits, started, nodes, spec)
     if snapshot.pending:
         notes.append(f"admission: {len(placed.admits)} admitted, {len(placed.queue)} waiting")
     return Decision(policy=policy.name, kind="Deadline", time=now, actions=tuple(actions),
@@ -523,17 +527,41 @@ def _emit(policy: DeadlinePolicy, job: _Job, granted: float, *, top: float,
                             note=note, deadline=seen)
 
 
-def _with_limits(admits: Sequence[Admit], candidates: Sequence[Candidate],
-                 nodes: dict[str, _Node], spec: DeadlineSpec) -> list[Admit]:
-    """Admissions that start with the cores they were admitted for (in quota mode: a cap of
+def _make_room(nodes: dict[str, _Node], admits: Sequence[Admit],
+               candidates: Sequence[Candidate], spec: DeadlineSpec) -> dict[str, float]:
+    """Split again, in place, the cores of each node that admits jobs now, the admitted ones
+    counted, and return the cores each admitted job starts with. A job starts with the cores
+    it was admitted for; one admitted only because nothing else waits (`last`) with its floor,
+    and more only from what nobody else can use. The running jobs' grants leave them room:
+    otherwise the node's limits would add up to more than its cores until the next interval,
+    every job there throttled below its limit, allocated cores that nobody can use."""
+    by_id = {c.job.id: c for c in candidates}
+    arriving: defaultdict[str, list[tuple[str, Ask]]] = defaultdict(list)
+    for a in admits:
+        c = by_id[a.container]
+        floor = min(spec.floor_cores, c.cores) if c.last else c.cores
+        arriving[a.node].append((a.container, Ask(
+            floor=floor, need=0.0, most=c.cores, order=math.inf,
+            rank="last" if c.last else "extra")))
+    started: dict[str, float] = {}
+    for name, new in arriving.items():
+        node = nodes[name]
+        cores = split([j.ask for j in node.jobs] + [ask for _, ask in new], node.capacity)
+        node.granted = cores[:len(node.jobs)]
+        started |= {cid: granted for (cid, _), granted in
+                    zip(new, cores[len(node.jobs):], strict=True)}
+    return started
+
+
+def _with_limits(admits: Sequence[Admit], cores: dict[str, float], nodes: dict[str, _Node],
+                 spec: DeadlineSpec) -> list[Admit]:
+    """Admissions that start with the cores `_make_room` gave them (in quota mode: a cap of
     those cores; in shares mode: a weight beside the node's largest grant)."""
-    cores = {c.job.id: c.cores for c in candidates}
     out = []
     for a in admits:
-        node = nodes[a.node]
+        node, mine = nodes[a.node], cores[a.container]
         top = max(node.granted, default=0.0)
-        fraction = _fraction(cores[a.container], top if top > 0 else cores[a.container],
-                             node.capacity, spec.mode)
+        fraction = _fraction(mine, top if top > 0 else mine, node.capacity, spec.mode)
         out.append(replace(a, fraction=fraction, mode=spec.mode))
     return out
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from policyd.engine import decide
-from policyd.model import Admit, Decision, SetCpu
+from policyd.model import Admit, Decision, PendingJob, SetCpu
 from tests.engine.deadline_builders import NOW, cluster, held, job, policy
 
 # Every job below has 2,000 steps left at 10 steps/s (alone on a core: 200 s), submitted 600 s
@@ -99,3 +99,35 @@ def test_a_job_at_its_cap_is_at_risk_and_grows_not_hopeless_for_a_growth_step() 
     d = decide(policy(), cluster(
         job("urgent", left=2000, rate=10, deadline="750s", cores=1, allocation=0.25)))
     assert by_id(d)["urgent"] == ("AT_RISK", 0.375)
+
+
+def limits(d: Decision) -> dict[str, float]:
+    """Each job's CPU limit after the decision, in cores of its 4-core node: what it is set
+    to, what it starts with, or what it keeps."""
+    out = {a.container: 4.0 * a.cpu_fraction_next for a in d.assessments
+           if a.cpu_fraction_next is not None}
+    out |= {a.container: 4.0 * a.fraction for a in d.actions
+            if isinstance(a, Admit) and a.fraction is not None}
+    return out
+
+
+@pytest.mark.parametrize(
+    ("busy_cores", "waiting", "cores"),
+    [
+        # The running job used all of its 3 cores: it would be given the node's fourth core
+        # on trust, the one the admitted job starts with.
+        pytest.param(3.0, held("new", deadline="1h"), {"busy": 3.0, "new": 1.0},
+                     id="admitted-for-its-cores"),
+        # Admitted only because nothing else waits: its floor, then what the running job has
+        # not shown it uses (0.4 of 4 - 3.5 - 0.1), not the 1 core of a normal admission.
+        pytest.param(3.5, held("late", deadline="5s", submitted_at=NOW - 60),
+                     {"busy": 3.5, "late": 0.5}, id="admitted-last-on-what-is-left"),
+    ],
+)
+def test_a_node_that_admits_a_job_leaves_it_room_in_the_running_jobs_limits(
+        busy_cores: float, waiting: PendingJob, cores: dict[str, float]) -> None:
+    d = decide(policy(), cluster(
+        job("busy", left=2000, rate=10, cores=busy_cores, allocation=busy_cores / 4),
+        pending=(waiting,)))
+    assert [a.container for a in d.actions if isinstance(a, Admit)] == [waiting.id]
+    assert limits(d) == pytest.approx(cores)
