@@ -24,8 +24,10 @@ and `max-cpu`: `policyd.engine.declarations`). Every interval, cluster-wide:
    deadline (`hopeless: share`). No job is given more than it can use: the allocation is the
    right size (`mode: quota` makes it a hard cap, so it is also what the job is charged).
    What is left after the needs goes first to jobs up to what they have shown they use, and
-   only then, in steps of GROWTH, to jobs that used all of their cap (`_usable`): a core is
-   not left idle, but one given on trust is taken back after one interval if unused.
+   only then to jobs that used all of their cap, in steps of GROWTH times the share of the
+   job's step time that more cores shorten in its speed model (`_usable`): a core is not
+   left idle, but one given on trust is taken back after one interval if unused, and a job
+   that more cores would barely speed up is not given many on trust.
    A job's state is judged at the allocation it gets: on track when that finishes it with the
    margin to spare, at risk when its worker cannot give it its need. A job is called hopeless
    only when even the low end of its forecast cannot make it, and a hopeless one (at the
@@ -61,7 +63,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from policyd.engine.admission import Candidate, place
-from policyd.engine.deadline_cores import Ask, cores_for, split
+from policyd.engine.deadline_cores import Ask, cores_for, parallel_share, split
 from policyd.engine.declarations import Declared, declared
 from policyd.engine.forecast_output import Forecast
 from policyd.engine.forecasting import forecast_containers, job_forecast, settings_of
@@ -208,18 +210,23 @@ USED_SHARE = 0.9
 """A job using less than this share of its cores (in its last interval) uses all it can."""
 
 
-def _usable(c: Container, capacity: float, spec: DeadlineSpec
-            ) -> tuple[float, float | None, bool]:
+def _usable(c: Container, capacity: float, spec: DeadlineSpec, forecast: Forecast | None
+            ) -> tuple[float, float | None, float | None, bool]:
     """The most cores the job can use (for its deadline), the most it is given beyond its
-    need (None: as many), and whether the first is a step of growth rather than a limit it
-    was seen at (then the job may still use more, later). A job seen using less than its
-    cap through a whole interval (its allocation unchanged since before that interval
-    began: `markers.last_action_at`) uses all it can: what it was seen using at most in the
-    window (at least a core). One that used all of it may use more, but is given at most
-    GROWTH more than it has or was seen using: a snapshot does not say what its cap was
-    before, so a job that cannot use more shows it again at the cost of a small step, not of
-    a whole node. Beyond its need, in quota mode, a job is first given what it has, and more
-    only from cores nobody else takes (`deadline_cores.split`'s two rounds)."""
+    need from what it has shown it uses (None: as many), the most it is given on trust from
+    cores nobody else takes (None: the first), and whether the first is a step of growth
+    rather than a limit it was seen at (then the job may still use more, later). A job seen
+    using less than its cap through a whole interval (its allocation unchanged since before
+    that interval began: `markers.last_action_at`) uses all it can: what it was seen using at
+    most in the window (at least a core). One that used all of it may use more, but is given
+    at most GROWTH more than it has or was seen using: a snapshot does not say what its cap
+    was before, so a job that cannot use more shows it again at the cost of a small step, not
+    of a whole node. Beyond its need, in quota mode, a job is first given what it has, and
+    more only from cores nobody else takes (`deadline_cores.split`'s two rounds), and that in
+    a step sized by what its speed model says the cores would buy: GROWTH times the share of
+    its step time that more cores shorten (`deadline_cores.parallel_share`). A core that
+    would barely speed the job up is not worth the idle allocation it costs when the job
+    cannot use it (a job that will not use more shows it again every other interval)."""
     values = c.cpu_usage.values
     finite = np.isfinite(values)
     used, times = values[finite], c.cpu_usage.times_seconds[finite]
@@ -229,10 +236,13 @@ def _usable(c: Container, capacity: float, spec: DeadlineSpec
     settled = used.size >= 2 and (last_action is None or last_action <= float(times[-2]))
     if settled and float(used[-1]) < USED_SHARE * held:
         learned = min(capacity, max(1.0, top))
-        return learned, learned if spec.mode == "quota" else None, False
+        return learned, learned if spec.mode == "quota" else None, None, False
     if spec.mode != "quota":
-        return capacity, None, False
-    return min(capacity, max(1.0, held, top) * (1.0 + GROWTH)), held, True
+        return capacity, None, None, False
+    base = max(1.0, held, top)
+    share = 1.0 if forecast is None else parallel_share(forecast, base)
+    return (min(capacity, base * (1.0 + GROWTH)), held,
+            min(capacity, base * (1.0 + GROWTH * share)), True)
 
 
 def _optimism(f: Forecast) -> float:
@@ -260,7 +270,7 @@ def _judge(c: Container, forecast: Forecast | None, note: str, *, capacity: floa
         return _Job(container=c, declared=d, forecast=forecast, forecast_note=note,
                     state="invalid", ask=Ask(floor=held, need=held, most=held, order=-math.inf),
                     need_margin=math.nan, capacity=capacity)
-    most, fill, growing = _usable(c, capacity, spec)
+    most, fill, probe, growing = _usable(c, capacity, spec, forecast)
     # What it could use on this node, for calling it hopeless: a growth step paces grants, it
     # does not bound the job; the forecast's speed model's cap does (its Amdahl fit).
     potential = min(capacity, max(most, forecast.cap_cores)) if growing and forecast else most
@@ -294,7 +304,8 @@ def _judge(c: Container, forecast: Forecast | None, note: str, *, capacity: floa
     order = deadline if deadline is not None and state in ("on_track", "unknown") else math.inf
     return _Job(container=c, declared=d, forecast=forecast, forecast_note=note, state=state,
                 ask=Ask(floor=floor, need=need, most=most, order=order, rank=rank,
-                        fill=None if fill is None else max(fill, floor)),
+                        fill=None if fill is None else max(fill, floor),
+                        probe=None if probe is None else min(max(probe, floor), most)),
                 need_margin=need_margin, capacity=capacity, need_bare=need_bare)
 
 

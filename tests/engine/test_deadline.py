@@ -8,8 +8,10 @@ from __future__ import annotations
 import pytest
 
 from policyd.engine import decide
+from policyd.engine.deadline_cores import parallel_share
+from policyd.engine.forecasting import forecast_containers, settings_of
 from policyd.model import Admit, Decision, PendingJob, SetCpu
-from tests.engine.deadline_builders import NOW, cluster, held, job, policy
+from tests.engine.deadline_builders import NOW, cluster, held, job, policy, scaling
 
 # Every job below has 2,000 steps left at 10 steps/s (alone on a core: 200 s), submitted 600 s
 # ago: a deadline of "800s" is 200 s away.
@@ -131,3 +133,25 @@ def test_a_node_that_admits_a_job_leaves_it_room_in_the_running_jobs_limits(
         pending=(waiting,)))
     assert [a.container for a in d.actions if isinstance(a, Admit)] == [waiting.id]
     assert limits(d) == pytest.approx(cores)
+
+
+def trusted(parallel_fraction: float) -> tuple[float, float]:
+    """Alone on a 4-core node, a job used all of its 2 cores: it may use more, and nobody else
+    needs the other 2. The cores it is given, and 2 (1 + 0.5 share) with share what its fitted
+    speed model says more cores shorten of its step at 2 cores."""
+    p, snapshot = policy(), cluster(scaling("alone", parallel_fraction=parallel_fraction))
+    settings = settings_of(p, snapshot, alpha=p.spec.alpha,
+                           interval_seconds=p.spec.interval_seconds)
+    fitted = forecast_containers(settings, snapshot, snapshot.containers).by_id["alone"]
+    assert fitted is not None
+    return limits(decide(p, snapshot))["alone"], 2.0 * (1 + 0.5 * parallel_share(fitted, 2.0))
+
+
+def test_cores_nobody_needs_go_on_trust_in_steps_sized_by_the_speed_model() -> None:
+    # The full step (2 x 1.5 = 3 cores) only for a job all of whose step more cores shorten;
+    # the better the job scales, the bigger its step.
+    given = {p: trusted(p) for p in (0.2, 0.5, 0.9)}
+    for cores, expected in given.values():
+        assert 2.0 < cores < 3.0
+        assert cores == pytest.approx(expected)
+    assert given[0.2][0] < given[0.5][0] < given[0.9][0]
