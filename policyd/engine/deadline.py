@@ -24,8 +24,10 @@ and `max-cpu`: `policyd.engine.declarations`). Every interval, cluster-wide:
    deadline (`hopeless: share`). No job is given more than it can use: the allocation is the
    right size (`mode: quota` makes it a hard cap, so it is also what the job is charged).
    What is left after the needs goes first to jobs up to what they have shown they use, and
-   only then, in steps of GROWTH, to jobs that used all of their cap (`_usable`): a core is
-   not left idle, but one given on trust is taken back after one interval if unused.
+   only then to jobs that used all of their cap, in steps of GROWTH times the share of the
+   job's step time that more cores shorten in its speed model (`_usable`): a core is not
+   left idle, but one given on trust is taken back after one interval if unused, and a job
+   that more cores would barely speed up is not given many on trust.
    A job's state is judged at the allocation it gets: on track when that finishes it with the
    margin to spare, at risk when its worker cannot give it its need. A job is called hopeless
    only when even the low end of its forecast cannot make it, and a hopeless one (at the
@@ -39,7 +41,10 @@ and `max-cpu`: `policyd.engine.declarations`). Every interval, cluster-wide:
 4. Admit held jobs (`policyd.engine.admission`): earliest deadline first, then jobs without a
    deadline by submission; a job whose deadline has passed while it waited last. A job starts
    on the worker with the most free cores (capacity minus the cores its jobs need) when at
-   least `admission_cores` (or its min-cpu) are free there.
+   least `admission_cores` (or its min-cpu) are free there, and starts with them: the
+   worker's cores are split again with it counted (`_make_room`), so that the limits of a
+   worker never add up to more than its cores (every job there would be throttled below its
+   limit, cores allocated that nobody can use, until the next interval).
 
 A declaration that cannot be read is a note on that job, and no action on it: its allocation
 stays as it is (and counts as taken), a held one is not admitted. Reasons name the deadline,
@@ -58,7 +63,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from policyd.engine.admission import Candidate, place
-from policyd.engine.deadline_cores import Ask, cores_for, split
+from policyd.engine.deadline_cores import Ask, cores_for, parallel_share, split
 from policyd.engine.declarations import Declared, declared
 from policyd.engine.forecast_output import Forecast
 from policyd.engine.forecasting import forecast_containers, job_forecast, settings_of
@@ -205,18 +210,23 @@ USED_SHARE = 0.9
 """A job using less than this share of its cores (in its last interval) uses all it can."""
 
 
-def _usable(c: Container, capacity: float, spec: DeadlineSpec
-            ) -> tuple[float, float | None, bool]:
+def _usable(c: Container, capacity: float, spec: DeadlineSpec, forecast: Forecast | None
+            ) -> tuple[float, float | None, float | None, bool]:
     """The most cores the job can use (for its deadline), the most it is given beyond its
-    need (None: as many), and whether the first is a step of growth rather than a limit it
-    was seen at (then the job may still use more, later). A job seen using less than its
-    cap through a whole interval (its allocation unchanged since before that interval
-    began: `markers.last_action_at`) uses all it can: what it was seen using at most in the
-    window (at least a core). One that used all of it may use more, but is given at most
-    GROWTH more than it has or was seen using: a snapshot does not say what its cap was
-    before, so a job that cannot use more shows it again at the cost of a small step, not of
-    a whole node. Beyond its need, in quota mode, a job is first given what it has, and more
-    only from cores nobody else takes (`deadline_cores.split`'s two rounds)."""
+    need from what it has shown it uses (None: as many), the most it is given on trust from
+    cores nobody else takes (None: the first), and whether the first is a step of growth
+    rather than a limit it was seen at (then the job may still use more, later). A job seen
+    using less than its cap through a whole interval (its allocation unchanged since before
+    that interval began: `markers.last_action_at`) uses all it can: what it was seen using at
+    most in the window (at least a core). One that used all of it may use more, but is given
+    at most GROWTH more than it has or was seen using: a snapshot does not say what its cap
+    was before, so a job that cannot use more shows it again at the cost of a small step, not
+    of a whole node. Beyond its need, in quota mode, a job is first given what it has, and
+    more only from cores nobody else takes (`deadline_cores.split`'s two rounds), and that in
+    a step sized by what its speed model says the cores would buy: GROWTH times the share of
+    its step time that more cores shorten (`deadline_cores.parallel_share`). A core that
+    would barely speed the job up is not worth the idle allocation it costs when the job
+    cannot use it (a job that will not use more shows it again every other interval)."""
     values = c.cpu_usage.values
     finite = np.isfinite(values)
     used, times = values[finite], c.cpu_usage.times_seconds[finite]
@@ -226,10 +236,13 @@ def _usable(c: Container, capacity: float, spec: DeadlineSpec
     settled = used.size >= 2 and (last_action is None or last_action <= float(times[-2]))
     if settled and float(used[-1]) < USED_SHARE * held:
         learned = min(capacity, max(1.0, top))
-        return learned, learned if spec.mode == "quota" else None, False
+        return learned, learned if spec.mode == "quota" else None, None, False
     if spec.mode != "quota":
-        return capacity, None, False
-    return min(capacity, max(1.0, held, top) * (1.0 + GROWTH)), held, True
+        return capacity, None, None, False
+    base = max(1.0, held, top)
+    share = 1.0 if forecast is None else parallel_share(forecast, base)
+    return (min(capacity, base * (1.0 + GROWTH)), held,
+            min(capacity, base * (1.0 + GROWTH * share)), True)
 
 
 def _optimism(f: Forecast) -> float:
@@ -257,7 +270,7 @@ def _judge(c: Container, forecast: Forecast | None, note: str, *, capacity: floa
         return _Job(container=c, declared=d, forecast=forecast, forecast_note=note,
                     state="invalid", ask=Ask(floor=held, need=held, most=held, order=-math.inf),
                     need_margin=math.nan, capacity=capacity)
-    most, fill, growing = _usable(c, capacity, spec)
+    most, fill, probe, growing = _usable(c, capacity, spec, forecast)
     # What it could use on this node, for calling it hopeless: a growth step paces grants, it
     # does not bound the job; the forecast's speed model's cap does (its Amdahl fit).
     potential = min(capacity, max(most, forecast.cap_cores)) if growing and forecast else most
@@ -291,7 +304,8 @@ def _judge(c: Container, forecast: Forecast | None, note: str, *, capacity: floa
     order = deadline if deadline is not None and state in ("on_track", "unknown") else math.inf
     return _Job(container=c, declared=d, forecast=forecast, forecast_note=note, state=state,
                 ask=Ask(floor=floor, need=need, most=most, order=order, rank=rank,
-                        fill=None if fill is None else max(fill, floor)),
+                        fill=None if fill is None else max(fill, floor),
+                        probe=None if probe is None else min(max(probe, floor), most)),
                 need_margin=need_margin, capacity=capacity, need_bare=need_bare)
 
 
@@ -461,6 +475,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     moves = _moves(policy, nodes, spare, now) if spec.migrate else {}
     candidates = _candidates(snapshot.pending, spec, now)
     placed = place(candidates, spare, policy=policy.name)
+    started = _make_room(nodes, placed.admits, candidates, spec)
     actions: list[SetCpu | Migrate | Admit] = []
     assessments: list[Assessment] = []
     notes: list[str] = []
@@ -477,7 +492,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
                                             now=now)
             actions += actions_for
             assessments.append(assessment)
-    actions += _with_limits(placed.admits, candidates, nodes, spec)
+    actions += _with_limits(placed.admits, started, nodes, spec)
     if snapshot.pending:
         notes.append(f"admission: {len(placed.admits)} admitted, {len(placed.queue)} waiting")
     return Decision(policy=policy.name, kind="Deadline", time=now, actions=tuple(actions),
@@ -523,17 +538,41 @@ def _emit(policy: DeadlinePolicy, job: _Job, granted: float, *, top: float,
                             note=note, deadline=seen)
 
 
-def _with_limits(admits: Sequence[Admit], candidates: Sequence[Candidate],
-                 nodes: dict[str, _Node], spec: DeadlineSpec) -> list[Admit]:
-    """Admissions that start with the cores they were admitted for (in quota mode: a cap of
+def _make_room(nodes: dict[str, _Node], admits: Sequence[Admit],
+               candidates: Sequence[Candidate], spec: DeadlineSpec) -> dict[str, float]:
+    """Split again, in place, the cores of each node that admits jobs now, the admitted ones
+    counted, and return the cores each admitted job starts with. A job starts with the cores
+    it was admitted for; one admitted only because nothing else waits (`last`) with its floor,
+    and more only from what nobody else can use. The running jobs' grants leave them room:
+    otherwise the node's limits would add up to more than its cores until the next interval,
+    every job there throttled below its limit, allocated cores that nobody can use."""
+    by_id = {c.job.id: c for c in candidates}
+    arriving: defaultdict[str, list[tuple[str, Ask]]] = defaultdict(list)
+    for a in admits:
+        c = by_id[a.container]
+        floor = min(spec.floor_cores, c.cores) if c.last else c.cores
+        arriving[a.node].append((a.container, Ask(
+            floor=floor, need=0.0, most=c.cores, order=math.inf,
+            rank="last" if c.last else "extra")))
+    started: dict[str, float] = {}
+    for name, new in arriving.items():
+        node = nodes[name]
+        cores = split([j.ask for j in node.jobs] + [ask for _, ask in new], node.capacity)
+        node.granted = cores[:len(node.jobs)]
+        started |= {cid: granted for (cid, _), granted in
+                    zip(new, cores[len(node.jobs):], strict=True)}
+    return started
+
+
+def _with_limits(admits: Sequence[Admit], cores: dict[str, float], nodes: dict[str, _Node],
+                 spec: DeadlineSpec) -> list[Admit]:
+    """Admissions that start with the cores `_make_room` gave them (in quota mode: a cap of
     those cores; in shares mode: a weight beside the node's largest grant)."""
-    cores = {c.job.id: c.cores for c in candidates}
     out = []
     for a in admits:
-        node = nodes[a.node]
+        node, mine = nodes[a.node], cores[a.container]
         top = max(node.granted, default=0.0)
-        fraction = _fraction(cores[a.container], top if top > 0 else cores[a.container],
-                             node.capacity, spec.mode)
+        fraction = _fraction(mine, top if top > 0 else mine, node.capacity, spec.mode)
         out.append(replace(a, fraction=fraction, mode=spec.mode))
     return out
 

@@ -15,8 +15,10 @@ is left, max-min fairly (water-filling) among the jobs in the `extra` round, eac
 can use; jobs of the `last` round (hopeless ones, when the policy keeps them at the floor)
 share only what nobody else can use. Nobody gets more than it can use: the allocation is the
 right size. The last rounds run twice: first each job up to `fill` (what it has shown it
-uses), then what is still left up to `most` (what it may grow to), so a core nobody is known
-to use is handed out rather than left idle.
+uses), then what is still left up to `probe` (what it may grow to on trust, at most `most`),
+so a core nobody is known to use is handed out rather than left idle.
+`parallel_share(forecast, cores)` says how much such a core would buy: the share of a step's
+time that more cores shorten.
 """
 
 from __future__ import annotations
@@ -47,6 +49,17 @@ def cores_for(forecast: Forecast, seconds: float) -> float:
     return math.inf
 
 
+def parallel_share(forecast: Forecast, cores: float) -> float:
+    """The share of a step's time at `cores` that more cores would shorten: parallel / c over
+    serial + parallel / c (Amdahl's law); all of it below one core (time slicing) or when the
+    model has no parts yet. 0.1: one more core on top of two makes the job ~5 % faster."""
+    serial, parallel = forecast.serial_seconds, forecast.parallel_seconds
+    if cores < 1 or not (math.isfinite(serial) and math.isfinite(parallel)):
+        return 1.0
+    step = serial + parallel / cores
+    return parallel / cores / step if step > 0 else 1.0
+
+
 @dataclass(frozen=True, kw_only=True)
 class Ask:
     """One job's claim on its worker: at least `floor` cores; `need` more in the deadline
@@ -60,7 +73,10 @@ class Ask:
     rank: str = "extra"
     fill: float | None = None
     """At most this much in the first of the last rounds (None: `most`): what the job has shown
-    it uses; the second gives what is still left up to `most`."""
+    it uses; the second gives what is still left up to `probe`."""
+    probe: float | None = None
+    """At most this much in the second of the last rounds (None: `most`): what the job is given
+    on trust from cores nobody else takes."""
 
 
 def _water_fill(cores: list[float], members: Sequence[int], most: Sequence[float],
@@ -99,7 +115,9 @@ def split(asks: Sequence[Ask], capacity: float) -> list[float]:
     kept = [min(a.most, a.fill) if a.fill is not None else a.most for a in asks]
     extra = [i for i, a in enumerate(asks) if a.rank == "extra"]
     last = [i for i, a in enumerate(asks) if a.rank == "last"]
-    for bound in (kept, [a.most for a in asks]):  # what each has shown it uses, then growth
+    trusted = [max(k, min(a.most, a.probe)) if a.probe is not None else a.most
+               for k, a in zip(kept, asks, strict=True)]
+    for bound in (kept, trusted):  # what each has shown it uses, then growth
         left = _water_fill(cores, extra, bound, left)
         left = _water_fill(cores, last, bound, left)
     return cores

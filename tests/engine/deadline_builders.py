@@ -51,3 +51,20 @@ def cluster(*containers: Container, pending: tuple[PendingJob, ...] = (),
     nodes = nodes or {"w1": 4.0}
     return Snapshot(time=NOW, nodes=tuple(Node(name=n, cpu_capacity=c) for n, c in nodes.items()),
                     containers=containers, pending=pending)
+
+
+def scaling(cid: str, *, parallel_fraction: float, cores: float = 2.0,
+            allocation: float = 0.5, samples: int = 12) -> Container:
+    """A job without a deadline whose step takes 0.1 (1 - p + p / c) seconds on c cores
+    (Amdahl's law, p = `parallel_fraction`), seen on one core and on `cores` cores in turn,
+    ending on `cores`, all of its quota (`allocation` of its node)."""
+    t = NOW - SCRAPE * np.arange(samples - 1, -1, -1)
+    used = np.where(np.arange(1, samples) % 2 == (samples - 1) % 2, cores, 1.0)
+    seconds_per_step = 0.1 * (1 - parallel_fraction + parallel_fraction / used)
+    steps = np.concatenate([[1000.0], 1000.0 + np.cumsum(SCRAPE / seconds_per_step)])
+    loss = 2.0 * np.exp(-steps / 5000.0) + 0.1
+    return Container(
+        id=cid, name=cid, node="w1", started_at=NOW - 600.0, submitted_at=NOW - 600.0,
+        evaluation=Series.of(t, loss), cpu_usage=Series.of(t[1:], used),
+        cpu_allocation=allocation, labels={"app": "train"}, steps=Series.of(t, steps),
+        total_steps=100_000.0)

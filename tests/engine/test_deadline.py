@@ -8,8 +8,10 @@ from __future__ import annotations
 import pytest
 
 from policyd.engine import decide
-from policyd.model import Admit, Decision, SetCpu
-from tests.engine.deadline_builders import NOW, cluster, held, job, policy
+from policyd.engine.deadline_cores import parallel_share
+from policyd.engine.forecasting import forecast_containers, settings_of
+from policyd.model import Admit, Decision, PendingJob, SetCpu
+from tests.engine.deadline_builders import NOW, cluster, held, job, policy, scaling
 
 # Every job below has 2,000 steps left at 10 steps/s (alone on a core: 200 s), submitted 600 s
 # ago: a deadline of "800s" is 200 s away.
@@ -99,3 +101,57 @@ def test_a_job_at_its_cap_is_at_risk_and_grows_not_hopeless_for_a_growth_step() 
     d = decide(policy(), cluster(
         job("urgent", left=2000, rate=10, deadline="750s", cores=1, allocation=0.25)))
     assert by_id(d)["urgent"] == ("AT_RISK", 0.375)
+
+
+def limits(d: Decision) -> dict[str, float]:
+    """Each job's CPU limit after the decision, in cores of its 4-core node: what it is set
+    to, what it starts with, or what it keeps."""
+    out = {a.container: 4.0 * a.cpu_fraction_next for a in d.assessments
+           if a.cpu_fraction_next is not None}
+    out |= {a.container: 4.0 * a.fraction for a in d.actions
+            if isinstance(a, Admit) and a.fraction is not None}
+    return out
+
+
+@pytest.mark.parametrize(
+    ("busy_cores", "waiting", "cores"),
+    [
+        # The running job used all of its 3 cores: it would be given the node's fourth core
+        # on trust, the one the admitted job starts with.
+        pytest.param(3.0, held("new", deadline="1h"), {"busy": 3.0, "new": 1.0},
+                     id="admitted-for-its-cores"),
+        # Admitted only because nothing else waits: its floor, then what the running job has
+        # not shown it uses (0.4 of 4 - 3.5 - 0.1), not the 1 core of a normal admission.
+        pytest.param(3.5, held("late", deadline="5s", submitted_at=NOW - 60),
+                     {"busy": 3.5, "late": 0.5}, id="admitted-last-on-what-is-left"),
+    ],
+)
+def test_a_node_that_admits_a_job_leaves_it_room_in_the_running_jobs_limits(
+        busy_cores: float, waiting: PendingJob, cores: dict[str, float]) -> None:
+    d = decide(policy(), cluster(
+        job("busy", left=2000, rate=10, cores=busy_cores, allocation=busy_cores / 4),
+        pending=(waiting,)))
+    assert [a.container for a in d.actions if isinstance(a, Admit)] == [waiting.id]
+    assert limits(d) == pytest.approx(cores)
+
+
+def trusted(parallel_fraction: float) -> tuple[float, float]:
+    """Alone on a 4-core node, a job used all of its 2 cores: it may use more, and nobody else
+    needs the other 2. The cores it is given, and 2 (1 + 0.5 share) with share what its fitted
+    speed model says more cores shorten of its step at 2 cores."""
+    p, snapshot = policy(), cluster(scaling("alone", parallel_fraction=parallel_fraction))
+    settings = settings_of(p, snapshot, alpha=p.spec.alpha,
+                           interval_seconds=p.spec.interval_seconds)
+    fitted = forecast_containers(settings, snapshot, snapshot.containers).by_id["alone"]
+    assert fitted is not None
+    return limits(decide(p, snapshot))["alone"], 2.0 * (1 + 0.5 * parallel_share(fitted, 2.0))
+
+
+def test_cores_nobody_needs_go_on_trust_in_steps_sized_by_the_speed_model() -> None:
+    # The full step (2 x 1.5 = 3 cores) only for a job all of whose step more cores shorten;
+    # the better the job scales, the bigger its step.
+    given = {p: trusted(p) for p in (0.2, 0.5, 0.9)}
+    for cores, expected in given.values():
+        assert 2.0 < cores < 3.0
+        assert cores == pytest.approx(expected)
+    assert given[0.2][0] < given[0.5][0] < given[0.9][0]

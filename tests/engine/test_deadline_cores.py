@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from policyd.engine.deadline_cores import Ask, cores_for, split
+from policyd.engine.deadline_cores import Ask, cores_for, parallel_share, split
 from policyd.engine.forecast_output import Forecast
 
 
@@ -45,8 +45,9 @@ def test_nothing_left_needs_no_cores() -> None:
 
 
 def ask(need: float = 0.0, *, floor: float = 0.1, most: float = 4.0, order: float = math.inf,
-        rank: str = "extra", fill: float | None = None) -> Ask:
-    return Ask(floor=floor, need=need, most=most, order=order, rank=rank, fill=fill)
+        rank: str = "extra", fill: float | None = None, probe: float | None = None) -> Ask:
+    return Ask(floor=floor, need=need, most=most, order=order, rank=rank, fill=fill,
+               probe=probe)
 
 
 @pytest.mark.parametrize(
@@ -69,7 +70,30 @@ def ask(need: float = 0.0, *, floor: float = 0.1, most: float = 4.0, order: floa
                      id="growth-only-from-cores-left-over"),
         pytest.param([ask(fill=1.0, most=4.0), ask(most=1.5)], 4.0, [2.5, 1.5],
                      id="shown-use-first-then-growth"),
+        pytest.param([ask(fill=2.0, most=3.0, probe=2.3)], 4.0, [2.3],
+                     id="growth-on-trust-up-to-the-probe"),
+        pytest.param([ask(3.0, order=1, fill=2.0, most=3.0, probe=2.3)], 4.0, [3.0],
+                     id="a-need-is-not-bound-by-the-probe"),
+        pytest.param([ask(fill=2.0, most=3.0, probe=1.0)], 4.0, [2.0],
+                     id="a-probe-never-takes-back-shown-use"),
     ],
 )
 def test_split(asks: list[Ask], capacity: float, cores: list[float]) -> None:
     assert split(asks, capacity) == pytest.approx(cores)
+
+
+@pytest.mark.parametrize(
+    ("serial", "parallel", "cores", "share"),
+    [
+        pytest.param(0.5, 0.5, 2.0, 1 / 3, id="half-parallel-at-two-cores"),  # 0.25 / 0.75
+        pytest.param(0.5, 0.5, 1.0, 0.5, id="half-parallel-at-one-core"),
+        pytest.param(0.0, 1.0, 4.0, 1.0, id="all-parallel"),
+        pytest.param(1.0, 0.0, 2.0, 0.0, id="all-serial"),
+        pytest.param(0.5, 0.5, 0.5, 1.0, id="below-one-core-time-slicing-shortens-all"),
+        pytest.param(math.nan, math.nan, 2.0, 1.0, id="no-model-yet"),
+    ],
+)
+def test_parallel_share_is_what_more_cores_shorten_of_a_step(
+        serial: float, parallel: float, cores: float, share: float) -> None:
+    f = forecast(steps=100.0, serial=serial, parallel=parallel)
+    assert parallel_share(f, cores) == pytest.approx(share)
