@@ -602,7 +602,8 @@ KIND = Kind(
     name="Deadline", document=DeadlinePolicy, plan=plan,
     scope="cluster",  # admission places jobs on any worker; moves cross workers
     intervals=_intervals,
-    wakes_on=frozenset({"started", "stopped"}),  # a job that ends frees cores to admit into
+    # A job that ends frees cores to admit into; a job submitted held is looked at at once.
+    wakes_on=frozenset({"started", "stopped", "submitted"}),
     inputs=frozenset({"evaluation", "cpu", "steps"}),
     acts_on=frozenset({"cpu", "placement", "admission"}), policy_acts_on=_acts_on,
     cpu_mode=_cpu_mode, summary=_summary, gain_label="NEED cores",

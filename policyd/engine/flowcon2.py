@@ -428,7 +428,8 @@ KIND = Kind(
     name="FlowCon2", document=FlowCon2Policy, plan=plan,
     scope="cluster",  # where jobs start and move: the whole cluster, in the manager
     intervals=_intervals,
-    wakes_on=frozenset({"started", "stopped"}),  # a job that ends frees cores to admit into
+    # A job that ends frees cores to admit into; a job submitted held is looked at at once.
+    wakes_on=frozenset({"started", "stopped", "submitted"}),
     inputs=frozenset({"evaluation", "cpu", "steps"}),
     acts_on=frozenset({"cpu", "placement", "admission"}),
     cpu_mode=lambda p: _flowcon2(p).spec.mode, summary=_summary, gain_label="G (per core)",

@@ -14,8 +14,9 @@ and never import a kind's module or test its type (an import-linter contract kee
   interval a tick actually ran at travels in the snapshot (`Snapshot.intervals`), so a kind
   decides its own next interval (`Decision.next_interval`); `policyd.engine.schedule` is the
   one rule that turns that into "when does this policy run next".
-* `wakes_on`: the container events (a container started, stopped) that reset the kind's
-  interval to the base one and run it at once (FlowCon's Algorithm 2).
+* `wakes_on`: the container events (a container started, stopped; a job submitted held) that
+  reset the kind's interval to the base one and run it at once (FlowCon's Algorithm 2; the
+  admitting kinds look at a held job as it arrives).
 * `inputs`: what a source must put in the snapshot for it ("evaluation": the loss series;
   "cpu": the cores used per container, and so per node; "steps": the steps done and the run's
   total; "metrics": the QoE metrics `metric_queries(policy)` names, one PromQL per name, so
@@ -59,11 +60,11 @@ from policyd.model import (
     Snapshot,
     Stop,
 )
+from policyd.model.events import EventKind
 
 Scope = Literal["node", "cluster"]
 Input = Literal["evaluation", "cpu", "steps", "metrics"]
 ActionClass = Literal["cpu", "placement", "stop", "admission"]
-EventKind = Literal["started", "stopped"]
 CpuMode = Literal["shares", "quota"]
 
 ACTION_CLASSES: tuple[ActionClass, ...] = ("cpu", "placement", "stop", "admission")

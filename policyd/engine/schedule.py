@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from policyd.engine.kind import EventKind, Intervals
+from policyd.engine.kind import Intervals
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Decision
+from policyd.model.events import EventKind
 
 
 def intervals_of(policy: PolicyDocument) -> Intervals:

@@ -56,12 +56,12 @@ from typing import Literal
 
 import numpy as np
 
-from policyd.engine.kind import EventKind
 from policyd.engine.ownership import precedence
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule, base_interval_seconds, wakes_on
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Action, Admit, Decision, Migrate, Node, Snapshot, Stop
+from policyd.model.events import EventKind
 from policyd.sim import kube_scheduler
 from policyd.sim.actuator import carry_out
 from policyd.sim.cpu import share_node, weight_and_cap
@@ -117,7 +117,7 @@ class World:
         first = self._pending[0].spec.submit_seconds if self._pending else 0.0
         self._schedules = {p.name: Schedule.first(p, at=first + base_interval_seconds(p))
                            for p in self.policies}
-        self._events: set[EventKind] = set()  # containers started/stopped at this instant
+        self._events: set[EventKind] = set()  # started/stopped/submitted at this instant
         self._held: list[SimJob] = []  # submitted, waiting for admission (in arrival order)
         # The fair share of a node is a function of its running jobs' demands, limits and
         # modes alone: `_share` skips a node whose jobs, their cores and their rates are as it
@@ -184,6 +184,7 @@ class World:
             if job.spec.held and self._admits:
                 job.phase = "held"
                 self._held.append(job)
+                self._events.add("submitted")  # as a Docker engine's "create" event
                 continue
             self._start(job, job.spec.node or self._place(job))
             self._events.add("started")

@@ -1,8 +1,9 @@
-"""`DockerEvents`: containers starting and dying on Docker engines (FlowCon's Algorithm 2
-listener; the `policyd.tick.EventSource` protocol).
+"""`DockerEvents`: containers created, starting and dying on Docker engines (FlowCon's
+Algorithm 2 listener, and the admitting kinds' wake-up on a held job; the
+`policyd.tick.EventSource` protocol).
 
 One thread per host reads `client.events(decode=True, filters={"type": "container", "label":
-managed, "event": ["start", "die"]})` and reports each as a `ContainerEvent` (`Action`,
+managed, "event": ["create", "start", "die"]})` and reports each as a `ContainerEvent` (`Action`,
 `Actor.ID` and `Actor.Attributes["name"]`; the deprecated `status`/`id` keys are not read).
 The event's container is the container's *name*, the id the Docker snapshot uses.
 
@@ -20,19 +21,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 import docker
 import docker.errors
 import requests
 
 from policyd.clients.docker_engine import connect
-from policyd.model.events import ContainerEvent
+from policyd.model.events import ContainerEvent, EventKind
 from policyd.sources.docker_stats import DockerTargets
 
 LOG = logging.getLogger(__name__)
 
-KINDS: dict[str, Literal["started", "stopped"]] = {"start": "started", "die": "stopped"}
+KINDS: dict[str, EventKind] = {"start": "started", "die": "stopped", "create": "submitted"}
+"""Docker's actions -> events. A managed container created is a job submitted held (or one
+policyd itself creates to move or admit a job, which starts a moment later): either way the
+admitting policies look at once, rather than an interval later."""
 
 
 def event_of(raw: Mapping[str, Any], node: str) -> ContainerEvent | None:
@@ -115,7 +119,7 @@ class DockerEvents:
                 stream = self._client(node).events(
                     decode=True, since=None if since is None else int(since),
                     filters={"type": "container", "label": self.targets.managed_label,
-                             "event": ["start", "die"]})
+                             "event": list(KINDS)})
             except (docker.errors.DockerException, requests.exceptions.RequestException,
                     OSError) as exc:
                 LOG.warning("docker events: node %s: cannot connect (%s); again in %.1f s",

@@ -28,6 +28,7 @@ def test_event_of_reads_action_and_actor() -> None:
     assert event_of(raw("start", "job", 100.5), "a") == ContainerEvent(
         kind="started", container="job", node="a", time=100.5)
     assert event_of(raw("die", "job"), "a").kind == "stopped"  # type: ignore[union-attr]
+    assert event_of(raw("create", "job"), "a").kind == "submitted"  # type: ignore[union-attr]
     assert event_of(raw("kill", "job"), "a") is None
     assert event_of({"Type": "image", "Action": "start", "Actor": {"ID": "x"}}, "a") is None
     no_name = {"Action": "start", "Actor": {"ID": "abc"}, "time": 5}
@@ -100,5 +101,5 @@ def test_watch_reconnects_without_repeating_and_stops_promptly() -> None:
     assert watcher.connects == {"a": 2}
     assert client.calls[0]["since"] is None and client.calls[-1]["since"] == 101
     assert client.calls[0]["filters"] == {"type": "container", "label": "policyd.io/managed=true",
-                                          "event": ["start", "die"]}
+                                          "event": ["start", "die", "create"]}
     assert client.streams[-1].closed

@@ -11,6 +11,7 @@ from policyd.sim import scenarios
 from policyd.sim.deadline_scenarios import SETTINGS
 from policyd.sim.report import Outcome, to_json
 from policyd.sim.run import run
+from policyd.sim.world import World
 
 
 @pytest.mark.parametrize("name", list(SETTINGS))
@@ -61,3 +62,14 @@ def test_only_deadline_scenarios_report_deadline_keys() -> None:
             "avg_lateness"}
     assert keys <= set(runs["deadline-sufficient"]["runs"]["baseline"])
     assert not keys & set(runs["flowcon-fixed-3"]["runs"]["baseline"])
+
+
+def test_a_held_job_is_looked_at_as_it_arrives() -> None:
+    """Every held job's submission wakes the Deadline policy (a Docker "create" event in the
+    daemon): a tick runs at each submission instant, not up to an interval later."""
+    world = scenarios.build("deadline-sufficient")
+    played = World(world, policies=world.policies)
+    played.run()
+    ticks = {at for at, _ in played.outcomes}
+    held = {j.submit_seconds for j in world.jobs if j.held}
+    assert held and held <= ticks
