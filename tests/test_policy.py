@@ -119,9 +119,8 @@ CASE_TABLE: list[tuple[str, list[str], list[str]]] = [
         "allowed: name",
         'unknown-field.yaml:16: policy "specon-typo": spec.beta: unknown field; allowed: '
         "evaluation, selector, dry_run, safety, window_intervals, priority, on_target, "
-        "on_converged, converged_below, stop_grace_seconds, alpha, "
-        "interval_seconds, weights, balance_factor, rebalance, migration_grace_seconds, "
-        "request_scope",
+        "on_converged, converged_below, stop_grace_seconds, migration_grace_seconds, alpha, "
+        "interval_seconds, weights, balance_factor, rebalance, request_scope",
     ]),
     ("unknown-kind", ["unknown-kind.yaml"], [
         "unknown-kind.yaml:2: policy \"kind-case\": kind: 'Flowcon' is not one of: "

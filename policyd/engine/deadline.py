@@ -69,7 +69,7 @@ from policyd.engine.forecast_output import Forecast
 from policyd.engine.forecasting import forecast_containers, job_forecast, settings_of
 from policyd.engine.guards import MigrationBudget, action_blocked
 from policyd.engine.kind import ActionClass, CpuMode, Intervals, Kind
-from policyd.engine.spec import CommonSpec, PolicyDocument, check_relative_alpha, of_kind
+from policyd.engine.spec import CommonSpec, MoveCost, PolicyDocument, check_relative_alpha, of_kind
 from policyd.model import (
     Admit,
     Assessment,
@@ -88,7 +88,7 @@ CATEGORY: dict[DeadlineState, str] = {
     "unknown": "UNKNOWN", "none": "NO_DEADLINE", "invalid": "INVALID"}
 
 
-class DeadlineSpec(CommonSpec):
+class DeadlineSpec(MoveCost, CommonSpec):
     """Deadline's arguments."""
 
     interval_seconds: float = Field(
@@ -141,14 +141,6 @@ class DeadlineSpec(CommonSpec):
         description=(
             "Move an at-risk job whose node cannot give it the cores it needs to the node "
             "with the most to spare, when it meets its deadline there, the move counted."),
-    )
-    migration_cost_seconds: float = Field(
-        default=30.0, ge=0, le=3600,
-        description="What a move costs a job: checkpoint, restart and restore, seconds.",
-    )
-    migration_grace_seconds: float = Field(
-        default=60.0, ge=0, le=3600,
-        description="How long a job may take to checkpoint and exit after SIGTERM.",
     )
 
     @model_validator(mode="after")

@@ -62,7 +62,7 @@ from policyd.engine.forecasting import forecast_containers, job_forecast, settin
 from policyd.engine.guards import MigrationBudget, action_blocked
 from policyd.engine.kind import Intervals, Kind
 from policyd.engine.node_speed import NodeSpeeds, node_speeds
-from policyd.engine.spec import PolicyDocument, of_kind
+from policyd.engine.spec import MoveGain, PolicyDocument, of_kind
 from policyd.engine.waterfill import fill
 from policyd.model import (
     Action,
@@ -80,7 +80,7 @@ MOVABLE = "CL"
 """FlowCon's category of a converged job: the only ones FlowCon2 moves."""
 
 
-class FlowCon2Spec(flowcon.FlowConSpec):
+class FlowCon2Spec(MoveGain, flowcon.FlowConSpec):
     """FlowCon's arguments (the per-worker limits), and placement's."""
 
     admission_min_cores: float = Field(
@@ -101,18 +101,6 @@ class FlowCon2Spec(flowcon.FlowConSpec):
     )
     migrate: bool = Field(
         default=True, description="Move converged jobs to make room for growing ones.")
-    migration_cost_seconds: float = Field(
-        default=30.0, ge=0, le=3600,
-        description="What a move costs the job: pause, checkpoint and restore, seconds.",
-    )
-    migration_margin: float = Field(
-        default=1.0, ge=0, le=100,
-        description="A move is made when its predicted gain exceeds its cost x (1 + this).",
-    )
-    migration_grace_seconds: float = Field(
-        default=60.0, ge=0, le=3600,
-        description="How long a job may take to checkpoint and exit after SIGTERM.",
-    )
 
 
 class FlowCon2Policy(PolicyDocument):

@@ -45,7 +45,7 @@ from policyd.engine.forecast_output import Forecast
 from policyd.engine.forecasting import forecast_containers, job_forecast, settings_of
 from policyd.engine.guards import MigrationBudget, action_blocked
 from policyd.engine.kind import ActionClass, CpuMode, Intervals, Kind, Scope
-from policyd.engine.spec import CommonSpec, PolicyDocument, check_relative_alpha, of_kind
+from policyd.engine.spec import CommonSpec, MoveGain, PolicyDocument, check_relative_alpha, of_kind
 from policyd.model import Assessment, Container, Decision, Migrate, SetCpu, Snapshot
 
 NEW_KEY = 1e300
@@ -57,7 +57,7 @@ SERVED, FLOOR, NEW, FREE = "SERVED", "FLOOR", "NEW", "FREE"
 yet (served first); no job on the worker has a forecast (free competition)."""
 
 
-class PredictiveSpec(CommonSpec):
+class PredictiveSpec(MoveGain, CommonSpec):
     """Predictive's arguments."""
 
     interval_seconds: float = Field(
@@ -98,19 +98,6 @@ class PredictiveSpec(CommonSpec):
             "Also move a job that waits at the floor to a worker with cores to spare, when its "
             "forecast says it finishes sooner there by more than the move costs (the policy "
             "then runs cluster-wide, in the manager)."),
-    )
-    migration_cost_seconds: float = Field(
-        default=30.0, ge=0, le=3600,
-        description="What a move costs a job: checkpoint, restart and restore, seconds.",
-    )
-    migration_margin: float = Field(
-        default=1.0, ge=0, le=100,
-        description=(
-            "A move is made when the predicted gain exceeds its cost times (1 + this margin)."),
-    )
-    migration_grace_seconds: float = Field(
-        default=60.0, ge=0, le=3600,
-        description="How long a job may take to checkpoint and exit after SIGTERM.",
     )
 
     @model_validator(mode="after")

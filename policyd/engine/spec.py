@@ -136,6 +136,33 @@ class Metadata(Strict):
     )
 
 
+class MoveGrace(Strict):
+    """The field of every kind that moves jobs: how long a move waits for the checkpoint."""
+
+    migration_grace_seconds: float = Field(
+        default=60.0, ge=0, le=3600,
+        description="How long a job may take to checkpoint and exit after SIGTERM.",
+    )
+
+
+class MoveCost(MoveGrace):
+    """The fields of a kind that weighs a move against what it costs the job."""
+
+    migration_cost_seconds: float = Field(
+        default=30.0, ge=0, le=3600,
+        description="What a move costs a job: checkpoint, restart and restore, seconds.",
+    )
+
+
+class MoveGain(MoveCost):
+    """The fields of a kind that moves a job only when the forecast's gain beats the cost."""
+
+    migration_margin: float = Field(
+        default=1.0, ge=0, le=100,
+        description="A move is made when its predicted gain exceeds its cost x (1 + this).",
+    )
+
+
 class CommonSpec(Strict):
     """Fields every kind's spec has."""
 

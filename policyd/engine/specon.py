@@ -38,7 +38,14 @@ from pydantic import Field, model_validator
 from policyd.engine import guards, series
 from policyd.engine.kind import Intervals, Kind
 from policyd.engine.rebalance import rebalance_cluster
-from policyd.engine.spec import CommonSpec, PolicyDocument, Strict, check_relative_alpha, of_kind
+from policyd.engine.spec import (
+    CommonSpec,
+    MoveGrace,
+    PolicyDocument,
+    Strict,
+    check_relative_alpha,
+    of_kind,
+)
 from policyd.model import Action, Assessment, Container, Decision, MarkMigrated, Migrate, Snapshot
 from policyd.model.snapshot import FloatArray
 
@@ -67,7 +74,7 @@ class Weights(Strict):
         return self
 
 
-class SpeConSpec(CommonSpec):
+class SpeConSpec(MoveGrace, CommonSpec):
     """SpeCon's arguments (thesis Table 5.1; section 6.2 for the values used)."""
 
     alpha: float = Field(
@@ -86,10 +93,6 @@ class SpeConSpec(CommonSpec):
     )
     rebalance: bool = Field(
         default=True, description="Run Algorithm 5 once every job has been reallocated."
-    )
-    migration_grace_seconds: float = Field(
-        default=60.0, ge=0, le=3600,
-        description="How long a job may take to checkpoint and exit after SIGTERM.",
     )
     request_scope: Literal["node", "cluster"] = Field(
         default="node",
