@@ -15,6 +15,7 @@ every run is the same computation: the outcomes are identical.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.pool
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -62,22 +63,38 @@ def run_outcomes(work: Sequence[tuple[str, Scenario]], *, timeline: bool = False
             if done is not None:
                 done(i, outcomes[-1])
 
-    if wanted < 2 or threading.active_count() > 1 or "fork" not in (
-            multiprocessing.get_all_start_methods()):
+    pool = _forked_pool(wanted, work, timeline)
+    if pool is None:
         for i, strategy in tasks:
             results[i, strategy] = run(work[i][1], strategy, record_timeline=timeline)
             collect()
         return outcomes
     global _FORKED_WORK  # noqa: PLW0603 - handed to the forked workers by memory, see above
-    _FORKED_WORK = ([scenario for _, scenario in work], timeline)
     try:
-        with multiprocessing.get_context("fork").Pool(wanted) as pool:
+        with pool:
             for key, result in pool.imap_unordered(_run_forked, tasks):
                 results[key] = result
                 collect()
     finally:
         _FORKED_WORK = None
     return outcomes
+
+
+def _forked_pool(processes: int, work: Sequence[tuple[str, Scenario]],
+                 timeline: bool) -> multiprocessing.pool.Pool | None:
+    """`processes` workers forked with `work` in their memory, or None where the runs should
+    stay in this process: fewer than two asked for, another thread running, no fork on this
+    platform, or no pool to be had (a process limit, no shared memory for its locks)."""
+    if processes < 2 or threading.active_count() > 1 or "fork" not in (
+            multiprocessing.get_all_start_methods()):
+        return None
+    global _FORKED_WORK  # noqa: PLW0603 - see the module's docstring
+    _FORKED_WORK = ([scenario for _, scenario in work], timeline)
+    try:
+        return multiprocessing.get_context("fork").Pool(processes)
+    except OSError:
+        _FORKED_WORK = None
+        return None
 
 
 def _run_forked(task: tuple[int, Strategy]) -> tuple[tuple[int, Strategy], RunResult]:

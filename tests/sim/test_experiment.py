@@ -4,12 +4,15 @@ made one after another, in the same order, and progress is told in that order.""
 from __future__ import annotations
 
 import json
+import multiprocessing.context
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-from policyd.sim import scenarios
+import pytest
+
+from policyd.sim import experiment, scenarios
 from policyd.sim.experiment import run_outcome, run_outcomes
 from policyd.sim.report import STRATEGIES, Outcome, to_json
 
@@ -70,3 +73,16 @@ def test_another_thread_keeps_the_runs_in_this_process() -> None:
 
 def test_no_work_is_no_outcome() -> None:
     assert run_outcomes([], processes=4) == []
+
+
+def test_no_pool_to_be_had_keeps_the_runs_in_this_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process limit or no shared memory for the pool's locks: the runs are made here."""
+    def refuse(self: object, processes: int) -> None:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(multiprocessing.context.ForkContext, "Pool", refuse)
+    monkeypatch.setattr(threading, "active_count", lambda: 1)  # as in the command-line process
+    work = [("", scenarios.build("flowcon-fixed-3"))]
+    assert to_json(run_outcomes(work, processes=2)) == to_json([run_outcome(work[0][1])])
+    assert experiment._FORKED_WORK is None
