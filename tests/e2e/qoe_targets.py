@@ -1,0 +1,402 @@
+"""Scenario (f): QoE targets on one one-core engine, under NA (equal shares) and under
+`policyd run` with the QoE policy; and a job stopped by its checkpoint protocol once it
+reaches its target loss. Every figure from the engine and the trainers' logs.
+
+Why this shape. Two single-threaded jobs start together on one core (`lab(cpus="0")`, both
+pinned to CPU 0), each declaring a throughput target (`policyd.io/qoe-target:
+steps_per_second>=R`, a label): a heavy job that needs `heavy_fraction` (0.6) of the core and
+a light one that needs `light_fraction` (0.15). Equal shares give each half the core: the
+heavy job runs at 0.5 of the core's speed, short of its 0.6 by a sixth, while the light one has
+more than three times what it asked for. Both fit in one core with room: 0.75 of it, or 0.79
+with QoE's 5 % headroom, and the light job's floor (1 / (beta n) = 0.25 of the core) still
+leaves the heavy one 0.75. So the claim is about sharing, not about speed: the same core meets
+both targets when its time is split by need, and NA misses one.
+
+What "meets" means here. A job's rate while both jobs run (`rate_together`): its logged steps
+over the window from the later first progress line to the earlier last one, read from the
+trainers' logs (engine time stamps). It includes the start of the run, before policyd has
+measured anyone (QoE's first intervals are equal shares too). Each job's whole-run average
+(its steps over FinishedAt - StartedAt, `docker inspect`, start-up included: the rate QoE's
+catch-up rule holds a job to, docs/design.md "Throughput over the whole run is a deadline") is
+shown beside it. The light job is the longer one (`light_work_seconds` of the core's time, the
+heavy one `heavy_seconds` x its fraction), so it is still running when the heavy one ends in
+both runs, and the window covers the heavy job's whole run.
+
+The machine's speed is measured, not assumed (the Deadline proof's lesson,
+tests/e2e/deadlines.py): right before each run two probe jobs run together, as the two jobs
+will, and the core's speed is the steps both logged over the window both were logging (so
+that one probe running alone while the other still imports torch does not count twice). The
+targets are fractions of it. What can still break the shape is the load changing between the
+probe and the run: NA would meet the heavy target if the run went at 1.2 times the probe's
+speed; QoE cannot meet both below about 0.8 of it (the heavy job's 0.6 in the 0.75 the light
+job's floor leaves). `QoeRun.core_steps_per_second` is the run's own speed, measured the same
+way as the probe's, shown beside it, and `QoeRun.feasible` says whether the run's core could
+meet both targets at all.
+
+The stop (`run_stop`): one job declaring `policyd.io/target-loss`, under QoE with
+`on_target: stop`: once its loss (the exporter's smoothed mean, scraped by Prometheus) is at
+or below the target, policyd sends SIGTERM, the trainer writes its checkpoint and exits 0, and
+the container stays exited. The checkpoint is read back from the host's disk (`torch.load`):
+its step, and its loss (the mean of the smoothing window it holds).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.e2e.harness import (
+    JobSpec,
+    Lab,
+    docker_time,
+    finish_jobs,
+    log_points,
+    policyd_run,
+    run_job,
+    wait_for,
+)
+
+ROLES = ("heavy", "light")
+RUNS = {"na": "NA", "qoe": "QoE"}
+"""Each run's job-name prefix and its policy: fresh names per run, so that no policy reads the
+previous run's series of a job of the same name in Prometheus."""
+QOE_LABEL = "policyd.io/qoe-target"
+TARGET_LOSS_LABEL = "policyd.io/target-loss"
+CHECKPOINT_LINE = re.compile(r"checkpoint: step=(\d+) path=(\S+)")
+
+
+def job_names(prefix: str) -> tuple[str, ...]:
+    return tuple(f"{prefix}-qoe-{role}" for role in ROLES)
+
+
+def probe_names(prefix: str) -> tuple[str, ...]:
+    return tuple(f"{prefix}-qoe-probe-{i}" for i in range(1, len(ROLES) + 1))
+
+
+def stop_name(round_: int = 0) -> str:
+    return f"tl{round_ or ''}-qoe-stop"
+
+
+def prefix(run: str, round_: int = 0) -> str:
+    return run if round_ == 0 else f"{run}{round_}"
+
+
+def all_job_names(repeats: int = 1) -> list[str]:
+    """Every job name (probes and the stop job too) of `repeats` rounds (the lab's scrape
+    targets)."""
+    return [*(n for r in range(repeats) for p in RUNS
+              for n in (*probe_names(prefix(p, r)), *job_names(prefix(p, r)))),
+            *(stop_name(r) for r in range(repeats))]
+
+
+def qoe_policy(*, interval: float = 3, on_target: str = "notify") -> str:
+    """QoE at its defaults (shares, headroom 0.05, beta 2) but for a short interval (these jobs
+    last about a minute), an alert time that fits the history this interval gives
+    (window_intervals x interval), and the evaluation and selector of the other e2e policies."""
+    return f"""\
+apiVersion: policyd.io/v1alpha1
+kind: QoE
+metadata: {{name: e2e-qoe}}
+spec:
+  interval_seconds: {interval}
+  alert_after_seconds: {10 * interval}
+  on_target: {on_target}
+  evaluation: {{query: policyd_training_loss, normalization: absolute}}
+  selector: {{labels: {{app: train}}}}
+"""
+
+
+@dataclass(frozen=True)
+class QoeShape:
+    """The jobs (module docstring), as fractions of the probed core speed P (steps/s)."""
+
+    heavy_fraction: float = 0.6
+    light_fraction: float = 0.15
+    heavy_seconds: float = 60.0
+    """The heavy job's steps: this many seconds at its target."""
+    light_work_seconds: float = 45.0
+    """The light job's steps: this many seconds of the whole core (it outlives the heavy job
+    under both runs: NA has done 0.5 x 72 s = 36 of them when the heavy job ends)."""
+    probe_steps: int = 8000
+    """Each of the two probe jobs'."""
+    lr: float = 0.001
+    smoothing: int = 500
+
+    def sized(self, steps_per_second: float) -> tuple[dict[str, int], dict[str, float]]:
+        """Each role's steps and target (steps/s) at that core speed."""
+        targets = {"heavy": round(self.heavy_fraction * steps_per_second, 1),
+                   "light": round(self.light_fraction * steps_per_second, 1)}
+        steps = {"heavy": round(targets["heavy"] * self.heavy_seconds),
+                 "light": round(self.light_work_seconds * steps_per_second)}
+        return steps, targets
+
+    def spec(self, name: str, steps: int) -> JobSpec:
+        return JobSpec(name, steps=steps, lr=self.lr, smoothing=self.smoothing, cpuset="0",
+                       print_every=500)
+
+
+def together(points: dict[str, list[tuple[float, int, float]]]) -> tuple[float, float,
+                                                                          dict[str, float]]:
+    """The window every job was logging (the latest first progress line to the earliest last
+    one) and each job's steps/s over it, its steps interpolated at the window's ends."""
+    start = max(p[0][0] for p in points.values())
+    end = min(p[-1][0] for p in points.values())
+    assert end > start, f"the jobs never logged at the same time ({start:.1f} >= {end:.1f})"
+
+    def step_at(p: list[tuple[float, int, float]], t: float) -> float:
+        for (t0, s0, _), (t1, s1, _) in itertools.pairwise(p):
+            if t0 <= t <= t1:
+                return s0 + (s1 - s0) * (t - t0) / max(1e-9, t1 - t0)
+        return float(p[0][1] if t <= p[0][0] else p[-1][1])
+
+    rates = {n: (step_at(p, end) - step_at(p, start)) / (end - start) for n, p in points.items()}
+    return start, end, rates
+
+
+def probe(lab_: Lab, shape: QoeShape, prefix_: str, directory: Path) -> float:
+    """The core's steps/s with two jobs on it, as in the runs (module docstring)."""
+    engine = lab_.engine("e1")
+    containers = [run_job(engine, shape.spec(name, shape.probe_steps), lab_.ports[name],
+                          directory) for name in probe_names(prefix_)]
+    try:
+        points = {}
+        for c in containers:
+            c.wait(timeout=300)
+            points[c.name] = log_points(c)
+            assert len(points[c.name]) >= 2, f"{c.name} logged {len(points[c.name])} lines"
+    finally:
+        for c in containers:
+            c.remove(force=True)
+    _, _, rates = together(points)
+    return sum(rates.values())
+
+
+@dataclass(frozen=True)
+class QoeJob:
+    """One job as the engine and its log showed it."""
+
+    name: str
+    role: str
+    steps: int
+    target: float
+    started: float
+    finished: float
+    exit_code: int
+    rate_together: float
+    """Steps/s while both jobs ran (module docstring)."""
+
+    @property
+    def whole_run_rate(self) -> float:
+        return self.steps / (self.finished - self.started)
+
+    @property
+    def met(self) -> bool:
+        return self.rate_together >= self.target
+
+
+@dataclass
+class QoeRun:
+    label: str
+    steps_per_second: float
+    """The probe's: the core's speed with two jobs on it, which sized the targets."""
+    core_steps_per_second: float
+    """The run's own, measured the same way: both jobs' steps/s while both ran."""
+    together_seconds: float
+    jobs: dict[str, QoeJob]
+    shares: dict[str, list[tuple[float, int]]]
+    """Each job's CpuShares (1024: the default) while both jobs ran: (seconds from the first
+    start, value) at each change seen (`ShareLog`, polled every 0.2 s)."""
+
+    def reversals(self, name: str) -> int:
+        """How often the job's CpuShares changed direction while both jobs ran (the issue's
+        settling bar counts these)."""
+        values = [v for _, v in self.shares[name]]
+        steps = [b - a for a, b in itertools.pairwise(values) if b != a]
+        return sum((a > 0) != (b > 0) for a, b in itertools.pairwise(steps))
+
+    @property
+    def feasible(self) -> bool:
+        """Whether the run's core could meet both targets at all (their sum within its
+        speed)."""
+        return sum(j.target for j in self.jobs.values()) <= self.core_steps_per_second
+
+    def role(self, role: str) -> QoeJob:
+        return next(j for j in self.jobs.values() if j.role == role)
+
+    def missed(self) -> list[str]:
+        return [j.name for j in self.jobs.values() if not j.met]
+
+    def table(self) -> list[dict[str, object]]:
+        origin = min(j.started for j in self.jobs.values())
+        return [{"job": j.name, "steps": j.steps, "target": j.target,
+                 "rate_together": round(j.rate_together, 1),
+                 "ratio": round(j.rate_together / j.target, 3),
+                 "whole_run_rate": round(j.whole_run_rate, 1),
+                 "start": round(j.started - origin, 1), "end": round(j.finished - origin, 1),
+                 "met": j.met, "exit_code": j.exit_code,
+                 "shares": [v for _, v in self.shares[j.name]],
+                 "share_times": [t for t, _ in self.shares[j.name]],
+                 "share_reversals": self.reversals(j.name)}
+                for j in self.jobs.values()]
+
+
+def run_qoe(lab_: Lab, shape: QoeShape, prefix_: str, label: str) -> QoeRun:
+    """Probe the core's speed, then start the two jobs together on e1 with their targets; wait
+    for both to exit; what the engine and the logs saw."""
+    directory = lab_.ckpt / label
+    speed = probe(lab_, shape, prefix_, directory)
+    steps, targets = shape.sized(speed)
+    engine = lab_.engine("e1")
+    names = job_names(prefix_)
+    origin = time.time()
+    containers = {}
+    for name, role in zip(names, ROLES, strict=True):
+        containers[name] = run_job(
+            engine, shape.spec(name, steps[role]), lab_.ports[name], directory,
+            labels={QOE_LABEL: f"steps_per_second>={targets[role]:g}"})
+    # both jobs at half the core, twice over, plus start-up
+    timeout = origin + 2 * sum(steps.values()) / speed + 120
+    results, shares = finish_jobs(lab_, containers, origin=origin, deadline=timeout,
+                                  quality=0.0)
+    start, end, rates = together({n: r.points for n, r in results.items()})
+    jobs = {}
+    for name, role in zip(names, ROLES, strict=True):
+        r = results[name]
+        jobs[name] = QoeJob(name=name, role=role, steps=steps[role], target=targets[role],
+                            started=r.started, finished=r.finished, exit_code=r.exit_code,
+                            rate_together=rates[name])
+    first = min(j.started for j in jobs.values())
+    both_until = min(j.finished for j in jobs.values())
+    values = {}
+    for name in names:
+        seen: list[tuple[float, int]] = []
+        for change in shares[name]:
+            v = change.shares or 1024
+            if change.time <= both_until and (not seen or seen[-1][1] != v):
+                seen.append((round(change.time - first, 1), v))
+        values[name] = seen
+    return QoeRun(label=label, steps_per_second=speed,
+                  core_steps_per_second=sum(rates.values()), together_seconds=end - start,
+                  jobs=jobs, shares=values)
+
+
+def compare(lab_: Lab, shape: QoeShape, directory: Path, *, round_: int = 0
+            ) -> dict[str, QoeRun]:
+    """One NA run (no policyd) and one under `policyd run` with the QoE policy."""
+    runs = {"NA": run_qoe(lab_, shape, prefix("na", round_), f"NA-qoe-{round_}")}
+    name = prefix("qoe", round_)
+    with policyd_run(directory / f"policyd-{name}", qoe_policy(), engines=lab_.engines,
+                     prometheus_url=lab_.prometheus.url):
+        runs["QoE"] = run_qoe(lab_, shape, name, f"QoE-qoe-{round_}")
+    return runs
+
+
+# --- the stop at a target loss ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StopShape:
+    """One job far longer than it needs to reach its target loss (the smoothed mean of the
+    FlowCon proof's trainer falls below 0.5 after roughly 10,000 steps: seconds of a core)."""
+
+    target_loss: float = 0.5
+    steps: int = 2_000_000
+    lr: float = 0.001
+    smoothing: int = 500
+
+
+@dataclass
+class Stopped:
+    """What the engine, the log and the checkpoint on disk showed of the stop."""
+
+    name: str
+    target_loss: float
+    steps: int
+    started: float
+    reached_at: float | None
+    """The first logged smoothed loss at or below the target (engine time), or None."""
+    finished: float
+    exit_code: int
+    restarts: int
+    last_logged_step: int
+    checkpoint_step: int
+    checkpoint_path: Path | None
+    checkpoint_loss: float | None
+    """The mean of the smoothing window the checkpoint holds: the loss the job stopped at."""
+    policyd_log: str
+
+    @property
+    def stop_after_target_seconds(self) -> float | None:
+        return None if self.reached_at is None else self.finished - self.reached_at
+
+    def table(self) -> dict[str, object]:
+        return {"job": self.name, "target_loss": self.target_loss, "steps": self.steps,
+                "reached_after_s": None if self.reached_at is None
+                else round(self.reached_at - self.started, 1),
+                "stopped_after_s": round(self.finished - self.started, 1),
+                "stop_after_target_s": None if self.stop_after_target_seconds is None
+                else round(self.stop_after_target_seconds, 1),
+                "exit_code": self.exit_code, "restarts": self.restarts,
+                "checkpoint_step": self.checkpoint_step,
+                "checkpoint_path": str(self.checkpoint_path) if self.checkpoint_path else None,
+                "checkpoint_loss": None if self.checkpoint_loss is None
+                else round(self.checkpoint_loss, 4),
+                "policyd_says": self.policyd_log}
+
+
+def checkpoint_loss(path: Path) -> tuple[int, float]:
+    """(step, mean of the smoothing window) of a trainer's checkpoint file on disk."""
+    import torch  # noqa: PLC0415 (the trainer's own format; only this reader needs torch)
+
+    state = torch.load(path, weights_only=True)
+    metrics = state["metrics"]
+    window = [v for v in metrics["window"] if v is not None]
+    return int(metrics["step"]), sum(window) / len(window)
+
+
+def run_stop(lab_: Lab, shape: StopShape, directory: Path, *, round_: int = 0,
+             timeout_seconds: float = 300) -> Stopped:
+    """`policyd run` with QoE and `on_target: stop`; one job declaring a target loss; wait
+    until it has exited; the figures."""
+    name = stop_name(round_)
+    ckpt_root = lab_.ckpt / f"stop-{round_}"
+    with policyd_run(directory / f"policyd-{name}", qoe_policy(on_target="stop"),
+                     engines=lab_.engines, prometheus_url=lab_.prometheus.url) as policyd:
+        container = run_job(lab_.engine("e1"), JobSpec(
+            name, steps=shape.steps, lr=shape.lr, smoothing=shape.smoothing, cpuset="0",
+            print_every=500), lab_.ports[name], ckpt_root,
+            labels={TARGET_LOSS_LABEL: f"{shape.target_loss:g}"})
+        wait_for(lambda: lab_.events.of(name, "die"), timeout_seconds=timeout_seconds,
+                 what=f"{name} to be stopped", every=0.5,
+                 state=lambda: log_points(container)[-1:])
+        time.sleep(2)  # the engine's restart policy would act now, were it left as it was
+        said = "\n".join(line for line in policyd.text().splitlines()
+                         if "delivered" in line and name in line)
+    container.reload()
+    state = container.attrs["State"]
+    text = container.logs().decode(errors="replace")
+    points = log_points(container)
+    found = CHECKPOINT_LINE.findall(text)
+    path = None
+    step, loss = -1, None
+    if found:
+        step_text, inside = found[-1]
+        path = ckpt_root / name / Path(inside).relative_to("/ckpt")
+        if path.exists():
+            step, loss = checkpoint_loss(path)
+        else:
+            step = int(step_text)
+    out = Stopped(
+        name=name, target_loss=shape.target_loss, steps=shape.steps,
+        started=docker_time(state["StartedAt"]),
+        reached_at=next((t for t, _, mean in points if mean <= shape.target_loss), None),
+        finished=docker_time(state["FinishedAt"]), exit_code=int(state["ExitCode"]),
+        restarts=len(lab_.events.of(name, "start")) - 1,
+        last_logged_step=points[-1][1] if points else -1, checkpoint_step=step,
+        checkpoint_path=path, checkpoint_loss=loss, policyd_log=said[-600:])
+    container.remove(force=True)
+    return out
+
