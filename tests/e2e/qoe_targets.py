@@ -42,15 +42,18 @@ its step, and its loss (the mean of the smoothing window it holds).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.e2e.harness import (
     JobSpec,
     Lab,
+    Policyd,
     docker_time,
     finish_jobs,
     log_points,
@@ -66,6 +69,7 @@ previous run's series of a job of the same name in Prometheus."""
 QOE_LABEL = "policyd.io/qoe-target"
 TARGET_LOSS_LABEL = "policyd.io/target-loss"
 CHECKPOINT_LINE = re.compile(r"checkpoint: step=(\d+) path=(\S+)")
+RATIO_LINE = re.compile(r'^policyd_qoe_ratio\{([^}]*)\} (\S+)$')
 
 
 def job_names(prefix: str) -> tuple[str, ...]:
@@ -174,6 +178,44 @@ def probe(lab_: Lab, shape: QoeShape, prefix_: str, directory: Path) -> float:
     return sum(rates.values())
 
 
+@dataclass
+class RatioLog:
+    """policyd's own view, for diagnosis only (no claim reads it): `policyd_qoe_ratio` of the
+    named jobs on its /metrics, polled every `every` seconds; per job each change of (state,
+    ratio) with its time."""
+
+    policyd: Policyd
+    names: tuple[str, ...]
+    every: float = 0.5
+    seen: dict[str, list[tuple[float, str, float]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.seen = {n: [] for n in self.names}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError):
+                for line in self.policyd.metrics().splitlines():
+                    m = RATIO_LINE.match(line)
+                    if m is None:
+                        continue
+                    labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+                    name, state = labels.get("container", ""), labels.get("state", "")
+                    if name in self.seen:
+                        value = round(float(m.group(2)), 3)
+                        last = self.seen[name][-1] if self.seen[name] else None
+                        if last is None or last[1:] != (state, value):
+                            self.seen[name].append((time.time(), state, value))
+            self._stop.wait(self.every)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
 @dataclass(frozen=True)
 class QoeJob:
     """One job as the engine and its log showed it."""
@@ -206,14 +248,17 @@ class QoeRun:
     """The run's own, measured the same way: both jobs' steps/s while both ran."""
     together_seconds: float
     jobs: dict[str, QoeJob]
+    policy_view: dict[str, list[tuple[float, str, float]]]
+    """`RatioLog` while both ran: (seconds from the first start, state, measured / target)."""
     shares: dict[str, list[tuple[float, int]]]
     """Each job's CpuShares (1024: the default) while both jobs ran: (seconds from the first
     start, value) at each change seen (`ShareLog`, polled every 0.2 s)."""
 
     def reversals(self, name: str) -> int:
-        """How often the job's CpuShares changed direction while both jobs ran (the issue's
-        settling bar counts these)."""
-        values = [v for _, v in self.shares[name]]
+        """How often the job's CpuShares changed direction while both jobs ran, from the first
+        value policyd set (the engine's default 1024 before it is not a decision; the issue's
+        settling bar counts these after a job's first minute)."""
+        values = [v for _, v in self.shares[name]][1:]
         steps = [b - a for a, b in itertools.pairwise(values) if b != a]
         return sum((a > 0) != (b > 0) for a, b in itertools.pairwise(steps))
 
@@ -235,17 +280,22 @@ class QoeRun:
                  "rate_together": round(j.rate_together, 1),
                  "ratio": round(j.rate_together / j.target, 3),
                  "whole_run_rate": round(j.whole_run_rate, 1),
+                 "whole_run_ratio": round(j.whole_run_rate / j.target, 3),
                  "start": round(j.started - origin, 1), "end": round(j.finished - origin, 1),
                  "met": j.met, "exit_code": j.exit_code,
                  "shares": [v for _, v in self.shares[j.name]],
                  "share_times": [t for t, _ in self.shares[j.name]],
-                 "share_reversals": self.reversals(j.name)}
+                 "share_reversals": self.reversals(j.name),
+                 "policyd_ratio": [f"{t:g}:{state[:3]}:{ratio:g}"
+                                   for t, state, ratio in self.policy_view.get(j.name, [])]}
                 for j in self.jobs.values()]
 
 
-def run_qoe(lab_: Lab, shape: QoeShape, prefix_: str, label: str) -> QoeRun:
+def run_qoe(lab_: Lab, shape: QoeShape, prefix_: str, label: str,
+            policyd_: Policyd | None = None) -> QoeRun:
     """Probe the core's speed, then start the two jobs together on e1 with their targets; wait
-    for both to exit; what the engine and the logs saw."""
+    for both to exit; what the engine and the logs saw (and, when `policyd_` runs, its own
+    view of the jobs: `RatioLog`)."""
     directory = lab_.ckpt / label
     speed = probe(lab_, shape, prefix_, directory)
     steps, targets = shape.sized(speed)
@@ -257,10 +307,15 @@ def run_qoe(lab_: Lab, shape: QoeShape, prefix_: str, label: str) -> QoeRun:
         containers[name] = run_job(
             engine, shape.spec(name, steps[role]), lab_.ports[name], directory,
             labels={QOE_LABEL: f"steps_per_second>={targets[role]:g}"})
-    # both jobs at half the core, twice over, plus start-up
-    timeout = origin + 2 * sum(steps.values()) / speed + 120
-    results, shares = finish_jobs(lab_, containers, origin=origin, deadline=timeout,
-                                  quality=0.0)
+    view = RatioLog(policyd_, names) if policyd_ is not None else None
+    try:
+        # both jobs at half the core, twice over, plus start-up
+        timeout = origin + 2 * sum(steps.values()) / speed + 120
+        results, shares = finish_jobs(lab_, containers, origin=origin, deadline=timeout,
+                                      quality=0.0)
+    finally:
+        if view is not None:
+            view.close()
     start, end, rates = together({n: r.points for n, r in results.items()})
     jobs = {}
     for name, role in zip(names, ROLES, strict=True):
@@ -278,9 +333,12 @@ def run_qoe(lab_: Lab, shape: QoeShape, prefix_: str, label: str) -> QoeRun:
             if change.time <= both_until and (not seen or seen[-1][1] != v):
                 seen.append((round(change.time - first, 1), v))
         values[name] = seen
+    policy_view = {n: [(round(t - first, 1), state, ratio) for t, state, ratio in seen_
+                       if t <= both_until]
+                   for n, seen_ in (view.seen if view is not None else {}).items()}
     return QoeRun(label=label, steps_per_second=speed,
                   core_steps_per_second=sum(rates.values()), together_seconds=end - start,
-                  jobs=jobs, shares=values)
+                  jobs=jobs, policy_view=policy_view, shares=values)
 
 
 def compare(lab_: Lab, shape: QoeShape, directory: Path, *, round_: int = 0
@@ -289,8 +347,8 @@ def compare(lab_: Lab, shape: QoeShape, directory: Path, *, round_: int = 0
     runs = {"NA": run_qoe(lab_, shape, prefix("na", round_), f"NA-qoe-{round_}")}
     name = prefix("qoe", round_)
     with policyd_run(directory / f"policyd-{name}", qoe_policy(), engines=lab_.engines,
-                     prometheus_url=lab_.prometheus.url):
-        runs["QoE"] = run_qoe(lab_, shape, name, f"QoE-qoe-{round_}")
+                     prometheus_url=lab_.prometheus.url) as policyd:
+        runs["QoE"] = run_qoe(lab_, shape, name, f"QoE-qoe-{round_}", policyd)
     return runs
 
 
