@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.e2e import deadlines, qoe_targets
+from tests.e2e import deadlines, qoe_targets, target_stop
 from tests.e2e.harness import (
     FLOWCON_JOBS,
     SPECON_JOBS,
@@ -160,12 +160,13 @@ def qoe(root: Path, *, scale: float = 1.0, rounds: int = 3, stop: bool = True
         ) -> dict[str, Any]:
     """The QoE shape (tests/e2e/qoe_targets.py), the jobs' lengths times `scale`, `rounds` times
     on one one-core engine: NA, then QoE under `policyd run`; then, unless `stop` is False, one
-    job stopped at its target loss (QoE with `on_target: stop`) each round."""
+    job stopped at its target loss (tests/e2e/target_stop.py) each round."""
     base = qoe_targets.QoeShape()
     shape = replace(base, heavy_seconds=base.heavy_seconds * scale,
                     light_work_seconds=base.light_work_seconds * scale)
     found: list[dict[str, Any]] = []
-    with lab(root, engines=1, cpus="0", jobs=qoe_targets.all_job_names(rounds)) as world:
+    jobs = [*qoe_targets.all_job_names(rounds), *target_stop.all_job_names(rounds)]
+    with lab(root, engines=1, cpus="0", jobs=jobs) as world:
         for r in range(rounds):
             runs = qoe_targets.compare(world, shape, root / f"round-{r}", round_=r)
             figures: dict[str, Any] = {label: {
@@ -176,8 +177,8 @@ def qoe(root: Path, *, scale: float = 1.0, rounds: int = 3, stop: bool = True
                 "feasible": run.feasible, "missed": run.missed(), "jobs": run.table()}
                 for label, run in runs.items()}
             if stop:
-                figures["stop"] = qoe_targets.run_stop(
-                    world, qoe_targets.StopShape(), root / f"round-{r}", round_=r).table()
+                figures["stop"] = target_stop.run_stop(
+                    world, target_stop.StopShape(), root / f"round-{r}", round_=r).table()
             found.append(figures)
             print(json.dumps(found[-1]), file=sys.stderr, flush=True)  # kept if a later round fails
     return {"shape": {"heavy_fraction": shape.heavy_fraction,

@@ -1,6 +1,5 @@
 """Scenario (f): QoE targets on one one-core engine, under NA (equal shares) and under
-`policyd run` with the QoE policy; and a job stopped by its checkpoint protocol once it
-reaches its target loss. Every figure from the engine and the trainers' logs.
+`policyd run` with the QoE policy. Every figure from the engine and the trainers' logs.
 
 Why this shape. Two single-threaded jobs start together on one core (`lab(cpus="0")`, both
 pinned to CPU 0), each declaring a throughput target (`policyd.io/qoe-target:
@@ -33,11 +32,8 @@ job's floor leaves). `QoeRun.core_steps_per_second` is the run's own speed, meas
 way as the probe's, shown beside it, and `QoeRun.feasible` says whether the run's core could
 meet both targets at all.
 
-The stop (`run_stop`): one job declaring `policyd.io/target-loss`, under QoE with
-`on_target: stop`: once its loss (the exporter's smoothed mean, scraped by Prometheus) is at
-or below the target, policyd sends SIGTERM, the trainer writes its checkpoint and exits 0, and
-the container stays exited. The checkpoint is read back from the host's disk (`torch.load`):
-its step, and its loss (the mean of the smoothing window it holds).
+The stop at a target loss, run after each comparison by `benchmarks/docker_proof.py qoe`, is
+`tests/e2e/target_stop.py`.
 """
 
 from __future__ import annotations
@@ -54,12 +50,10 @@ from tests.e2e.harness import (
     JobSpec,
     Lab,
     Policyd,
-    docker_time,
     finish_jobs,
     log_points,
     policyd_run,
     run_job,
-    wait_for,
 )
 
 ROLES = ("heavy", "light")
@@ -67,8 +61,6 @@ RUNS = {"na": "NA", "qoe": "QoE"}
 """Each run's job-name prefix and its policy: fresh names per run, so that no policy reads the
 previous run's series of a job of the same name in Prometheus."""
 QOE_LABEL = "policyd.io/qoe-target"
-TARGET_LOSS_LABEL = "policyd.io/target-loss"
-CHECKPOINT_LINE = re.compile(r"checkpoint: step=(\d+) path=(\S+)")
 RATIO_LINE = re.compile(r'^policyd_qoe_ratio\{([^}]*)\} (\S+)$')
 
 
@@ -80,26 +72,22 @@ def probe_names(prefix: str) -> tuple[str, ...]:
     return tuple(f"{prefix}-qoe-probe-{i}" for i in range(1, len(ROLES) + 1))
 
 
-def stop_name(round_: int = 0) -> str:
-    return f"tl{round_ or ''}-qoe-stop"
-
-
 def prefix(run: str, round_: int = 0) -> str:
     return run if round_ == 0 else f"{run}{round_}"
 
 
 def all_job_names(repeats: int = 1) -> list[str]:
-    """Every job name (probes and the stop job too) of `repeats` rounds (the lab's scrape
+    """Every job name (probes too) of `repeats` rounds of both runs (the lab's scrape
     targets)."""
-    return [*(n for r in range(repeats) for p in RUNS
-              for n in (*probe_names(prefix(p, r)), *job_names(prefix(p, r)))),
-            *(stop_name(r) for r in range(repeats))]
+    return [n for r in range(repeats) for p in RUNS
+            for n in (*probe_names(prefix(p, r)), *job_names(prefix(p, r)))]
 
 
 def qoe_policy(*, interval: float = 3, on_target: str = "notify") -> str:
     """QoE at its defaults (shares, headroom 0.05, beta 2) but for a short interval (these jobs
     last about a minute), an alert time that fits the history this interval gives
-    (window_intervals x interval), and the evaluation and selector of the other e2e policies."""
+    (window_intervals x interval), and the evaluation and selector of the other e2e policies.
+    `on_target`: what to do with a job that reaches its `policyd.io/target-loss`."""
     return f"""\
 apiVersion: policyd.io/v1alpha1
 kind: QoE
@@ -163,16 +151,16 @@ def together(points: dict[str, list[tuple[float, int, float]]]) -> tuple[float, 
 def probe(lab_: Lab, shape: QoeShape, prefix_: str, directory: Path) -> float:
     """The core's steps/s with two jobs on it, as in the runs (module docstring)."""
     engine = lab_.engine("e1")
-    containers = [run_job(engine, shape.spec(name, shape.probe_steps), lab_.ports[name],
-                          directory) for name in probe_names(prefix_)]
+    containers = {name: run_job(engine, shape.spec(name, shape.probe_steps), lab_.ports[name],
+                                directory) for name in probe_names(prefix_)}
     try:
         points = {}
-        for c in containers:
+        for name, c in containers.items():
             c.wait(timeout=300)
-            points[c.name] = log_points(c)
-            assert len(points[c.name]) >= 2, f"{c.name} logged {len(points[c.name])} lines"
+            points[name] = log_points(c)
+            assert len(points[name]) >= 2, f"{name} logged {len(points[name])} lines"
     finally:
-        for c in containers:
+        for c in containers.values():
             c.remove(force=True)
     _, _, rates = together(points)
     return sum(rates.values())
@@ -350,111 +338,3 @@ def compare(lab_: Lab, shape: QoeShape, directory: Path, *, round_: int = 0
                      prometheus_url=lab_.prometheus.url) as policyd:
         runs["QoE"] = run_qoe(lab_, shape, name, f"QoE-qoe-{round_}", policyd)
     return runs
-
-
-# --- the stop at a target loss ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StopShape:
-    """One job far longer than it needs to reach its target loss (the smoothed mean of the
-    FlowCon proof's trainer falls below 0.5 after roughly 10,000 steps: seconds of a core)."""
-
-    target_loss: float = 0.5
-    steps: int = 2_000_000
-    lr: float = 0.001
-    smoothing: int = 500
-
-
-@dataclass
-class Stopped:
-    """What the engine, the log and the checkpoint on disk showed of the stop."""
-
-    name: str
-    target_loss: float
-    steps: int
-    started: float
-    reached_at: float | None
-    """The first logged smoothed loss at or below the target (engine time), or None."""
-    finished: float
-    exit_code: int
-    restarts: int
-    last_logged_step: int
-    checkpoint_step: int
-    checkpoint_path: Path | None
-    checkpoint_loss: float | None
-    """The mean of the smoothing window the checkpoint holds: the loss the job stopped at."""
-    policyd_log: str
-
-    @property
-    def stop_after_target_seconds(self) -> float | None:
-        return None if self.reached_at is None else self.finished - self.reached_at
-
-    def table(self) -> dict[str, object]:
-        return {"job": self.name, "target_loss": self.target_loss, "steps": self.steps,
-                "reached_after_s": None if self.reached_at is None
-                else round(self.reached_at - self.started, 1),
-                "stopped_after_s": round(self.finished - self.started, 1),
-                "stop_after_target_s": None if self.stop_after_target_seconds is None
-                else round(self.stop_after_target_seconds, 1),
-                "exit_code": self.exit_code, "restarts": self.restarts,
-                "checkpoint_step": self.checkpoint_step,
-                "checkpoint_path": str(self.checkpoint_path) if self.checkpoint_path else None,
-                "checkpoint_loss": None if self.checkpoint_loss is None
-                else round(self.checkpoint_loss, 4),
-                "policyd_says": self.policyd_log}
-
-
-def checkpoint_loss(path: Path) -> tuple[int, float]:
-    """(step, mean of the smoothing window) of a trainer's checkpoint file on disk."""
-    import torch  # noqa: PLC0415 (the trainer's own format; only this reader needs torch)
-
-    state = torch.load(path, weights_only=True)
-    metrics = state["metrics"]
-    window = [v for v in metrics["window"] if v is not None]
-    return int(metrics["step"]), sum(window) / len(window)
-
-
-def run_stop(lab_: Lab, shape: StopShape, directory: Path, *, round_: int = 0,
-             timeout_seconds: float = 300) -> Stopped:
-    """`policyd run` with QoE and `on_target: stop`; one job declaring a target loss; wait
-    until it has exited; the figures."""
-    name = stop_name(round_)
-    ckpt_root = lab_.ckpt / f"stop-{round_}"
-    with policyd_run(directory / f"policyd-{name}", qoe_policy(on_target="stop"),
-                     engines=lab_.engines, prometheus_url=lab_.prometheus.url) as policyd:
-        container = run_job(lab_.engine("e1"), JobSpec(
-            name, steps=shape.steps, lr=shape.lr, smoothing=shape.smoothing, cpuset="0",
-            print_every=500), lab_.ports[name], ckpt_root,
-            labels={TARGET_LOSS_LABEL: f"{shape.target_loss:g}"})
-        wait_for(lambda: lab_.events.of(name, "die"), timeout_seconds=timeout_seconds,
-                 what=f"{name} to be stopped", every=0.5,
-                 state=lambda: log_points(container)[-1:])
-        time.sleep(2)  # the engine's restart policy would act now, were it left as it was
-        said = "\n".join(line for line in policyd.text().splitlines()
-                         if "delivered" in line and name in line)
-    container.reload()
-    state = container.attrs["State"]
-    text = container.logs().decode(errors="replace")
-    points = log_points(container)
-    found = CHECKPOINT_LINE.findall(text)
-    path = None
-    step, loss = -1, None
-    if found:
-        step_text, inside = found[-1]
-        path = ckpt_root / name / Path(inside).relative_to("/ckpt")
-        if path.exists():
-            step, loss = checkpoint_loss(path)
-        else:
-            step = int(step_text)
-    out = Stopped(
-        name=name, target_loss=shape.target_loss, steps=shape.steps,
-        started=docker_time(state["StartedAt"]),
-        reached_at=next((t for t, _, mean in points if mean <= shape.target_loss), None),
-        finished=docker_time(state["FinishedAt"]), exit_code=int(state["ExitCode"]),
-        restarts=len(lab_.events.of(name, "start")) - 1,
-        last_logged_step=points[-1][1] if points else -1, checkpoint_step=step,
-        checkpoint_path=path, checkpoint_loss=loss, policyd_log=said[-600:])
-    container.remove(force=True)
-    return out
-
