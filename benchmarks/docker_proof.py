@@ -1,9 +1,12 @@
 """The end-to-end figures on real Docker engines (benchmarks/README.md, "Docker proof").
 
-    .venv/bin/python benchmarks/docker_proof.py [flowcon|specon|listener|predictive|deadline|all]
+    .venv/bin/python benchmarks/docker_proof.py
+        [flowcon|specon|listener|predictive|deadline|qoe|all]
         [--json] [--steps N] [--stagger-steps K]    (FlowCon: steps a job; job 2 when job 1 is at K)
         [--scale F] [--rounds R]    (predictive: the remaining-work shape times F, R rounds;
-                                     deadline: the urgent job's 15 s alone times F, R rounds)
+                                     deadline: the urgent job's 15 s alone times F, R rounds;
+                                     qoe: the jobs' lengths times F, R rounds)
+        [--no-stop]                 (qoe: without the stop at a target loss)
 
 Drives the code of tests/e2e/ (tests/e2e/harness.py): real dockerd engines as hosts, the
 trainer image, a real Prometheus (and Alertmanager), and `policyd run` as a child process.
@@ -25,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.e2e import deadlines
+from tests.e2e import deadlines, qoe_targets, target_stop
 from tests.e2e.harness import (
     FLOWCON_JOBS,
     SPECON_JOBS,
@@ -153,6 +156,43 @@ def deadline(root: Path, *, scale: float = 1.0, rounds: int = 3) -> dict[str, An
                 for label in deadlines.RUNS.values()}}
 
 
+def qoe(root: Path, *, scale: float = 1.0, rounds: int = 3, stop: bool = True
+        ) -> dict[str, Any]:
+    """The QoE shape (tests/e2e/qoe_targets.py), the jobs' lengths times `scale`, `rounds` times
+    on one one-core engine: NA, then QoE under `policyd run`; then, unless `stop` is False, one
+    job stopped at its target loss (tests/e2e/target_stop.py) each round."""
+    base = qoe_targets.QoeShape()
+    shape = replace(base, heavy_seconds=base.heavy_seconds * scale,
+                    light_work_seconds=base.light_work_seconds * scale)
+    found: list[dict[str, Any]] = []
+    jobs = [*qoe_targets.all_job_names(rounds), *target_stop.all_job_names(rounds)]
+    with lab(root, engines=1, cpus="0", jobs=jobs) as world:
+        for r in range(rounds):
+            runs = qoe_targets.compare(world, shape, root / f"round-{r}", round_=r)
+            figures: dict[str, Any] = {label: {
+                "probe_steps_per_second": round(run.steps_per_second),
+                "run_steps_per_second": round(run.core_steps_per_second),
+                "run_over_probe": round(run.core_steps_per_second / run.steps_per_second, 3),
+                "together_seconds": round(run.together_seconds, 1),
+                "feasible": run.feasible, "missed": run.missed(), "jobs": run.table()}
+                for label, run in runs.items()}
+            if stop:
+                figures["stop"] = target_stop.run_stop(
+                    world, target_stop.StopShape(), root / f"round-{r}", round_=r).table()
+            found.append(figures)
+            print(json.dumps(found[-1]), file=sys.stderr, flush=True)  # kept if a later round fails
+    return {"shape": {"heavy_fraction": shape.heavy_fraction,
+                      "light_fraction": shape.light_fraction,
+                      "heavy_seconds": shape.heavy_seconds,
+                      "light_work_seconds": shape.light_work_seconds},
+            "rounds": found,
+            "summary": {label: {"rounds_both_met": sum(not r[label]["missed"] for r in found),
+                                "heavy_ratio": [next(j["ratio"] for j in r[label]["jobs"]
+                                                     if j["job"].endswith("-heavy"))
+                                                for r in found]}
+                        for label in qoe_targets.RUNS.values()}}
+
+
 def round_figures(done: Compared, shape: RemainingWorkShape, order: list[str]
                   ) -> dict[str, Any]:
     """One round: per policy its jobs, average JCT (in seconds, and in the core's work:
@@ -204,7 +244,8 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("which", nargs="?", default="all",
-                        choices=("flowcon", "specon", "listener", "predictive", "deadline", "all"))
+                        choices=("flowcon", "specon", "listener", "predictive", "deadline", "qoe",
+                                 "all"))
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--steps", type=int, default=None,
                         help="FlowCon: steps a job (default 150000)")
@@ -214,10 +255,13 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=None,
                         help="predictive: the remaining-work shape times this (default 2; the "
                              "CI test runs 1); deadline: the jobs' lengths times this "
-                             "(default 1, as the CI test)")
+                             "(default 1, as the CI test); qoe: the jobs' lengths times this "
+                             "(default 1)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="predictive: rounds of NA, FlowCon and Predictive; deadline: "
-                             "rounds of NA and Deadline (default 3)")
+                             "rounds of NA and Deadline; qoe: rounds of NA and QoE (default 3)")
+    parser.add_argument("--no-stop", action="store_true",
+                        help="qoe: leave out the job stopped at its target loss")
     args = parser.parse_args()
     runs: dict[str, Callable[[Path], dict[str, Any]]] = {
         "flowcon": partial(flowcon, steps=args.steps, stagger_steps=args.stagger_steps),
@@ -225,7 +269,9 @@ def main() -> int:
         "predictive": partial(predictive, scale=2.0 if args.scale is None else args.scale,
                               rounds=args.rounds),
         "deadline": partial(deadline, scale=1.0 if args.scale is None else args.scale,
-                            rounds=args.rounds)}
+                            rounds=args.rounds),
+        "qoe": partial(qoe, scale=1.0 if args.scale is None else args.scale,
+                       rounds=args.rounds, stop=not args.no_stop)}
     chosen = list(runs) if args.which == "all" else [args.which]
     out: dict[str, Any] = {}
     for name in chosen:
