@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from policyd.cli import main
 from policyd.daemon.metrics import DaemonMetrics
 from policyd.daemon.scheduler import Daemon
 from policyd.engine.kind import Intervals, Kind
-from policyd.engine.registry import KINDS
+from policyd.engine.registry import KINDS, Registry
 from policyd.engine.spec import CommonSpec, PolicyDocument
 from policyd.model import Assessment, Decision, SetCpu, Snapshot
 from policyd.policy import json_schema, load_policies_text
@@ -193,3 +195,22 @@ def test_a_daemon_ticks_and_wakes_a_registered_kind(toy: Path) -> None:
         assert daemon.interval_seconds("toy") == 10.0
     finally:
         daemon.shutdown()
+
+
+def test_a_kind_module_is_imported_only_when_its_entry_is_asked_for() -> None:
+    """Reading one FlowCon policy does not build the other kinds' models (start-up time)."""
+    code = ("import sys\n"
+            "from policyd.policy import load_policies\n"
+            "load_policies(sys.argv[1])\n"
+            "print(sorted(m for m in sys.modules if m in {"
+            "'policyd.engine.flowcon', 'policyd.engine.specon', 'policyd.engine.deadline', "
+            "'policyd.engine.qoe', 'policyd.engine.predictive', 'policyd.engine.flowcon2'}))\n")
+    answer = subprocess.run([sys.executable, "-c", code, str(ROOT / "policies" / "flowcon.yaml")],
+                            check=True, capture_output=True, text=True)
+    assert answer.stdout.strip() == "['policyd.engine.flowcon']"
+
+
+def test_a_registry_entry_whose_module_holds_another_kind_is_refused() -> None:
+    registry = Registry({"FlowCon": "policyd.engine.specon"})
+    with pytest.raises(TypeError, match=r"policyd\.engine\.specon\.KIND is not the Kind entry"):
+        registry["FlowCon"]

@@ -1,6 +1,12 @@
 """The one table of policy kinds. Adding a kind = one module (its document model, its `plan`
 and its `Kind` entry, `policyd.engine.kind`) + one line in `KINDS` below. No discovery by
-import side effects: the table is written out.
+import side effects: the table is written out, kind name -> module.
+
+A kind's module is imported the first time its entry is asked for (`KINDS[name]`,
+`KINDS.of(policy)`), not when the registry is: a command that reads one FlowCon policy does not
+pay for building the other kinds' models (their pydantic schemas, 0.1 s of start-up). Listing
+the names (`list(KINDS)`, `name in KINDS`) imports nothing; going through the entries
+(`KINDS.values()`, `.items()`) imports every kind.
 
 Everything outside the engine learns what a kind is from here (`KINDS.of(policy)`): the policy
 loader picks the document model by `kind`, the scheduler and the simulator read the intervals
@@ -12,28 +18,39 @@ drive a kind of its own through every path without touching this table.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+import importlib
+import threading
+from collections.abc import Iterator, Mapping
 
-from policyd.engine import deadline, flowcon, flowcon2, predictive, qoe, specon
 from policyd.engine.kind import Kind
 from policyd.engine.spec import PolicyDocument
 
 
 class Registry(Mapping[str, Kind]):
-    """Kinds by name, in registration order (the order reports and schemas list them)."""
+    """Kinds by name, in registration order (the order reports and schemas list them); each
+    given as its entry or as the module that holds it (`KIND`), imported when first asked."""
 
-    def __init__(self, kinds: Iterable[Kind]) -> None:
-        self._kinds: dict[str, Kind] = {}
-        for kind in kinds:
-            self._add(kind)
+    def __init__(self, kinds: Mapping[str, str | Kind]) -> None:
+        self._kinds: dict[str, str | Kind] = {}
+        self._lock = threading.RLock()  # a kind module that asks the registry while loading
+        for name, kind in kinds.items():
+            self._add(name, kind)
 
-    def _add(self, kind: Kind) -> None:
-        if kind.name in self._kinds:
-            raise ValueError(f"policy kind {kind.name!r} is registered twice")
-        self._kinds[kind.name] = kind
+    def _add(self, name: str, kind: str | Kind) -> None:
+        if name in self._kinds:
+            raise ValueError(f"policy kind {name!r} is registered twice")
+        self._kinds[name] = kind
 
     def __getitem__(self, name: str) -> Kind:
-        return self._kinds[name]
+        entry = self._kinds[name]
+        if isinstance(entry, Kind):
+            return entry
+        with self._lock:
+            kind = importlib.import_module(entry).KIND
+            if not isinstance(kind, Kind) or kind.name != name:
+                raise TypeError(f"{entry}.KIND is not the Kind entry of {name!r}")
+            self._kinds[name] = kind
+            return kind
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._kinds)
@@ -44,7 +61,7 @@ class Registry(Mapping[str, Kind]):
     def of(self, policy: PolicyDocument) -> Kind:
         """The entry of `policy`'s kind."""
         try:
-            return self._kinds[policy.kind]
+            return self[policy.kind]
         except KeyError:
             raise LookupError(f"policy {policy.name!r} is of kind {policy.kind!r}, which is not "
                               f"registered (known: {', '.join(self._kinds)})") from None
@@ -52,18 +69,18 @@ class Registry(Mapping[str, Kind]):
     @contextlib.contextmanager
     def registered(self, kind: Kind) -> Iterator[Kind]:
         """`kind` is registered inside the block only (for tests of the registry's users)."""
-        self._add(kind)
+        self._add(kind.name, kind)
         try:
             yield kind
         finally:
             del self._kinds[kind.name]
 
 
-KINDS = Registry([
-    flowcon.KIND,
-    specon.KIND,
-    predictive.KIND,
-    deadline.KIND,
-    qoe.KIND,
-    flowcon2.KIND,
-])
+KINDS = Registry({
+    "FlowCon": "policyd.engine.flowcon",
+    "SpeCon": "policyd.engine.specon",
+    "Predictive": "policyd.engine.predictive",
+    "Deadline": "policyd.engine.deadline",
+    "QoE": "policyd.engine.qoe",
+    "FlowCon2": "policyd.engine.flowcon2",
+})
