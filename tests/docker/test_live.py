@@ -197,7 +197,7 @@ def test_stats_reports_a_busy_container_as_the_cores_it_used(engines: list[Engin
     assert w3 - w2 < 1.5, f"one_shot polls should not wait for a second sample: {w3 - w2}"
 
 
-def test_events_report_start_and_die(engines: list[Engine], cleanup: None) -> None:
+def test_events_report_create_start_and_die(engines: list[Engine], cleanup: None) -> None:
     e2 = engines[1]
     seen: list[ContainerEvent] = []
     stop = threading.Event()
@@ -212,14 +212,14 @@ def test_events_report_start_and_die(engines: list[Engine], cleanup: None) -> No
             TRAINER_TAG, [python, "-c", "import time; time.sleep(0.5)"],
             name=f"ev-{len(labels)}", detach=True, network_mode="host", labels=labels,
             volumes=host_binds())
-    wait_for(lambda: len(seen) >= 2, timeout_seconds=20, what="start and die events")
+    wait_for(lambda: len(seen) >= 3, timeout_seconds=20, what="create, start and die events")
     time.sleep(0.5)
     stopped_at = time.monotonic()
     stop.set()
     thread.join(timeout=5)
     assert not thread.is_alive() and time.monotonic() - stopped_at < 3
     assert [(e.kind, e.container, e.node) for e in seen] == [
-        ("started", "ev-1", "e2"), ("stopped", "ev-1", "e2")]
+        ("submitted", "ev-1", "e2"), ("started", "ev-1", "e2"), ("stopped", "ev-1", "e2")]
 
 
 def test_events_reconnect_after_the_engine_restarts() -> None:
@@ -231,17 +231,21 @@ def test_events_reconnect_after_the_engine_restarts() -> None:
                                backoff_seconds=0.2)
         thread = threading.Thread(target=watcher.watch, args=(seen.append, stop), daemon=True)
         thread.start()
-        wait_for(lambda: watcher.connects.get("r1") == 1, timeout_seconds=10, what="stream")
-        engine.restart()
-        wait_for(lambda: watcher.connects.get("r1", 0) >= 2, timeout_seconds=20,
-                 what="the watcher to reconnect")
-        engine.client().containers.run(
-            TRAINER_TAG, ["/usr/bin/true"], detach=True, name="after-restart",
-            labels={MANAGED.split("=")[0]: "true"}, network_mode="host", volumes=host_binds())
-        wait_for(lambda: [e.kind for e in seen if e.container == "after-restart"]
-                 == ["started", "stopped"], timeout_seconds=20, what="events after the restart")
-        stop.set()
-        thread.join(timeout=5)
+        try:
+            wait_for(lambda: watcher.connects.get("r1") == 1, timeout_seconds=10, what="stream")
+            engine.restart()
+            wait_for(lambda: watcher.connects.get("r1", 0) >= 2, timeout_seconds=20,
+                     what="the watcher to reconnect")
+            engine.client().containers.run(
+                TRAINER_TAG, ["/usr/bin/true"], detach=True, name="after-restart",
+                labels={MANAGED.split("=")[0]: "true"}, network_mode="host",
+                volumes=host_binds())
+            wait_for(lambda: [e.kind for e in seen if e.container == "after-restart"]
+                     == ["submitted", "started", "stopped"], timeout_seconds=20,
+                     what="events after the restart")
+        finally:  # a failure above must not leave the watcher reconnecting to a removed engine
+            stop.set()
+            thread.join(timeout=5)
         assert not thread.is_alive()
 
 
