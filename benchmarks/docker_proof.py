@@ -136,7 +136,7 @@ def deadline(root: Path, *, scale: float = 1.0, rounds: int = 3) -> dict[str, An
     shape = replace(deadlines.DeadlineShape(),
                     urgent_seconds=deadlines.DeadlineShape().urgent_seconds * scale)
     found: list[dict[str, Any]] = []
-    with lab(root, engines=1, cpus="0", jobs=deadlines.all_job_names(rounds)) as world:
+    with lab(root, engines=1, cpus="0", jobs=deadlines.NAMES.every(rounds)) as world:
         for r in range(rounds):
             runs = deadlines.compare(world, shape, root / f"round-{r}", round_=r)
             found.append({label: {"probe_steps_per_second": round(run.steps_per_second),
@@ -165,7 +165,7 @@ def qoe(root: Path, *, scale: float = 1.0, rounds: int = 3, stop: bool = True
     shape = replace(base, heavy_seconds=base.heavy_seconds * scale,
                     light_work_seconds=base.light_work_seconds * scale)
     found: list[dict[str, Any]] = []
-    jobs = [*qoe_targets.all_job_names(rounds), *target_stop.all_job_names(rounds)]
+    jobs = [*qoe_targets.NAMES.every(rounds), *target_stop.all_job_names(rounds)]
     with lab(root, engines=1, cpus="0", jobs=jobs) as world:
         for r in range(rounds):
             runs = qoe_targets.compare(world, shape, root / f"round-{r}", round_=r)

@@ -35,10 +35,12 @@ import docker
 from tests.e2e.harness import (
     JobSpec,
     Lab,
+    ProbedNames,
     docker_time,
     finish_jobs,
     log_points,
     policyd_run,
+    round_prefix,
     run_job,
 )
 
@@ -51,23 +53,7 @@ previous run's series of a job of the same name in Prometheus."""
 DEADLINE_LABEL = "policyd.io/deadline"
 
 
-def job_names(prefix: str) -> tuple[str, ...]:
-    return tuple(f"{prefix}-dl-{role}" for role in ROLES)
-
-
-def probe_names(prefix: str) -> tuple[str, ...]:
-    return tuple(f"{prefix}-dl-probe-{i}" for i in range(1, len(ROLES) + 1))
-
-
-def prefix(run: str, round_: int = 0) -> str:
-    return run if round_ == 0 else f"{run}{round_}"
-
-
-def all_job_names(repeats: int = 1) -> list[str]:
-    """Every job name (probes too) of `repeats` rounds of both runs (the lab's scrape
-    targets)."""
-    return [n for r in range(repeats) for p in RUNS
-            for n in (*probe_names(prefix(p, r)), *job_names(prefix(p, r)))]
+NAMES = ProbedNames(tag="dl", roles=ROLES, runs=tuple(RUNS))
 
 
 def deadline_policy(*, interval: float = 3, margin: float = 0.1) -> str:
@@ -222,7 +208,7 @@ def probe(lab_: Lab, shape: DeadlineShape, prefix_: str, directory: Path) -> flo
     last logged step, so the start-up does not count)."""
     engine = lab_.engine("e1")
     containers = [run_job(engine, shape.spec(name, shape.probe_steps), lab_.ports[name],
-                          directory) for name in probe_names(prefix_)]
+                          directory) for name in NAMES.probes(prefix_)]
     speeds = []
     try:
         for c in containers:
@@ -244,7 +230,7 @@ def run_deadlines(lab_: Lab, shape: DeadlineShape, prefix_: str, label: str) -> 
     speed = probe(lab_, shape, prefix_, directory)
     steps, deadlines = shape.sized(speed)
     engine = lab_.engine("e1")
-    names = job_names(prefix_)
+    names = NAMES.jobs(prefix_)
     origin = time.time()
     containers = {}
     for name, role in zip(names, ROLES, strict=True):
@@ -271,8 +257,8 @@ def run_deadlines(lab_: Lab, shape: DeadlineShape, prefix_: str, label: str) -> 
 def compare(lab_: Lab, shape: DeadlineShape, directory: Path, *, round_: int = 0
             ) -> dict[str, DeadlineRun]:
     """One NA run (no policyd) and one under `policyd run` with the Deadline policy."""
-    runs = {"NA": run_deadlines(lab_, shape, prefix("na", round_), f"NA-dl-{round_}")}
-    name = prefix("dl", round_)
+    runs = {"NA": run_deadlines(lab_, shape, round_prefix("na", round_), f"NA-dl-{round_}")}
+    name = round_prefix("dl", round_)
     with policyd_run(directory / f"policyd-{name}", deadline_policy(), engines=lab_.engines,
                      prometheus_url=lab_.prometheus.url):
         runs["Deadline"] = run_deadlines(lab_, shape, name, f"Deadline-dl-{round_}")

@@ -236,6 +236,34 @@ class ShareLog:
 # --- trainers --------------------------------------------------------------------------------
 
 
+def round_prefix(run: str, round_: int = 0) -> str:
+    """A run's job-name prefix in round `round_`: fresh names per run and round, so that no
+    policy reads an earlier run's series of a job of the same name in Prometheus."""
+    return run if round_ == 0 else f"{run}{round_}"
+
+
+@dataclass(frozen=True)
+class ProbedNames:
+    """The containers of a shape whose every run starts with one probe job per role:
+    `<prefix>-<tag>-<role>` and `<prefix>-<tag>-probe-<i>`, a prefix per run and round."""
+
+    tag: str
+    roles: tuple[str, ...]
+    runs: tuple[str, ...]
+
+    def jobs(self, prefix: str) -> tuple[str, ...]:
+        return tuple(f"{prefix}-{self.tag}-{role}" for role in self.roles)
+
+    def probes(self, prefix: str) -> tuple[str, ...]:
+        return tuple(f"{prefix}-{self.tag}-probe-{i}" for i in range(1, len(self.roles) + 1))
+
+    def every(self, repeats: int = 1) -> list[str]:
+        """Every name, probes too, of `repeats` rounds of every run (the lab's scrape
+        targets)."""
+        return [n for r in range(repeats) for run in self.runs
+                for n in (*self.probes(round_prefix(run, r)), *self.jobs(round_prefix(run, r)))]
+
+
 @dataclass(frozen=True)
 class JobSpec:
     name: str

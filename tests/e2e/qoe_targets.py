@@ -50,9 +50,11 @@ from tests.e2e.harness import (
     JobSpec,
     Lab,
     Policyd,
+    ProbedNames,
     finish_jobs,
     log_points,
     policyd_run,
+    round_prefix,
     run_job,
 )
 
@@ -64,27 +66,11 @@ QOE_LABEL = "policyd.io/qoe-target"
 RATIO_LINE = re.compile(r'^policyd_qoe_ratio\{([^}]*)\} (\S+)$')
 
 
-def job_names(prefix: str) -> tuple[str, ...]:
-    return tuple(f"{prefix}-qoe-{role}" for role in ROLES)
-
-
-def probe_names(prefix: str) -> tuple[str, ...]:
-    return tuple(f"{prefix}-qoe-probe-{i}" for i in range(1, len(ROLES) + 1))
-
-
-def prefix(run: str, round_: int = 0) -> str:
-    return run if round_ == 0 else f"{run}{round_}"
-
-
-def all_job_names(repeats: int = 1) -> list[str]:
-    """Every job name (probes too) of `repeats` rounds of both runs (the lab's scrape
-    targets)."""
-    return [n for r in range(repeats) for p in RUNS
-            for n in (*probe_names(prefix(p, r)), *job_names(prefix(p, r)))]
+NAMES = ProbedNames(tag="qoe", roles=ROLES, runs=tuple(RUNS))
 
 
 def qoe_policy(*, interval: float = 3, on_target: str = "notify") -> str:
-    """QoE at its defaults (shares, headroom 0.05, beta 2) but for a short interval (these jobs
+    """QoE at its defaults (shares, headroom 0.05, beta 4) but for a short interval (these jobs
     last about a minute), an alert time that fits the history this interval gives
     (window_intervals x interval), and the evaluation and selector of the other e2e policies.
     `on_target`: what to do with a job that reaches its `policyd.io/target-loss`."""
@@ -152,7 +138,7 @@ def probe(lab_: Lab, shape: QoeShape, prefix_: str, directory: Path) -> float:
     """The core's steps/s with two jobs on it, as in the runs (module docstring)."""
     engine = lab_.engine("e1")
     containers = {name: run_job(engine, shape.spec(name, shape.probe_steps), lab_.ports[name],
-                                directory) for name in probe_names(prefix_)}
+                                directory) for name in NAMES.probes(prefix_)}
     try:
         points = {}
         for name, c in containers.items():
@@ -288,7 +274,7 @@ def run_qoe(lab_: Lab, shape: QoeShape, prefix_: str, label: str,
     speed = probe(lab_, shape, prefix_, directory)
     steps, targets = shape.sized(speed)
     engine = lab_.engine("e1")
-    names = job_names(prefix_)
+    names = NAMES.jobs(prefix_)
     origin = time.time()
     containers = {}
     for name, role in zip(names, ROLES, strict=True):
@@ -332,8 +318,8 @@ def run_qoe(lab_: Lab, shape: QoeShape, prefix_: str, label: str,
 def compare(lab_: Lab, shape: QoeShape, directory: Path, *, round_: int = 0
             ) -> dict[str, QoeRun]:
     """One NA run (no policyd) and one under `policyd run` with the QoE policy."""
-    runs = {"NA": run_qoe(lab_, shape, prefix("na", round_), f"NA-qoe-{round_}")}
-    name = prefix("qoe", round_)
+    runs = {"NA": run_qoe(lab_, shape, round_prefix("na", round_), f"NA-qoe-{round_}")}
+    name = round_prefix("qoe", round_)
     with policyd_run(directory / f"policyd-{name}", qoe_policy(), engines=lab_.engines,
                      prometheus_url=lab_.prometheus.url) as policyd:
         runs["QoE"] = run_qoe(lab_, shape, name, f"QoE-qoe-{round_}", policyd)

@@ -63,6 +63,7 @@ from tests.e2e.harness import (
     log_points,
     policyd_run,
     predictive_policy,
+    round_prefix,
     run_job,
     wait_for,
 )
@@ -79,11 +80,7 @@ def job_names(prefix: str) -> tuple[str, ...]:
 
 def all_job_names(repeats: int = 1) -> list[str]:
     """Every job name of `repeats` rounds of the three runs (the lab's scrape targets)."""
-    return [n for r in range(repeats) for p in POLICIES for n in job_names(prefix(p, r))]
-
-
-def prefix(policy: str, round_: int = 0) -> str:
-    return policy if round_ == 0 else f"{policy}{round_}"
+    return [n for r in range(repeats) for p in POLICIES for n in job_names(round_prefix(p, r))]
 
 
 @dataclass(frozen=True)
@@ -227,7 +224,7 @@ def compare(lab_: Lab, shape: RemainingWorkShape, directory: Path, *, round_: in
     decisions: dict[str, list[Decision]] = {}
     errors: dict[str, list[str]] = {}
     for key in order:
-        label, name = POLICIES[key], prefix(key, round_)
+        label, name = POLICIES[key], round_prefix(key, round_)
         log = DecisionLog(lab_, predictive)
         try:
             if key in texts:
