@@ -14,11 +14,12 @@ every run is the same computation: the outcomes are identical.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.pool
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from policyd.sim.report import STRATEGIES, Outcome
 from policyd.sim.run import run
@@ -30,10 +31,8 @@ _FORKED_WORK: tuple[Sequence[Scenario], bool] | None = None
 
 def run_outcome(scenario: Scenario, *, label: str = "", timeline: bool = False) -> Outcome:
     """The policy, baseline and oracle runs of `scenario`, in this process."""
-    runs: dict[str, RunResult] = {
-        strategy: run(scenario, strategy, record_timeline=timeline) for strategy in STRATEGIES
-    }
-    return Outcome(scenario=scenario, runs=runs, label=label)
+    (outcome,) = run_outcomes([(label, scenario)], timeline=timeline, processes=1)
+    return outcome
 
 
 def usable_cpus() -> int:
@@ -63,38 +62,40 @@ def run_outcomes(work: Sequence[tuple[str, Scenario]], *, timeline: bool = False
             if done is not None:
                 done(i, outcomes[-1])
 
-    pool = _forked_pool(wanted, work, timeline)
-    if pool is None:
-        for i, strategy in tasks:
-            results[i, strategy] = run(work[i][1], strategy, record_timeline=timeline)
-            collect()
-        return outcomes
-    global _FORKED_WORK  # noqa: PLW0603 - handed to the forked workers by memory, see above
-    try:
-        with pool:
+    with _forked_pool(wanted, work, timeline) as pool:
+        if pool is None:
+            for i, strategy in tasks:
+                results[i, strategy] = run(work[i][1], strategy, record_timeline=timeline)
+                collect()
+        else:
             for key, result in pool.imap_unordered(_run_forked, tasks):
                 results[key] = result
                 collect()
-    finally:
-        _FORKED_WORK = None
     return outcomes
 
 
+@contextlib.contextmanager
 def _forked_pool(processes: int, work: Sequence[tuple[str, Scenario]],
-                 timeline: bool) -> multiprocessing.pool.Pool | None:
-    """`processes` workers forked with `work` in their memory, or None where the runs should
-    stay in this process: fewer than two asked for, another thread running, no fork on this
-    platform, or no pool to be had (a process limit, no shared memory for its locks)."""
+                 timeline: bool) -> Iterator[multiprocessing.pool.Pool | None]:
+    """`processes` workers forked with `work` in their memory for the block, or None where the
+    runs should stay in this process: fewer than two asked for, another thread running, no fork
+    on this platform, or no pool to be had (a process limit, no shared memory for its locks)."""
+    global _FORKED_WORK  # noqa: PLW0603 - handed to the forked workers by memory (module doc)
     if processes < 2 or threading.active_count() > 1 or "fork" not in (
             multiprocessing.get_all_start_methods()):
-        return None
-    global _FORKED_WORK  # noqa: PLW0603 - see the module's docstring
+        yield None
+        return
     _FORKED_WORK = ([scenario for _, scenario in work], timeline)
     try:
-        return multiprocessing.get_context("fork").Pool(processes)
-    except OSError:
+        try:
+            pool = multiprocessing.get_context("fork").Pool(processes)
+        except OSError:
+            yield None
+            return
+        with pool:
+            yield pool
+    finally:
         _FORKED_WORK = None
-        return None
 
 
 def _run_forked(task: tuple[int, Strategy]) -> tuple[tuple[int, Strategy], RunResult]:
