@@ -87,12 +87,13 @@ CASES = (
     Case("crash-after-start", crash_at="start"),
     # grace 0: `docker stop -t 0` SIGKILLs the trainer while it checkpoints on the SIGTERM
     Case("trainer-killed-in-checkpoint", grace_seconds=0.0, moves=False),
-    # killed once the replacement is created: down when that is to start, so the move is
-    # rolled back at once and the replacement removed when the engine is back (F2); a short
+    # killed on the SIGTERM, while the trainer writes its checkpoint (3 s): down when the
+    # replacement is to start, so the move is rolled back at once and the replacement
+    # removed when the engine is back (F2); a short
     # back-off, so the rolled-back trainer is moved again, and that second SIGTERM must find
     # it ready to checkpoint: it ends on e2. (Not F3's race itself: the second move waits
     # for the engine, by when the trainer has long been ready.)
-    Case("target-engine-killed", stop_target=True, backoff_seconds=1.0,
+    Case("target-engine-killed", stop_target=True, backoff_seconds=1.0, stop_save_seconds=3.0,
          must_log="rolled back: it runs on node e1 again"),
 )
 """The issue's failures: F1 (recovery discarded a move whose SIGTERM was sent) is
@@ -315,10 +316,11 @@ def run_case(world: Lab, case: Case, directory: Path, run: int = 0,
     downtime = 0.0
     logs: list[str] = []
     stopper: threading.Thread | None = None
+    case_over = threading.Event()
     try:
         if case.stop_target:
-            stopper = threading.Thread(target=stop_target_on_create,
-                                       args=(world, name, origin), daemon=True)
+            stopper = threading.Thread(target=stop_target_on_sigterm,
+                                       args=(world, name, origin, case_over), daemon=True)
             stopper.start()
         with policyd_run(where, policy, engines=world.engines,
                          prometheus_url=world.prometheus.url, crash_at=case.crash_at) as first:
@@ -343,8 +345,9 @@ def run_case(world: Lab, case: Case, directory: Path, run: int = 0,
                         timeout_seconds=settle_timeout_seconds)
                 logs.append(second.text())
     finally:
+        case_over.set()
         if stopper is not None:
-            stopper.join(timeout=60)
+            stopper.join()
         watch.close()
     seconds = time.time() - origin
     outcome = judge(world, case, watch, where, name, run=run, seconds=seconds,
@@ -385,22 +388,30 @@ def sigtermed(world: Lab, name: str, since: float) -> bool:
                for e in world.events.of(name, "kill", since=since))
 
 
-def stop_target_on_create(world: Lab, name: str, since: float) -> None:
-    """As soon as the job's replacement is created on e2 (policyd sends the SIGTERM next),
-    kill e2's engine; start it again `OUTAGE_SECONDS` after the old trainer has exited.
-    (Stopped gently instead, it went on answering until the trainer had checkpointed: the
-    move never saw it gone.)"""
-    wait_for(lambda: any(e.node == "e2" for e in world.events.of(name, "create", since=since)),
-             timeout_seconds=120, every=0.01, what=f"the replacement of {name} on e2")
+def stop_target_on_sigterm(world: Lab, name: str, since: float,
+                           case_over: threading.Event) -> None:
+    """As soon as the job gets its SIGTERM on e1 (its replacement is created on e2 by then and
+    the trainer writes its checkpoint), kill e2's engine; start it again `OUTAGE_SECONDS`
+    after the old trainer has exited, so policyd finds e2 gone when it is to start the
+    replacement. (Killed on the replacement's create instead, the engine could die between
+    docker-py's create and the inspect that follows it: on a loaded machine the move then
+    failed before its SIGTERM, which is another case. Stopped gently, it went on answering
+    until the trainer had checkpointed: the move never saw it gone.) The engine is started
+    again whatever happens here, so that a failed case leaves no later test without it; a case
+    over before the SIGTERM (failed) kills nothing."""
     target = world.engine("e2")
-    target.kill()
-    # Down until the old trainer has checkpointed and exited (its SIGTERM, then the grace
-    # for its checkpoint: longer than a fixed outage on a loaded machine), and `OUTAGE_SECONDS`
-    # more: policyd's start of the replacement, retries included, finds e2 gone.
-    wait_for(lambda: any(e.node == "e1" for e in world.events.of(name, "die", since=since)),
-             timeout_seconds=120, every=0.05, what=f"{name} to exit on e1 after its SIGTERM")
-    time.sleep(OUTAGE_SECONDS)
-    target.start()
+    try:
+        wait_for(lambda: case_over.is_set() or sigtermed(world, name, since),
+                 timeout_seconds=120, every=0.01, what=f"policyd's SIGTERM to {name} on e1")
+        if case_over.is_set():
+            return
+        target.kill()
+        wait_for(lambda: any(e.node == "e1" for e in world.events.of(name, "die", since=since)),
+                 timeout_seconds=120, every=0.05, what=f"{name} to exit on e1 after its SIGTERM")
+        time.sleep(OUTAGE_SECONDS)
+    finally:
+        if target.down:
+            target.start()
 
 
 def judge(world: Lab, case: Case, watch: Watch, where: Path, name: str, *, run: int,
