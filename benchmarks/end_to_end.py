@@ -1,6 +1,7 @@
 """policyd's main commands end to end, as a user runs them (issue 10's "Fast" targets).
 
 Usage: python benchmarks/end_to_end.py [--repeat 5] [--baseline DIR] [--containers 10000]
+                                        [--only "plan 10k" ...]
 
 Times, as child processes of this interpreter (start-up, imports and output included):
 
@@ -68,13 +69,16 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another checkout of policyd to compare with")
     parser.add_argument("--containers", type=int, default=10_000)
+    parser.add_argument("--only", action="append", choices=sorted(TARGETS), default=None,
+                        help="time only this command (repeatable; default: all)")
     args = parser.parse_args()
     trees = {"ours": ROOT} | ({"baseline": args.baseline.resolve()} if args.baseline else {})
     print(f"load average at start: {os.getloadavg()[0]:.2f}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         snapshot = Path(tmp) / "snapshot.json"
         snapshot.write_text(json.dumps(snapshot_to_dict(make_snapshot(args.containers))))
-        commands = _commands(snapshot)
+        commands = {name: command for name, command in _commands(snapshot).items()
+                    if args.only is None or name in args.only}
         runs: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for name, command in commands.items():
             for tree in trees.values():  # warm-up: byte-compiled modules, file cache

@@ -19,13 +19,11 @@ from typing import TextIO
 from policyd import __version__, fastjson
 from policyd.cli import live, run, simulate
 from policyd.cli.errors import InputError
-from policyd.cli.render import render_decision
 from policyd.engine.ownership import precedence
 from policyd.engine.spec import PolicyDocument
 from policyd.model.codec import SnapshotError, decision_to_dict, snapshot_from_dict
 from policyd.model.snapshot import Snapshot
 from policyd.policy import check_files, json_schema_text, summary
-from policyd.policy.crd import crds_yaml
 from policyd.tick import DryRunActuator, FixedSource, tick
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -89,6 +87,8 @@ def _cmd_schema(_: argparse.Namespace, out: TextIO, __: TextIO) -> int:
 
 
 def _cmd_crds(_: argparse.Namespace, out: TextIO, __: TextIO) -> int:
+    from policyd.policy.crd import crds_yaml  # noqa: PLC0415 - only this command needs it
+
     out.write(crds_yaml())
     return EXIT_OK
 
@@ -124,6 +124,8 @@ def _plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         # 10,000-container plan (fastjson.dumps says how the bytes differ). One write.
         out.write(fastjson.dumps(document) + "\n")
     else:
+        from policyd.cli.render import render_decision  # noqa: PLC0415 - tables only
+
         color = args.color and out.isatty()
         out.write("\n".join(render_decision(d, snapshot, color=color) for d in decisions))
     return EXIT_OK

@@ -19,13 +19,15 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from policyd.cli.errors import InputError
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.model.codec import snapshot_to_dict
-from policyd.sources import SourceError, SourceSettings, cadvisor_docker, kubernetes, process
+
+if TYPE_CHECKING:
+    from policyd.sources import SourceSettings
 
 PROFILES = ("kubernetes", "cadvisor-docker", "process", "cadvisor-rest")
 
@@ -79,6 +81,8 @@ def _node_names(pairs: list[str]) -> dict[str, str]:
 
 
 def settings_from(args: argparse.Namespace) -> SourceSettings:
+    from policyd.sources import cadvisor_docker, kubernetes, process  # noqa: PLC0415
+
     nodes = _node_names(args.node_name)
     scrape = args.scrape_interval_seconds
     if args.source_profile == "kubernetes":
@@ -106,7 +110,7 @@ def _nothing() -> None:
 
 def _source(args: argparse.Namespace) -> tuple[LiveSource, Callable[[], None]]:
     """The source the profile names and how to close it (HTTP client libraries load only for
-    live plans, so offline plans start fast)."""
+    live plans, and the sources too, so offline plans start fast)."""
     cadvisors = _pairs("--cadvisor", args.cadvisor, "NODE=URL")
     api = args.kubeconfig or args.kubernetes_host
     if api and args.source_profile != "kubernetes":
@@ -162,6 +166,8 @@ def live_snapshot(args: argparse.Namespace, policies: Sequence[PolicyDocument],
                   err: TextIO) -> Snapshot:
     """The snapshot Prometheus (and cAdvisor) give now for `policies`; warnings go to `err`;
     failures are InputErrors."""
+    from policyd.sources import SourceError  # noqa: PLC0415
+
     source, close = _source(args)
     try:
         snapshot = source.snapshot(policies)

@@ -103,9 +103,11 @@ def _with_forecasts(decision: Decision, policy: PolicyDocument,
     for a in decision.assessments:
         if a.container in wanted:
             f = jobs.get(a.container)
-            a = (replace(a, forecast=f) if f is not None  # noqa: PLW2901
-                 else replace(a, forecast_note=found.notes.get(a.container, "")
-                              or "not forecast"))
+            # what `replace` does, without its walk of the class's fields on every call
+            # (10,000 calls in a large plan)
+            a = (Assessment(**{**vars(a), "forecast": f}) if f is not None  # noqa: PLW2901
+                 else Assessment(**{**vars(a), "forecast_note": found.notes.get(
+                     a.container, "") or "not forecast"}))
         out.append(a)
     return replace(decision, assessments=tuple(out))
 

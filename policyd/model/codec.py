@@ -120,9 +120,21 @@ def _metrics(raw: Mapping[str, Any], path: str, problems: list[str]) -> dict[str
     return {str(name): _series(value, name, f"{path}.metrics", problems) for name in value}
 
 
+_NO_MARKERS = Markers()
+_NO_MARKERS_FORM: dict[str, Any] = {
+    "migrated": False, "rebalanced": False, "converged_at": None, "last_action_at": None,
+    "move_failures": 0, "move_failed_at": None,
+}
+"""How `snapshot_to_dict` writes a workload policyd never marked (most of a snapshot's)."""
+
+
 def _markers(raw: Any, path: str, problems: list[str]) -> Markers:
     if raw is None:
-        return Markers()
+        return _NO_MARKERS
+    # the unmarked form, each value of its own type (0 == False in Python): one shared value
+    if raw == _NO_MARKERS_FORM and all(type(raw[k]) is type(v)
+                                       for k, v in _NO_MARKERS_FORM.items()):
+        return _NO_MARKERS
     if not isinstance(raw, dict):
         problems.append(f"{path}: expected an object")
         return Markers()

@@ -9,6 +9,7 @@ reports them per container and takes no action for that container.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -151,13 +152,13 @@ class Node:
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("node name must not be empty")
-        if not (self.cpu_capacity > 0 and np.isfinite(self.cpu_capacity)):
+        if not (self.cpu_capacity > 0 and math.isfinite(self.cpu_capacity)):
             raise ValueError(
                 f"cpu_capacity must be a positive number of cores, got {self.cpu_capacity}")
-        if not (self.cpu_usage >= 0 and np.isfinite(self.cpu_usage)):
+        if not (self.cpu_usage >= 0 and math.isfinite(self.cpu_usage)):
             raise ValueError(
                 f"cpu_usage must be a non-negative number of cores, got {self.cpu_usage}")
-        if self.speed is not None and not (self.speed > 0 and np.isfinite(self.speed)):
+        if self.speed is not None and not (self.speed > 0 and math.isfinite(self.speed)):
             raise ValueError(f"speed must be a positive number (1.0: an average core), "
                              f"got {self.speed}")
 
@@ -197,14 +198,14 @@ class Container:
     def __post_init__(self) -> None:
         if not self.id:
             raise ValueError("container id must not be empty")
-        if self.submitted_at is not None and not np.isfinite(self.submitted_at):
+        if self.submitted_at is not None and not math.isfinite(self.submitted_at):
             raise ValueError("submitted_at must be a finite time in seconds or None")
         if self.total_steps is not None and not (self.total_steps > 0
-                                                 and np.isfinite(self.total_steps)):
+                                                 and math.isfinite(self.total_steps)):
             raise ValueError(f"total_steps must be a positive number, got {self.total_steps}")
         if not (0 < self.cpu_allocation <= 1):
             raise ValueError(f"cpu_allocation must be in (0, 1], got {self.cpu_allocation}")
-        if not np.isfinite(self.started_at):
+        if not math.isfinite(self.started_at):
             raise ValueError("started_at must be a finite time in seconds")
         object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
         object.__setattr__(self, "annotations", MappingProxyType(dict(self.annotations)))
@@ -224,7 +225,7 @@ class Snapshot:
     pending: tuple[PendingJob, ...] = ()
 
     def __post_init__(self) -> None:
-        if not np.isfinite(self.time):
+        if not math.isfinite(self.time):
             raise ValueError("time must be a finite epoch time in seconds")
         names = [n.name for n in self.nodes]
         if len(set(names)) != len(names):

@@ -72,7 +72,10 @@ def _pairs(samples: Any) -> tuple[FloatArray, FloatArray]:
 
 
 def read_matrix(result: Any) -> Matrix:
-    """A range query's `data.result` as one `Matrix` (raises ResponseShapeError if not a list)."""
+    """A range query's `data.result` as one `Matrix` (raises ResponseShapeError if not a list);
+    one read from the answer's bytes already (`matrix_body`) as it is."""
+    if isinstance(result, Matrix):
+        return result
     entries = _entries(result, "values")
     broken: list[str | None] = [None] * len(entries)
     samples: list[Sequence[Any]] = []

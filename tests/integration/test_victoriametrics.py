@@ -21,14 +21,22 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
+from prometheus_api_client.prometheus_connect import PrometheusConnect
 
 from policyd.engine import decide
 from policyd.model import Snapshot
 from policyd.policy import load_policies_text
-from policyd.sources import kubernetes
-from policyd.sources.prometheus import PrometheusSource
+from policyd.sources import build_queries, kubernetes
+from policyd.sources.matrix import Matrix, read_matrix
+from policyd.sources.prometheus import (
+    PrometheusClient,
+    PrometheusSource,
+    connect_prometheus,
+    query_range,
+)
 from tests.integration.cluster_series import Cluster, exposition, openmetrics
 from tests.integration.servers import LOOPBACK, Server, free_port, launch, prometheus, running
 
@@ -144,3 +152,26 @@ def test_victoria_metrics_gives_the_snapshot_and_decisions_prometheus_gives(
     ours, theirs = decide(policy, prom), decide(policy, vm)
     assert ours.actions == theirs.actions
     assert ours.categories == theirs.categories
+
+
+@pytest.mark.parametrize("backend", ["prometheus", "victoria-metrics"])
+def test_each_server_s_range_answers_are_read_from_their_bytes_as_decoded(
+        backends: dict[str, str], cluster: Cluster, backend: str) -> None:
+    """Both servers write their answers compactly: the source's client reads each range answer
+    straight from the bytes (`matrix_body`), the same series as the client's own decoding."""
+    url = backends[backend]
+    (policy,) = load_policies_text(POLICY.replace("{mode}", "shares"))
+    queries = build_queries([policy], kubernetes(), now_seconds=cluster.end_seconds)
+    ours = connect_prometheus(url, timeout_seconds=30, retries=0)
+    theirs = cast(PrometheusClient, PrometheusConnect(url=url, disable_ssl=True))
+    for query in (queries.evaluation, queries.cpu):
+        assert query is not None
+        got, raw = (query_range(client, url, query, start_seconds=queries.start_seconds,
+                                end_seconds=queries.now_seconds,
+                                step_seconds=queries.step_seconds) for client in (ours, theirs))
+        assert isinstance(got, Matrix), f"{backend}: {query!r} was decoded, not read from bytes"
+        expected = read_matrix(raw)
+        assert len(got) > 0 and got.labels == expected.labels
+        assert got.offsets.tolist() == expected.offsets.tolist()
+        assert got.times.tobytes() == expected.times.tobytes()
+        assert got.values.tobytes() == expected.values.tobytes()

@@ -15,6 +15,7 @@ from prometheus_api_client.prometheus_connect import PrometheusConnect
 
 from policyd.clients.http_access import HttpAccess
 from policyd.sources.http import retry_policy
+from policyd.sources.matrix import Matrix, read_matrix
 from policyd.sources.prometheus import connect_prometheus
 from policyd.sources.prometheus_http import FastPrometheusConnect
 from tests.sources.builders import envelope, series
@@ -85,6 +86,19 @@ def test_same_requests_results_and_errors_as_the_client(
     expected = run(PrometheusConnect, answers, instant)
     got = run(FastPrometheusConnect, answers, instant)
     assert repr(got) == repr(expected)  # repr: NaN samples compare equal, types are shown
+
+
+def test_a_compact_range_answer_is_read_from_its_bytes_as_the_client_decodes_it() -> None:
+    """Servers write answers compactly: the range result is then a Matrix read from the bytes
+    (`matrix_body`), the same series as `read_matrix` makes of the client's own result."""
+    answer = [(200, json.dumps(MATRIX, separators=(",", ":")))]
+    (kind, theirs), _, _ = run(PrometheusConnect, answer, instant=False)
+    (_, ours), _, _ = run(FastPrometheusConnect, answer, instant=False)
+    assert kind == "result" and isinstance(ours, Matrix)
+    expected = read_matrix(theirs)
+    assert ours.labels == expected.labels and ours.offsets.tolist() == [0, 3]
+    assert ours.times.tobytes() == expected.times.tobytes()
+    assert ours.values.tobytes() == expected.values.tobytes()
 
 
 def test_a_body_that_is_not_json_raises_requests_own_error() -> None:

@@ -1,0 +1,101 @@
+"""A range query's answer read straight from its bytes into a `Matrix`, without a Python
+object per sample.
+
+Decoded as JSON, a 10,000-container range answer is 600,000 `[t, "v"]` pairs: a list, a float
+and a string each, which the decoder makes and `read_matrix` then flattens into arrays again;
+together most of a Prometheus cycle. Prometheus (and the servers that speak its API) write the
+answer compactly, `{"metric":{...},"values":[[1700000000,"0.5"],[1700000015,"NaN"]]}`, so the
+samples of every series can be cut out of the bytes as they stand:
+
+* each `"values":[...]` block is found by its key (a key's quotes cannot occur inside a JSON
+  string, where quotes are escaped) and its end, the first `]]`;
+* what is left, the answer with every block emptied, is decoded as usual: the label sets;
+* the blocks' samples are read in one pass: the brackets and quotes dropped, "NaN" as null,
+  by orjson's number parser (the same parser, and so the same floats, as `read_matrix`'s).
+
+Anything this cannot be sure of gives None, and the caller decodes the whole answer as before
+(`read_matrix` then reads it and reports what is wrong): whitespace between the tokens (not
+the compact form), a pair that is not exactly `[number,"number"]`, an infinity, a "-0" (which
+JSON reads as the integer 0, and numpy as -0.0), an entry without its block, a block elsewhere.
+Pure: bytes in, a Matrix (or None) out.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import orjson
+
+from policyd.sources.matrix import Matrix
+
+_VALUES = re.compile(rb'"values":\[')
+_NOT_STRUCTURE = b"0123456789.eE+-Na"
+"""What a compact block holds besides its structure: digits, signs, exponents and NaN."""
+_PAIR = b'[,""]'
+"""A pair once its numbers are deleted: a block of k pairs is k of these joined by commas."""
+
+
+def read_matrix_body(body: bytes) -> Matrix | None:
+    """The `data.result` of a range query's answer `body` as a Matrix, read from the bytes; None
+    when the answer is not in the compact form this reads (module docstring)."""
+    cuts: list[tuple[int, int]] = []  # each block's samples: body[start:end]
+    for found in _VALUES.finditer(body):
+        start = found.end()
+        end = start if body[start:start + 1] == b"]" else body.find(b"]]", start) + 1
+        if end == 0 or (end > start and body[start:start + 1] != b"["):
+            return None
+        cuts.append((start, end))
+    if not cuts:
+        return None
+    labels = _labels(body, cuts)
+    if labels is None:
+        return None
+    blocks = [body[start:end] for start, end in cuts]
+    counts = [block.count(b"[") for block in blocks]
+    samples = _samples(b",".join(block for block in blocks if block), sum(counts))
+    if samples is None:
+        return None
+    offsets = np.zeros(len(blocks) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return Matrix(labels=labels, times=samples[:, 0].copy(), values=samples[:, 1].copy(),
+                  offsets=offsets, broken=(None,) * len(blocks))
+
+
+def _labels(body: bytes, cuts: list[tuple[int, int]]) -> tuple[Any, ...] | None:
+    """The label sets of the answer with every block emptied, if each entry of its
+    `data.result` is a matrix entry whose block is one of `cuts`, in order."""
+    pieces, at = [], 0
+    for start, end in cuts:
+        pieces.append(body[at:start])
+        at = end
+    pieces.append(body[at:])
+    try:
+        document = orjson.loads(b"".join(pieces))
+        data = document["data"]
+        result = data["result"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    if data.get("resultType") != "matrix" or not isinstance(result, list) \
+            or len(result) != len(cuts):
+        return None
+    if not all(isinstance(e, dict) and e.get("values") == [] and isinstance(e.get("metric"), dict)
+               for e in result):
+        return None
+    return tuple(e["metric"] for e in result)
+
+
+def _samples(joined: bytes, pairs: int) -> np.ndarray[Any, np.dtype[np.float64]] | None:
+    """`pairs` rows of (time, value) from the blocks' samples `joined` by commas, or None."""
+    if joined.translate(None, _NOT_STRUCTURE) != ((_PAIR + b",") * pairs)[:-1] \
+            or b'"-0"' in joined:
+        return None
+    numbers = joined.translate(None, b'[]"').replace(b"NaN", b"null")
+    try:
+        parsed = orjson.loads(b"[" + numbers + b"]")
+    except orjson.JSONDecodeError:
+        return None
+    if len(parsed) != 2 * pairs:
+        return None
+    return np.array(parsed, dtype=np.float64).reshape(-1, 2)
