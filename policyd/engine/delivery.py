@@ -33,11 +33,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from policyd.engine.forecasting import (
-    forecast_containers,
-    settings_of,
-    target_loss,
-)
+from policyd.engine.forecasting import settings_of, target_loss, with_forecasts
 from policyd.engine.guards import action_blocked
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
@@ -85,33 +81,6 @@ def _converged(a: Assessment, threshold: float) -> str | None:
             f"{100 * threshold:g} %")
 
 
-def _with_forecasts(decision: Decision, policy: PolicyDocument,
-                    snapshot: Snapshot) -> Decision:
-    """The decision with a forecast on every assessed job that has none yet (the remaining
-    improvement is what convergence reads)."""
-    wanted = {a.container for a in decision.assessments
-              if a.category is not None and a.forecast is None and not a.forecast_note}
-    if not wanted:
-        return decision
-    kind = KINDS.of(policy)
-    settings = settings_of(policy, snapshot, alpha=kind.convergence_alpha(policy),
-                           interval_seconds=kind.intervals(policy).base_seconds)
-    found = forecast_containers(settings, snapshot,
-                                [c for c in snapshot.containers if c.id in wanted])
-    jobs = found.jobs()
-    out = []
-    for a in decision.assessments:
-        if a.container in wanted:
-            f = jobs.get(a.container)
-            # what `replace` does, without its walk of the class's fields on every call
-            # (10,000 calls in a large plan)
-            a = (Assessment(**{**vars(a), "forecast": f}) if f is not None  # noqa: PLW2901
-                 else Assessment(**{**vars(a), "forecast_note": found.notes.get(
-                     a.container, "") or "not forecast"}))
-        out.append(a)
-    return replace(decision, assessments=tuple(out))
-
-
 def _finds(decision: Decision, policy: PolicyDocument, snapshot: Snapshot,
            by_id: dict[str, Container]) -> dict[str, _Found]:
     spec = policy.spec
@@ -142,7 +111,11 @@ def deliver(decision: Decision, policy: PolicyDocument, snapshot: Snapshot, *,
     if not forecasts and not acting:
         return decision
     if forecasts or spec.on_converged != "notify":
-        decision = _with_forecasts(decision, policy, snapshot)
+        # the remaining improvement is what convergence reads
+        kind = KINDS.of(policy)
+        settings = settings_of(policy, snapshot, alpha=kind.convergence_alpha(policy),
+                               interval_seconds=kind.intervals(policy).base_seconds)
+        decision = with_forecasts(decision, settings, snapshot, categorised_only=True)
     by_id = {c.id: c for c in snapshot.containers}
     found = _finds(decision, policy, snapshot, by_id)
     if not found:
