@@ -131,9 +131,10 @@ _NO_MARKERS_FORM: dict[str, Any] = {
 def _markers(raw: Any, path: str, problems: list[str]) -> Markers:
     if raw is None:
         return _NO_MARKERS
-    # the unmarked form, each value of its own type (0 == False in Python): one shared value
-    if raw == _NO_MARKERS_FORM and all(type(raw[k]) is type(v)
-                                       for k, v in _NO_MARKERS_FORM.items()):
+    # the unmarked form, each value of its own type: one shared value. Equal to it, only the
+    # flags and the count can be of another type (0 == False and 0.0 == 0 in Python).
+    if raw == _NO_MARKERS_FORM and raw["migrated"] is False and raw["rebalanced"] is False \
+            and type(raw["move_failures"]) is int:
         return _NO_MARKERS
     if not isinstance(raw, dict):
         problems.append(f"{path}: expected an object")

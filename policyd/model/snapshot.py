@@ -92,10 +92,11 @@ class Series:
         for at, i in zip((back[inside] + 1).tolist(), owner[inside].tolist(), strict=True):
             first_back.setdefault(i, at)
         out: list[Series] = []
+        bad = bad_times.tolist()
         for i, (lo, hi) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
             series_times = times[lo:hi]
             problem = None
-            if bad_times[i]:
+            if bad[i]:
                 problem = "a sample time is NaN or infinite"
             elif i in first_back:
                 problem = _not_increasing(series_times, first_back[i] - lo)
