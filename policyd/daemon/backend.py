@@ -11,7 +11,9 @@ clients.
 
 Kubernetes: one API client (in-cluster config, else the kubeconfig; made only for this
 backend) shared by the pod source (`policyd.sources.kubernetes_pods.KubernetesPodSource`: pods
-from the API, loss and CPU from Prometheus), the listener (`PodWatch`), the actuator
+from the API, loss and CPU from Prometheus), the listener (`PodWatch`; in the manager, beside
+it, `policyd.sources.kubernetes_jobs.JobWatch` for Jobs submitted held, both in one
+`MergedEvents`), the actuator
 (`policyd.actuators.kubernetes.KubernetesActuator`), the Lease API of leader election, and the
 custom objects API the policy resources are read from (`policy_resources`).
 """
@@ -177,14 +179,16 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
     """Source, actuator, listener and Lease API for the kubernetes backend. `recover`: finish
     half-done migrations now (False with `--leader-elect`: the leader does it when elected).
     `node` (a node agent: FlowCon only, no RBAC on Jobs): only that node's pods are listed and
-    watched, and nothing is recovered."""
+    watched, no Job is, and nothing is recovered."""
     from kubernetes import client as k8s  # type: ignore[import-untyped]  # noqa: PLC0415
     from kubernetes import config as k8s_config  # noqa: PLC0415
 
     from policyd.actuators.kubernetes import KubernetesActuator  # noqa: PLC0415
     from policyd.actuators.kubernetes.calls import api_client  # noqa: PLC0415
     from policyd.actuators.kubernetes.declaration_events import DeclarationEvents  # noqa: PLC0415
+    from policyd.sources.kubernetes_jobs import JobWatch  # noqa: PLC0415
     from policyd.sources.kubernetes_pods import KubernetesPodSource, PodWatch  # noqa: PLC0415
+    from policyd.sources.merged_events import MergedEvents  # noqa: PLC0415
 
     prometheus = settings.prometheus
     assert prometheus.url is not None
@@ -207,12 +211,16 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
         else:
             if done:
                 LOG.info("kubernetes: settled %d half-done migrations", len(done))
+    batch = None if node is not None else k8s.BatchV1Api(shared)  # Jobs: the manager's
     source = KubernetesPodSource(prometheus.url, scope, core=core,
                                  timeout_seconds=prometheus.timeout_seconds,
                                  access=checked_access(prometheus, "prometheus"),
                                  evaluation_node_label=prometheus.evaluation_node_label,
-                                 batch=None if node is not None else k8s.BatchV1Api(shared))
-    return Parts(source=source, actuator=actuator, events=PodWatch(core, scope),
+                                 batch=batch)
+    events: EventSource = PodWatch(core, scope)
+    if batch is not None:
+        events = MergedEvents(events, JobWatch(batch, scope))
+    return Parts(source=source, actuator=actuator, events=events,
                  observer=DeclarationEvents(actuator.events,
                                             container_name=scope.container_name),
                  lease_api=k8s.CoordinationV1Api(shared), recover=actuator.recover,

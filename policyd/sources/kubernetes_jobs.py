@@ -1,4 +1,4 @@
-"""Held Kubernetes Jobs as pending jobs (`policyd.model.pending`).
+"""Held Kubernetes Jobs as pending jobs (`policyd.model.pending`), and as they are submitted.
 
 A held job on Kubernetes is a Job created with `spec.suspend: true` that matches policyd's
 label selector: it waits until a policy that admits (the Deadline kind) emits an `Admit`, which
@@ -11,17 +11,25 @@ Job suspended with pods still live is not held either (someone else suspended a 
 Its id is `namespace/name`; its submission its `creationTimestamp`; its labels are the Job's,
 its annotations the pod template's overlaid with the Job's own (a deadline is declared on
 either). A node agent (`node_name`) lists no Jobs: admission is the manager's.
+
+`JobWatch` (the manager's, beside `PodWatch`) reports each Job that becomes held as a
+"submitted" `ContainerEvent`, so that the admitting kinds tick at once rather than up to an
+interval later, as Docker's "create" does (`docker_events`). Its container is the id above (the
+`Admit` names it) and its node the pending job's (none: "", a suspended Job is held nowhere).
+It is `kubernetes_list_watch.ListWatch` on the same list calls (`watch=True`), a Job reported
+once each time it becomes held (by uid); the Jobs held at the first list are not submissions
+(the first cycle sees them), those held after a relist (410 Gone) and not before are.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, Unpack
 
 from policyd.model import PendingJob
 from policyd.model import labels as keys
+from policyd.sources.kubernetes_list_watch import Listing, ListWatch, Tracked, WatchOptions
 
 
 class JobScope(Protocol):
@@ -33,22 +41,16 @@ class JobScope(Protocol):
     def label_selector(self) -> str: ...
 
 
-def _body(resp: Any) -> dict[str, Any]:
-    data = getattr(resp, "data", resp)
-    return cast(dict[str, Any], json.loads(data) if isinstance(data, bytes | str) else data)
+def job_listing(batch: Any, scope: JobScope) -> Listing:
+    """The managed Jobs' list calls: all namespaces, or one per configured namespace."""
+    return Listing(every=batch.list_job_for_all_namespaces, namespaced=batch.list_namespaced_job,
+                   namespaces=scope.namespaces,
+                   selectors={"label_selector": scope.label_selector})
 
 
 def list_jobs(batch: Any, scope: JobScope) -> list[dict[str, Any]]:
     """The Jobs matching the label selector: one call (or one per namespace)."""
-    if not scope.namespaces:
-        got = _body(batch.list_job_for_all_namespaces(label_selector=scope.label_selector,
-                                                      _preload_content=False))
-        return list(got.get("items") or [])
-    items: list[dict[str, Any]] = []
-    for ns in scope.namespaces:
-        got = _body(batch.list_namespaced_job(ns, label_selector=scope.label_selector,
-                                              _preload_content=False))
-        items.extend(got.get("items") or [])
+    items, _ = job_listing(batch, scope).list()
     return items
 
 
@@ -59,25 +61,45 @@ def _seconds(text: str) -> float | None:
         return None
 
 
+def held_job(job: Mapping[str, Any], warnings: list[str]) -> PendingJob | None:
+    """`job` as a pending job when it is held (see the module docstring), else None. Pure."""
+    meta, spec = job.get("metadata") or {}, job.get("spec") or {}
+    status = job.get("status") or {}
+    job_labels = dict(meta.get("labels") or {})
+    if not spec.get("suspend") or job_labels.get(keys.MIGRATING) or status.get("active"):
+        return None
+    where = f"job {meta.get('namespace')}/{meta.get('name')}"
+    submitted = _seconds(str(meta.get("creationTimestamp") or ""))
+    if submitted is None:
+        warnings.append(f"{where}: no readable creationTimestamp; not offered for admission")
+        return None
+    template = (spec.get("template") or {}).get("metadata") or {}
+    annotations = {**(template.get("annotations") or {}), **(meta.get("annotations") or {})}
+    return PendingJob(id=f"{meta['namespace']}/{meta['name']}", name=str(meta["name"]),
+                      namespace=str(meta["namespace"]), submitted_at=submitted,
+                      labels=job_labels, annotations=annotations)
+
+
 def held_jobs(items: Iterable[Mapping[str, Any]], warnings: list[str]
               ) -> tuple[PendingJob, ...]:
-    """The held Jobs among `items` (see the module docstring), by id. Pure."""
-    out = []
-    for job in items:
-        meta, spec = job.get("metadata") or {}, job.get("spec") or {}
-        status = job.get("status") or {}
-        job_labels = dict(meta.get("labels") or {})
-        if not spec.get("suspend") or job_labels.get(keys.MIGRATING) or status.get("active"):
-            continue
-        where = f"job {meta.get('namespace')}/{meta.get('name')}"
-        submitted = _seconds(str(meta.get("creationTimestamp") or ""))
-        if submitted is None:
-            warnings.append(f"{where}: no readable creationTimestamp; not offered for "
-                            "admission")
-            continue
-        template = (spec.get("template") or {}).get("metadata") or {}
-        annotations = {**(template.get("annotations") or {}), **(meta.get("annotations") or {})}
-        out.append(PendingJob(id=f"{meta['namespace']}/{meta['name']}", name=str(meta["name"]),
-                              namespace=str(meta["namespace"]), submitted_at=submitted,
-                              labels=job_labels, annotations=annotations))
-    return tuple(sorted(out, key=lambda p: p.id))
+    """The held Jobs among `items`, by id. Pure."""
+    found = (held_job(job, warnings) for job in items)
+    return tuple(sorted((p for p in found if p is not None), key=lambda p: p.id))
+
+
+def held(job: Mapping[str, Any]) -> Tracked | None:
+    """A held Job as `JobWatch` tracks it: its uid, its pending job's id and node. Pure."""
+    pending = held_job(job, [])  # an unreadable one: the cycle's Job list warns of it
+    if pending is None:
+        return None
+    return Tracked(uid=str((job.get("metadata") or {}).get("uid", "")), container=pending.id,
+                   node=pending.node or "")
+
+
+class JobWatch(ListWatch):
+    """Jobs submitted held, as they are (see the module docstring; `policyd.tick.EventSource`)."""
+
+    def __init__(self, batch: Any, scope: JobScope, **options: Unpack[WatchOptions]) -> None:
+        self.batch, self.scope = batch, scope
+        super().__init__(job_listing(batch, scope), held, entered="submitted", left=None,
+                         name="job", **options)

@@ -17,38 +17,41 @@ Prometheus's fact queries are not sent.
 
 A container is `namespace/pod/container` (the `kubernetes` profile's identity); the training
 container is `container_name`, else the pod's first container. `PodWatch` is the
-`policyd.tick.EventSource`: list, then watch from the list's resourceVersion; a 410 Gone (the
-version expired) relists and reports the difference. Settings come through `PodScope`, a
-structural Protocol that the actuator's `KubernetesSettings` satisfies (sources never import
-actuators).
+`policyd.tick.EventSource` of pods starting and stopping: list, then watch from the list's
+resourceVersion; a 410 Gone (the version expired) relists and reports the difference (the loop
+is `kubernetes_list_watch.ListWatch`, shared with the held Jobs' `kubernetes_jobs.JobWatch`).
+Settings come through `PodScope`, a structural Protocol that the actuator's
+`KubernetesSettings` satisfies (sources never import actuators).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Protocol, Unpack, cast
 
 import urllib3
-from kubernetes import watch as k8s_watch  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from policyd.clients import kubernetes_quantity
 from policyd.clients.http_access import HttpAccess
-from policyd.clients.kubernetes_watch import Stoppable
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.model import labels as keys
-from policyd.model.events import ContainerEvent
 from policyd.sources import promql
 from policyd.sources.errors import SourceError
 from policyd.sources.kubernetes_jobs import held_jobs, list_jobs
+from policyd.sources.kubernetes_list_watch import (
+    Listing,
+    ListWatch,
+    Tracked,
+    WatchOptions,
+    body,
+)
 from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.parse import Parsed, parse_cycle
 from policyd.sources.progress import ProgressTable
@@ -63,7 +66,6 @@ from policyd.sources.settings import SourceSettings, kubernetes
 from policyd.sources.speed_label import node_speeds
 
 LOG = logging.getLogger(__name__)
-GONE = 410
 
 
 class PodScope(Protocol):
@@ -142,12 +144,6 @@ def pod_facts(pod: Mapping[str, Any], container_name: str | None) -> PodFacts | 
         cpu_limit=cores((res.get("limits") or {}).get("cpu")))
 
 
-def _body(resp: Any) -> dict[str, Any]:
-    """The JSON of a raw response (`_preload_content=False`)."""
-    data = getattr(resp, "data", resp)
-    return cast(dict[str, Any], json.loads(data) if isinstance(data, bytes | str) else data)
-
-
 def selectors(scope: PodScope) -> dict[str, str]:
     """The list/watch selectors of `scope`: its labels, and on a node agent (`node_name`) the
     field selector spec.nodeName, so the API server sends only that node's pods (a DaemonSet
@@ -158,21 +154,16 @@ def selectors(scope: PodScope) -> dict[str, str]:
     return out
 
 
+def pod_listing(core: Any, scope: PodScope) -> Listing:
+    """The managed pods' list calls: all namespaces, or one per configured namespace."""
+    return Listing(every=core.list_pod_for_all_namespaces, namespaced=core.list_namespaced_pod,
+                   namespaces=scope.namespaces, selectors=selectors(scope))
+
+
 def list_pods(core: Any, scope: PodScope) -> tuple[list[dict[str, Any]], str]:
     """The managed pods: one call (or one per namespace); and the resourceVersion to watch
     from (the last namespace's, when several)."""
-    if not scope.namespaces:
-        got = _body(core.list_pod_for_all_namespaces(**selectors(scope),
-                                                    _preload_content=False))
-        return list(got.get("items") or []), str((got.get("metadata") or {}).get(
-            "resourceVersion", ""))
-    items: list[dict[str, Any]] = []
-    version = ""
-    for ns in scope.namespaces:
-        got = _body(core.list_namespaced_pod(ns, **selectors(scope), _preload_content=False))
-        items.extend(got.get("items") or [])
-        version = str((got.get("metadata") or {}).get("resourceVersion", ""))
-    return items, version
+    return pod_listing(core, scope).list()
 
 
 def list_nodes(core: Any, node_name: str | None = None
@@ -180,7 +171,7 @@ def list_nodes(core: Any, node_name: str | None = None
     """Node name -> allocatable CPU cores, and node name -> its labels (one call; only
     `node_name` when given)."""
     narrow = {"field_selector": f"metadata.name={node_name}"} if node_name else {}
-    got = _body(core.list_node(**narrow, _preload_content=False))
+    got = body(core.list_node(**narrow, _preload_content=False))
     allocatable: dict[str, float] = {}
     node_labels: dict[str, dict[str, str]] = {}
     for node in got.get("items") or []:
@@ -324,123 +315,22 @@ class KubernetesPodSource:
         return snap
 
 
-def diff(before: Mapping[str, PodFacts], after: Mapping[str, PodFacts], now: float
-         ) -> list[ContainerEvent]:
-    """Started / stopped events between two views of the running pods (by uid; pure)."""
-    events = [ContainerEvent(kind="stopped", container=f.id, node=f.node, time=now)
-              for uid, f in before.items() if uid not in after]
-    events += [ContainerEvent(kind="started", container=f.id, node=f.node, time=now)
-               for uid, f in after.items() if uid not in before]
-    return events
+class PodWatch(ListWatch):
+    """Pods starting and stopping (FlowCon's Algorithm 2 listener; `policyd.tick.EventSource`):
+    a running pod (`pod_facts(...).running`, by uid) that appears is "started", one that stops
+    running or is deleted "stopped", each named `namespace/pod/container` on its node. The
+    list, the watch windows, 410 and the back-off, and the prompt stop are
+    `kubernetes_list_watch.ListWatch`'s; the calls `list_namespaced_pod` (one per configured
+    namespace) or `list_pod_for_all_namespaces`, with the label selector and, on a node agent,
+    the node's field selector."""
 
-
-class PodWatch:
-    """Pods starting and stopping (FlowCon's Algorithm 2 listener; `policyd.tick.EventSource`).
-
-    List, then `watch.Watch().stream(list_namespaced_pod | list_pod_for_all_namespaces,
-    resource_version=<list's>, timeout_seconds=...)`; each window ends after
-    `window_seconds` (with `timeout_seconds` set the client does not resume by itself and
-    raises ApiException(410) at once) and the next resumes from the last resourceVersion seen.
-    410 Gone (that version expired): relist, report the difference. Other failures: relist
-    after a back-off doubling up to `max_backoff_seconds`. One watch per configured namespace
-    runs in turn on this thread, so with several namespaces an event may wait up to a window
-    while another namespace is watched (none is lost: the version carries on). All
-    namespaces: one watch.
-
-    Stopping does not wait for an event or the end of a window: when `stop` is set, the open
-    watch response is shut down (`policyd.clients.kubernetes_watch`), so `watch` returns at
-    once (a daemon's shutdown, and with it the release of the leader's Lease, waits for it).
-    """
-
-    def __init__(self, core: Any, scope: PodScope, *, window_seconds: int = 30,
-                 backoff_seconds: float = 0.5, max_backoff_seconds: float = 30.0,
-                 clock: Callable[[], float] = time.time,
-                 make_watch: Callable[[], Any] = k8s_watch.Watch) -> None:
+    def __init__(self, core: Any, scope: PodScope, **options: Unpack[WatchOptions]) -> None:
         self.core, self.scope = core, scope
-        self.window_seconds = window_seconds
-        self.backoff_seconds, self.max_backoff_seconds = backoff_seconds, max_backoff_seconds
-        self._clock, self._make_watch = clock, make_watch
-        self.relists = 0
+        super().__init__(pod_listing(core, scope), self._running, entered="started",
+                         left="stopped", name="pod", **options)
 
-    def _running(self, items: Iterable[Mapping[str, Any]]) -> dict[str, PodFacts]:
-        out: dict[str, PodFacts] = {}
-        for pod in items:
-            f = pod_facts(pod, self.scope.container_name)
-            if f is not None and f.running:
-                out[f.uid] = f
-        return out
-
-    def watch(self, on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
-        stoppable = Stoppable(stop)
-        stopper = stoppable.close_on_stop()
-        known: dict[str, PodFacts] | None = None
-        delay = self.backoff_seconds
-        while not stop.is_set():
-            try:
-                items, version = list_pods(self.core, self.scope)
-                self.relists += 1
-                fresh = self._running(items)
-                if known is not None:
-                    for event in diff(known, fresh, self._clock()):
-                        on_event(event)
-                known = fresh
-                self._follow(known, version, on_event, stoppable)
-                delay = self.backoff_seconds
-            except ApiException as exc:
-                if stop.is_set():
-                    break
-                if exc.status == GONE:
-                    LOG.info("kubernetes watch: resourceVersion expired (410 Gone); relisting")
-                    continue
-                LOG.warning("kubernetes watch: HTTP %s; relisting in %.1f s", exc.status, delay)
-                stop.wait(delay)
-                delay = min(delay * 2, self.max_backoff_seconds)
-            except Exception as exc:  # connection problems of every kind: relist later
-                if stop.is_set():
-                    break  # the stopper closed the stream under the client
-                LOG.warning("kubernetes watch: %s; relisting in %.1f s", exc, delay)
-                stop.wait(delay)
-                delay = min(delay * 2, self.max_backoff_seconds)
-        stopper.join(timeout=1)
-
-    def _follow(self, known: dict[str, PodFacts], version: str,
-                on_event: Callable[[ContainerEvent], None], stoppable: Stoppable) -> None:
-        """Watch windows until `stop`; raises ApiException(410) when the version expired."""
-        stop = stoppable.stop
-        while not stop.is_set():
-            for ns in self.scope.namespaces or (None,):
-                w = self._make_watch()
-                args: tuple[Any, ...] = (ns,) if ns is not None else ()
-                method = (self.core.list_namespaced_pod if ns is not None
-                          else self.core.list_pod_for_all_namespaces)
-                for raw in w.stream(stoppable.method(method), *args, **selectors(self.scope),
-                                    resource_version=version, allow_watch_bookmarks=True,
-                                    timeout_seconds=self.window_seconds):
-                    kind: str = raw.get("type", "")
-                    obj = raw.get("raw_object") or {}
-                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                    self._apply(known, kind, obj, on_event)
-                    if stop.is_set():
-                        w.stop()
-                        break
-                stoppable.done()
-                if stop.is_set():
-                    return
-
-    def _apply(self, known: dict[str, PodFacts], kind: str, obj: Mapping[str, Any],
-               on_event: Callable[[ContainerEvent], None]) -> None:
-        if kind not in ("ADDED", "MODIFIED", "DELETED"):
-            return  # BOOKMARK: only its resourceVersion matters
-        f = pod_facts(obj, self.scope.container_name)
-        uid = str((obj.get("metadata") or {}).get("uid", ""))
-        was = known.get(uid)
-        now_running = f is not None and f.running and kind != "DELETED"
-        event: Literal["started", "stopped"] | None = None
-        if now_running and was is None and f is not None:
-            known[uid], event = f, "started"
-        elif not now_running and was is not None:
-            del known[uid]
-            f, event = was, "stopped"
-        if event is not None and f is not None:
-            on_event(ContainerEvent(kind=event, container=f.id, node=f.node,
-                                    time=self._clock()))
+    def _running(self, pod: Mapping[str, Any]) -> Tracked | None:
+        f = pod_facts(pod, self.scope.container_name)
+        if f is None or not f.running:
+            return None
+        return Tracked(uid=f.uid, container=f.id, node=f.node)

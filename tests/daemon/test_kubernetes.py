@@ -324,7 +324,9 @@ def test_kubernetes_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     from policyd.actuators.kubernetes.declaration_events import (  # noqa: PLC0415
         DeclarationEvents,
     )
+    from policyd.sources.kubernetes_jobs import JobWatch  # noqa: PLC0415
     from policyd.sources.kubernetes_pods import KubernetesPodSource, PodWatch  # noqa: PLC0415
+    from policyd.sources.merged_events import MergedEvents  # noqa: PLC0415
 
     def no_cluster() -> None:
         raise k8s_config.ConfigException("not in a cluster")
@@ -342,7 +344,11 @@ def test_kubernetes_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     settings = k8s_settings(tmp_path, tmp_path / "p.yaml", SPECON)
     parts = kubernetes_parts(settings, recover=recover, node=node)
     assert isinstance(parts.source, KubernetesPodSource)
-    assert isinstance(parts.events, PodWatch)
+    if node is None:  # the manager also watches the Jobs, for the held ones
+        assert isinstance(parts.events, MergedEvents)
+        assert [type(s) for s in parts.events.sources] == [PodWatch, JobWatch]
+    else:  # a node agent has no RBAC on Jobs
+        assert isinstance(parts.events, PodWatch)
     assert isinstance(parts.actuator, KubernetesActuator)
     assert len(ran) == calls and (parts.actuator._settle_at == math.inf) is recovered
     assert parts.actuator.settings.node_name == node  # the source and the watch read it too

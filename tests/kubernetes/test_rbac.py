@@ -1,11 +1,11 @@
 """The RBAC declaration matches the code: every request policyd makes needs a declared rule,
 and every declared rule is needed by some request.
 
-Each scenario runs a part of policyd (actuator, moves and their recovery, pod source and
-watch, leader election, policy resources) against the fake API server; every request it
-made is turned into the rule the API server's authorizer checks (group, resource,
-subresource, verb: the path and the method, `watch` for a watch), as Kubernetes' RequestInfo
-does."""
+Each scenario runs a part of policyd (actuator, moves and their recovery, pod source and watch,
+held Jobs' list and watch, leader election, policy resources) against the fake API server;
+every request it made is turned into the rule the API server's authorizer checks (group,
+resource, subresource, verb: the path and the method, `watch` for a watch), as Kubernetes'
+RequestInfo does."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from policyd.daemon.leader import LeaderElector, LeaseSettings
 from policyd.daemon.policy_resources import PolicyResources
 from policyd.engine.registry import KINDS
 from policyd.model import Admit
-from policyd.sources.kubernetes_jobs import list_jobs
+from policyd.sources.kubernetes_jobs import JobWatch, list_jobs
 from policyd.sources.kubernetes_pods import PodWatch, list_nodes, list_pods
 from tests.kubernetes import world
 from tests.kubernetes.fake_apiserver import FakeApiServer
@@ -97,12 +97,15 @@ def job_move(server: FakeApiServer, clock: Any) -> None:
 
 
 def admission(server: FakeApiServer, clock: Any) -> None:
-    """The manager lists the held Jobs (all namespaces, or its own) and admits one."""
+    """The manager lists and watches the held Jobs (all namespaces, or its own) and admits
+    one."""
     world.node_w2(server.cluster)
     held = world.job(server.cluster, suspend=True)
     with server.api_client() as api:
         for scope in (Scope(), Namespaced()):
             assert list_jobs(k8s.BatchV1Api(api), scope)
+            JobWatch(k8s.BatchV1Api(api), scope, window_seconds=1).watch(
+                lambda e: None, _soon(threading.Event()))
     world.actuator_on(server, clock).apply(
         Admit(policy="deadline", container=f"{NS}/{held['metadata']['name']}", node="w2",
               reason="earliest deadline first"), decision(policy="deadline"))

@@ -68,13 +68,24 @@ def bare_pod(cluster: FakeCluster) -> Obj:
 
 
 def job(cluster: FakeCluster, name: str = "job-a", *, grace_seconds: int | None = None,
-        suspend: bool = False) -> Obj:
+        suspend: bool = False, labels: dict[str, str | None] | None = None,
+        annotations: dict[str, str] | None = None, named: str | None = None) -> Obj:
     """A recorded Job as it was before policyd moved it (no pin, no markers); the fake Job
     controller starts its pod (on hollow-1, the only node with room or matching its
-    nodeSelector). `suspend`: created held, waiting for admission (no pod)."""
+    nodeSelector). `suspend`: created held, waiting for admission (no pod). `labels` change
+    the Job's own (None: removed); `annotations` are the Job's; `named`: a copy of it under
+    that name (and its own uid)."""
     body = response(f"job_get_{name}.json")
     body["metadata"].pop("managedFields", None)
+    if named is not None:
+        body["metadata"].update(name=named, uid=f"{named}-uid")
     body["metadata"].pop("annotations", None)
+    for key, value in (labels or {}).items():
+        body["metadata"]["labels"].pop(key, None)
+        if value is not None:
+            body["metadata"]["labels"][key] = value
+    if annotations:
+        body["metadata"]["annotations"] = dict(annotations)
     body["spec"]["suspend"] = suspend
     body.pop("status", None)
     template = body["spec"]["template"]

@@ -8,7 +8,8 @@ must add up to it; tests run every code path against the fake API server, turn e
 into the rule the API server's authorizer checks, and check that each is in `REQUIRED_RULES`
 and every rule is exercised, so the list cannot drift from the code. It covers the whole
 process: the actuator (this package), the pod source and watch
-(`policyd.sources.kubernetes_pods`), the held Jobs' list (`policyd.sources.kubernetes_jobs`),
+(`policyd.sources.kubernetes_pods`), the held Jobs' list and watch
+(`policyd.sources.kubernetes_jobs`),
 leader election (`policyd.daemon.leader`) and the policy resources
 (`policyd.daemon.policy_resources`); those modules cannot import this one (layers),
 so the test is the link. `nodes` and the policy resources are cluster-scoped: they need a
@@ -68,7 +69,8 @@ CALLS: Mapping[str, Rule] = {
     "list_pod_for_all_namespaces": Rule("", "pods", "", "list"),
     "list_namespaced_pod": Rule("", "pods", "", "list"),
     "list_node": Rule("", "nodes", "", "list"),
-    # source (manager only): the held Jobs waiting for admission, one Job list per cycle;
+    # source (manager only): the held Jobs waiting for admission, one Job list per cycle,
+    # and the Job watch (watch=True) that wakes the admitting policies when one is submitted;
     # admission then reads the Job and patches it (pin, unsuspend): the rules above
     "list_job_for_all_namespaces": Rule("batch", "jobs", "", "list"),
     "list_namespaced_job": Rule("batch", "jobs", "", "list"),
@@ -78,7 +80,8 @@ CALLS: Mapping[str, Rule] = {
     "replace_namespaced_lease": Rule("coordination.k8s.io", "leases", "", "update"),
 }
 
-WATCHES: frozenset[str] = frozenset({"list_pod_for_all_namespaces", "list_namespaced_pod"})
+WATCHES: frozenset[str] = frozenset({"list_pod_for_all_namespaces", "list_namespaced_pod",
+                                     "list_job_for_all_namespaces", "list_namespaced_job"})
 """List methods that `watch.Watch().stream` calls with `watch=True` (verb `watch`)."""
 
 POLICY_RULES: frozenset[Rule] = frozenset(
