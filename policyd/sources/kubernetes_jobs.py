@@ -7,7 +7,10 @@ the actuator carries out by pinning its pod template to a node and unsuspending 
 configured namespace, with the label selector), whatever the number of Jobs.
 
 A suspended Job that carries `policyd.io/migrating` is being moved by policyd, not held; a
-Job suspended with pods still live is not held either (someone else suspended a running Job).
+Job suspended with pods still live is not held either (someone else suspended a running Job);
+nor is a Job that carries `policyd.io/delivered`: policyd stopped it at its target or
+convergence, and suspended it because its trainer did not exit 0 (`actuators.kubernetes.stop`),
+so that it never runs again; offered for admission, it would be started again.
 Its id is `namespace/name`; its submission its `creationTimestamp`; its labels are the Job's,
 its annotations the pod template's overlaid with the Job's own (a deadline is declared on
 either). A node agent (`node_name`) lists no Jobs: admission is the manager's.
@@ -66,7 +69,8 @@ def held_job(job: Mapping[str, Any], warnings: list[str]) -> PendingJob | None:
     meta, spec = job.get("metadata") or {}, job.get("spec") or {}
     status = job.get("status") or {}
     job_labels = dict(meta.get("labels") or {})
-    if not spec.get("suspend") or job_labels.get(keys.MIGRATING) or status.get("active"):
+    if not spec.get("suspend") or job_labels.get(keys.MIGRATING) or status.get("active") \
+            or keys.DELIVERED in (meta.get("annotations") or {}):
         return None
     where = f"job {meta.get('namespace')}/{meta.get('name')}"
     submitted = _seconds(str(meta.get("creationTimestamp") or ""))

@@ -161,6 +161,17 @@ def test_held_is_the_snapshots_rule_and_id() -> None:
     assert held(body) is None
 
 
+def test_a_delivered_job_suspended_by_its_stop_is_never_offered_again() -> None:
+    # What the stop leaves when the trainer did not exit 0 after its SIGTERM: the Job
+    # annotated delivered, suspended, its pod gone (actuators/kubernetes/stop.py).
+    body = response("job_get_job-a.json")
+    body["spec"]["suspend"], body["status"] = True, {}
+    body["metadata"].setdefault("annotations", {})["policyd.io/delivered"] = "1700000000"
+    warnings: list[str] = []
+    assert held(body) is None
+    assert held_jobs([body], warnings) == () and warnings == []
+
+
 # --- MergedEvents -------------------------------------------------------------------------
 
 class Emits:
