@@ -156,8 +156,8 @@ def deliver(decision: Decision, policy: PolicyDocument, snapshot: Snapshot, *,
             reason = f"{hit.why}: deprioritized to the floor {floor:.3g}"
         else:
             reason = f"{hit.why}: notified"
-        assessments.append(replace(
-            a, delivery=Delivery(event=hit.event, response=hit.response, reason=reason),
+        assessments.append(a.but(
+            delivery=Delivery(event=hit.event, response=hit.response, reason=reason),
             cpu_fraction_next=next_fraction, note=f"{reason}; {a.note}" if a.note else reason))
     events = Counter(f"{hit.event} -> {hit.response}" for hit in found.values())
     note = "delivered: " + ", ".join(f"{n} {what}" for what, n in sorted(events.items()))

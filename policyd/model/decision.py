@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from policyd.model.deadline import JobDeadline
 from policyd.model.forecast import JobForecast
@@ -187,6 +187,11 @@ class Assessment:
     policy measures it."""
     delivery: Delivery | None = None
     """The job reached its target loss or converged, and what the policy does about it."""
+
+    def but(self, **changes: Any) -> Assessment:
+        """A copy with `changes`: what `dataclasses.replace` makes, without its walk of the
+        class's fields on every call (a large decision copies 10,000 assessments)."""
+        return Assessment(**{**vars(self), **changes})
 
 
 @dataclass(frozen=True, kw_only=True)
