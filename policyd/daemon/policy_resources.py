@@ -1,8 +1,10 @@
 """Policies as custom resources: watched, judged by policyd's own validation, reported back.
 
 `PolicyResources` lists and watches the policy custom resources of some kinds (one thread per
-kind: list, then watch windows from the list's resourceVersion; 410 Gone relists; other
-failures back off; `stop` shuts an open watch at once, `policyd.clients.kubernetes_watch`).
+kind, each a `policyd.clients.kubernetes_follow.Follower`, the pod watch's loop: list, then
+watch windows from the list's resourceVersion; 410 Gone relists; other failures back off;
+`stop` shuts an open watch at once). Each list is taken as the whole set of that kind (those
+no longer in it are forgotten), each change after it one resource at a time.
 Every new generation of a resource is checked as a policy file is
 (`policyd.policy.resource.check_resource`) and the hot-reload rule of files applies to each
 resource on its own: a valid generation replaces the resource's policy; an invalid one keeps
@@ -21,24 +23,23 @@ is logged and retried with back-off: the files still work.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from kubernetes import watch as k8s_watch  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
-from policyd.clients.kubernetes_watch import Stoppable
+from policyd.clients.kubernetes_follow import Follower, Listing, body
 from policyd.clients.policy_resources import GROUP, VERSION, Resource, resource
 from policyd.engine.spec import PolicyDocument
 from policyd.policy.resource import check_resource, summary
 
 LOG = logging.getLogger(__name__)
-GONE = 410
 ACCEPTED = "Accepted"
 
 
@@ -55,13 +56,6 @@ class Verdict:
         return {"type": ACCEPTED, "status": "True" if self.status else "False",
                 "reason": self.reason, "message": self.message,
                 "observedGeneration": self.generation, "lastTransitionTime": since}
-
-
-def _body(response: Any) -> dict[str, Any]:
-    """The JSON of a raw response (`_preload_content=False`)."""
-    data = getattr(response, "data", response)
-    out: dict[str, Any] = json.loads(data) if isinstance(data, bytes | str) else dict(data)
-    return out
 
 
 def _now() -> str:
@@ -128,7 +122,15 @@ class PolicyResources:
     def start(self, stop: threading.Event) -> None:
         """One watch thread per kind, until `stop`."""
         for res in self.resources:
-            thread = threading.Thread(target=self._watch, args=(res, stop), daemon=True,
+            follower = Follower(self._listing(res),
+                                label=f"policy resources: watching {res.plural}",
+                                window_seconds=self.window_seconds,
+                                backoff_seconds=self.backoff_seconds,
+                                max_backoff_seconds=self.max_backoff_seconds,
+                                make_watch=self._make_watch)
+            thread = threading.Thread(target=follower.follow, daemon=True,
+                                      args=(partial(self._listed, res),
+                                            partial(self._change, res), stop),
                                       name=f"policyd-watch-{res.plural}")
             thread.start()
             self._threads.append(thread)
@@ -137,11 +139,18 @@ class PolicyResources:
         for thread in self._threads:
             thread.join(timeout_seconds)
 
-    def _list(self, res: Resource) -> str:
-        listed = _body(self.api.list_cluster_custom_object(GROUP, VERSION, res.plural,
-                                                           _preload_content=False))
+    def _listing(self, res: Resource) -> Listing:
+        return Listing(calls=((self.api.list_cluster_custom_object,
+                               (GROUP, VERSION, res.plural)),))
+
+    def _list(self, res: Resource) -> None:
+        items, _ = self._listing(res).list()
+        self._listed(res, items)
+
+    def _listed(self, res: Resource, items: list[dict[str, Any]]) -> None:
+        """`items` are all the resources of `res`'s kind now."""
         seen = {}
-        for item in listed.get("items") or []:
+        for item in items:
             item.setdefault("apiVersion", f"{GROUP}/{VERSION}")
             item.setdefault("kind", res.kind)
             seen[str(item["metadata"]["name"])] = item
@@ -151,46 +160,13 @@ class PolicyResources:
                     self._forget(res, name)
             for item in seen.values():
                 self._update(res, item)
-        return str((listed.get("metadata") or {}).get("resourceVersion") or "")
 
-    def _watch(self, res: Resource, stop: threading.Event) -> None:
-        stoppable = Stoppable(stop)
-        stoppable.close_on_stop()
-        delay = self.backoff_seconds
-        while not stop.is_set():
-            try:
-                version = self._list(res)
-                while not stop.is_set():
-                    w = self._make_watch()
-                    for event in w.stream(stoppable.method(self.api.list_cluster_custom_object),
-                                          GROUP, VERSION, res.plural, resource_version=version,
-                                          timeout_seconds=self.window_seconds):
-                        obj = event.get("raw_object") or {}
-                        version = str((obj.get("metadata") or {}).get("resourceVersion")
-                                      or version)
-                        with self._lock:
-                            if event.get("type") == "DELETED":
-                                self._forget(res, str(obj["metadata"]["name"]))
-                            elif event.get("type") in ("ADDED", "MODIFIED"):
-                                self._update(res, obj)
-                    stoppable.done()
-                delay = self.backoff_seconds
-            except ApiException as exc:
-                if stop.is_set():
-                    break
-                if exc.status == GONE:
-                    continue
-                LOG.warning("policy resources: watching %s: HTTP %s; again in %.0f s",
-                            res.plural, exc.status, delay)
-                stop.wait(delay)
-                delay = min(delay * 2, self.max_backoff_seconds)
-            except Exception as exc:  # connection problems of every kind
-                if stop.is_set():
-                    break
-                LOG.warning("policy resources: watching %s: %s; again in %.0f s",
-                            res.plural, exc, delay)
-                stop.wait(delay)
-                delay = min(delay * 2, self.max_backoff_seconds)
+    def _change(self, res: Resource, kind: str, obj: dict[str, Any]) -> None:
+        with self._lock:
+            if kind == "DELETED":
+                self._forget(res, str(obj["metadata"]["name"]))
+            else:
+                self._update(res, obj)
 
     # -- judging ---------------------------------------------------------------------------
 
@@ -276,12 +252,12 @@ class PolicyResources:
             return
         since = (shown or {}).get("lastTransitionTime") if shown is not None and \
             shown.get("status") == wanted["status"] else None
-        body = {"status": {"observedGeneration": verdict.generation,
+        patch = {"status": {"observedGeneration": verdict.generation,
                            "conditions": [verdict.condition(since or self._now())]}}
         name = str(obj["metadata"]["name"])
         try:
-            written = _body(self.api.patch_cluster_custom_object_status(
-                GROUP, VERSION, res.plural, name, body, _preload_content=False))
+            written = body(self.api.patch_cluster_custom_object_status(
+                GROUP, VERSION, res.plural, name, patch, _preload_content=False))
         except ApiException as exc:
             LOG.warning("policy resources: cannot write the status of %s/%s: HTTP %s",
                         res.plural, name, exc.status)

@@ -30,9 +30,10 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Protocol, Unpack
 
+from policyd.clients.kubernetes_follow import Listing
 from policyd.model import PendingJob
 from policyd.model import labels as keys
-from policyd.sources.kubernetes_list_watch import Listing, ListWatch, Tracked, WatchOptions
+from policyd.sources.kubernetes_list_watch import ListWatch, Tracked, WatchOptions
 
 
 class JobScope(Protocol):
@@ -46,9 +47,9 @@ class JobScope(Protocol):
 
 def job_listing(batch: Any, scope: JobScope) -> Listing:
     """The managed Jobs' list calls: all namespaces, or one per configured namespace."""
-    return Listing(every=batch.list_job_for_all_namespaces, namespaced=batch.list_namespaced_job,
-                   namespaces=scope.namespaces,
-                   selectors={"label_selector": scope.label_selector})
+    return Listing.scoped(every=batch.list_job_for_all_namespaces,
+                          namespaced=batch.list_namespaced_job, namespaces=scope.namespaces,
+                          selectors={"label_selector": scope.label_selector})
 
 
 def list_jobs(batch: Any, scope: JobScope) -> list[dict[str, Any]]:

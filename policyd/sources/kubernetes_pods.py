@@ -39,19 +39,14 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 
 from policyd.clients import kubernetes_quantity
 from policyd.clients.http_access import HttpAccess
+from policyd.clients.kubernetes_follow import Listing, body
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.model import labels as keys
 from policyd.sources import promql
 from policyd.sources.errors import SourceError
 from policyd.sources.kubernetes_jobs import held_jobs, list_jobs
-from policyd.sources.kubernetes_list_watch import (
-    Listing,
-    ListWatch,
-    Tracked,
-    WatchOptions,
-    body,
-)
+from policyd.sources.kubernetes_list_watch import ListWatch, Tracked, WatchOptions
 from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.parse import Parsed, parse_cycle
 from policyd.sources.progress import ProgressTable
@@ -156,8 +151,9 @@ def selectors(scope: PodScope) -> dict[str, str]:
 
 def pod_listing(core: Any, scope: PodScope) -> Listing:
     """The managed pods' list calls: all namespaces, or one per configured namespace."""
-    return Listing(every=core.list_pod_for_all_namespaces, namespaced=core.list_namespaced_pod,
-                   namespaces=scope.namespaces, selectors=selectors(scope))
+    return Listing.scoped(every=core.list_pod_for_all_namespaces,
+                          namespaced=core.list_namespaced_pod, namespaces=scope.namespaces,
+                          selectors=selectors(scope))
 
 
 def list_pods(core: Any, scope: PodScope) -> tuple[list[dict[str, Any]], str]:
