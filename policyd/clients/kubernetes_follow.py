@@ -21,16 +21,16 @@ down (`kubernetes_watch.Stoppable`), so `follow` returns at once.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 from kubernetes import watch as k8s_watch  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
+from policyd.clients.kubernetes_json import body
 from policyd.clients.kubernetes_watch import Stoppable
 
 LOG = logging.getLogger(__name__)
@@ -38,12 +38,6 @@ GONE = 410
 CHANGES = ("ADDED", "MODIFIED", "DELETED")  # the rest, BOOKMARK: only its version matters
 
 Call = tuple[Callable[..., Any], tuple[str, ...]]
-
-
-def body(resp: Any) -> dict[str, Any]:
-    """The JSON of a raw response (`_preload_content=False`)."""
-    data = getattr(resp, "data", resp)
-    return cast(dict[str, Any], json.loads(data) if isinstance(data, bytes | str) else data)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,7 +24,6 @@ and skips them (not a failure). Requires lease > renew deadline > 1.2 x retry pe
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -35,6 +34,7 @@ from typing import Any
 import urllib3
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
+from policyd.clients.kubernetes_json import body
 from policyd.clients.settings import NonEmptyStr
 from policyd.daemon.settings import LeaseSection
 from policyd.model import Action, Decision
@@ -58,12 +58,6 @@ class LeaseSettings(LeaseSection):
 
 def micro_time(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _body(resp: Any) -> dict[str, Any]:
-    data = getattr(resp, "data", resp)
-    out: dict[str, Any] = json.loads(data) if isinstance(data, bytes | str) else dict(data)
-    return out
 
 
 class LeaderElector:
@@ -109,7 +103,7 @@ class LeaderElector:
     def _try(self) -> bool:
         s, now = self.settings, self.clock()
         try:
-            lease = _body(self.api.read_namespaced_lease(s.lease_name, s.namespace,
+            lease = body(self.api.read_namespaced_lease(s.lease_name, s.namespace,
                                                          _preload_content=False))
         except ApiException as exc:
             if exc.status != 404:
@@ -127,9 +121,9 @@ class LeaderElector:
             self.is_leader.clear()
             return False
         transitions = int(spec.get("leaseTransitions") or 0) + (holder != s.identity)
-        body = self._lease(lease, transitions, keep_acquire=holder == s.identity)
+        changed = self._lease(lease, transitions, keep_acquire=holder == s.identity)
         try:
-            self.api.replace_namespaced_lease(s.lease_name, s.namespace, body,
+            self.api.replace_namespaced_lease(s.lease_name, s.namespace, changed,
                                               _preload_content=False)
         except ApiException as exc:
             if exc.status == 409:  # another candidate wrote first
@@ -179,7 +173,7 @@ class LeaderElector:
             return False
         s = self.settings
         try:
-            lease = _body(self.api.read_namespaced_lease(s.lease_name, s.namespace,
+            lease = body(self.api.read_namespaced_lease(s.lease_name, s.namespace,
                                                          _preload_content=False))
             spec = lease.get("spec") or {}
             if spec.get("holderIdentity") != s.identity:

@@ -34,7 +34,8 @@ from typing import Any
 from kubernetes import watch as k8s_watch  # type: ignore[import-untyped]
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
-from policyd.clients.kubernetes_follow import Follower, Listing, body
+from policyd.clients.kubernetes_follow import Follower, Listing
+from policyd.clients.kubernetes_json import body
 from policyd.clients.policy_resources import GROUP, VERSION, Resource, resource
 from policyd.engine.spec import PolicyDocument
 from policyd.policy.resource import check_resource, summary

@@ -39,7 +39,8 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 
 from policyd.clients import kubernetes_quantity
 from policyd.clients.http_access import HttpAccess
-from policyd.clients.kubernetes_follow import Listing, body
+from policyd.clients.kubernetes_follow import Listing
+from policyd.clients.kubernetes_json import body
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.model import labels as keys

@@ -29,6 +29,7 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 
 from policyd.actuators.errors import ActuationError
 from policyd.actuators.kubernetes.settings import KubernetesSettings
+from policyd.clients.kubernetes_json import body
 
 T = TypeVar("T")
 NOT_FOUND, CONFLICT, TOO_MANY = 404, 409, 429
@@ -129,7 +130,7 @@ class Caller:
             try:
                 response = method(*args, _preload_content=False,
                                   _request_timeout=self.timeout_seconds, **kwargs)
-                return body_of(response)
+                return body(response)
             except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
                 if status_of(exc) in passthrough:
                     raise
@@ -156,9 +157,3 @@ class Caller:
             raise
 
 
-def body_of(response: Any) -> Any:
-    """The JSON of a raw response (`_preload_content=False`), {} when it has none."""
-    data = getattr(response, "data", response)
-    if isinstance(data, bytes | str):
-        return json.loads(data) if data.strip() else {}
-    return data if data is not None else {}
