@@ -67,6 +67,9 @@ SUBMITTED_AT = PREFIX + "submitted-at"
 """When the job was submitted (epoch seconds): a relative deadline counts from it. policyd
 writes it on a workload it admits or recreates, so that it survives a move; without it the
 workload's own creation time counts."""
+ADMITTED_FROM = PREFIX + "admitted-from"
+"""On a held job's copy that an admission started on another node: the node it was held on
+(start-up recovery removes a held original whose copy runs: `actuators.docker.admission`)."""
 QOE_TARGET = PREFIX + "qoe-target"
 """Label or annotation a job sets to declare its quality-of-experience target: a metric, a
 comparison and a number, `steps_per_second>=40` or `p95_latency_ms<=80` (`policyd.engine.qoe`

@@ -55,7 +55,8 @@ def test_held_elsewhere_is_copied_started_then_the_held_one_removed() -> None:
     spec = b.containers.created[0]
     assert spec["labels"] == {"policyd.io/managed": "true", "policyd.io/deadline": "1h",
                               "policyd.io/last_action_at": "5000",
-                              "policyd.io/submitted-at": "1795312770.123"}
+                              "policyd.io/submitted-at": "1795312770.123",
+                              "policyd.io/admitted-from": "a"}
     assert (spec["cpu_period"], spec["cpu_quota"]) == (100_000, 400_000)  # 0.5 x 8 cores
     assert spec["environment"] == ["A=1", "POLICYD_CONTAINER=job"]
     assert b.containers.by_name["job"].status == "running"
@@ -128,3 +129,42 @@ def test_a_copy_on_an_engine_that_does_not_answer_does_not_block_admission() -> 
     c.fail["get"] = [requests.exceptions.ConnectionError("connection refused")] * 10
     actuator(a, b, c).apply(admit(node="b"), decision("dl"))
     assert b.log == ["create job", "start job"] and a.log == ["remove job"]
+
+
+MANAGED = {"policyd.io/managed": "true"}
+
+
+def test_start_up_removes_a_held_original_whose_copy_runs_elsewhere() -> None:
+    """policyd stopped between starting the copy on b and removing the held one on a, and no
+    Admit comes again (the sources no longer offer a held job whose name runs): the start-up
+    recovery removes the held original, and touches nothing else."""
+    a, b = held_on_a(labels=MANAGED)
+    b.containers.add("job", status="running",
+                     labels={**MANAGED, "policyd.io/admitted-from": "a"})
+    a.containers.add("other", status="created", labels=MANAGED)  # a held job of its own
+    actuator(a, b).recover()
+    assert a.log == ["remove job"] and b.log == []
+    assert "job" not in a.containers.by_name and "other" in a.containers.by_name
+
+
+@pytest.mark.parametrize(("copy_labels", "held_status"), [
+    (MANAGED, "created"),  # a running job of the same name, not an admission's copy
+    ({**MANAGED, "policyd.io/admitted-from": "c"}, "created"),  # admitted from another node
+    ({**MANAGED, "policyd.io/admitted-from": "a"}, "exited"),  # not held: not ours to remove
+])
+def test_start_up_leaves_what_is_not_an_admissions_leftover(
+        copy_labels: dict[str, str], held_status: str) -> None:
+    a, b = FakeEngine(), FakeEngine()
+    a.containers.add("job", status=held_status, labels=MANAGED)
+    b.containers.add("job", status="running", labels=copy_labels)
+    actuator(a, b).recover()
+    assert a.log == [] and b.log == []
+
+
+def test_start_up_skips_an_engine_that_does_not_answer() -> None:
+    a, b = held_on_a(labels=MANAGED)
+    b.containers.add("job", status="running",
+                     labels={**MANAGED, "policyd.io/admitted-from": "a"})
+    a.fail["get"] = [requests.exceptions.ConnectionError("refused")] * 10
+    actuator(a, b, retries=0).recover()  # the held node does not answer: looked at next time
+    assert a.containers.by_name["job"].status == "created"

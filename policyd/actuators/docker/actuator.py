@@ -110,8 +110,12 @@ class DockerActuator:
         self.engines.close()
 
     def recover(self) -> list[Recovered]:
-        """Settle every half-done migration (see `recovery` for the rules)."""
+        """Settle every half-done migration (see `recovery` for the rules), and remove the held
+        originals of half-done admissions (`Admission.leftovers`)."""
         done = self.recovery.recover()
+        for removed in self.admission.leftovers():
+            LOG.info("docker: removed held container %s, which an admission had already "
+                     "copied and started elsewhere", removed)
         self._recovered = True
         return done
 

@@ -19,9 +19,17 @@ in this order so that a failure leaves the job held, never lost or running twice
    is created under the same name (`migration.copy_spec`: same image, command, environment,
    binds, network, labels) with the CPU limit and the labels `policyd.io/submitted-at` (the
    held container's creation: a deadline given as a duration still counts from the original
-   submission) and `policyd.io/last_action_at`; it is started and confirmed, and only then is
-   the held container removed. If the copy does not start, the copy is removed and the held
-   container stays held; the error says why (with the copy's log tail).
+   submission), `policyd.io/last_action_at` and `policyd.io/admitted-from` (the node it was
+   held on); it is started and confirmed, and only then is the held container removed. If the
+   copy does not start, the copy is removed and the held container stays held; the error says
+   why (with the copy's log tail).
+
+Stopped between the copy's start and the held container's removal (policyd killed, the held
+node's engine lost), the held original would stay: the sources do not offer a held container
+whose name runs (`sources.docker_held`), so no Admit would come to remove it. At start-up the
+actuator's recovery removes it (`leftovers`): a held container whose name runs on the node
+another node's copy says it was admitted from. A container of that name held elsewhere, or a
+running one without the label, is not this admission's and is left alone.
 
 Raises `ActuationError` with a one-line reason for every failure.
 """
@@ -110,6 +118,29 @@ class Admission:
         if stale is not None and stale.status == HELD_STATUS:
             self.engines.call(held_on, f"remove held {name}", lambda: stale.remove(v=False))
 
+    def leftovers(self) -> list[str]:
+        """Remove every held original whose copy an earlier admission started on another node
+        (module docstring); each removed one as `name on node`. Engines that do not answer are
+        skipped (the next start-up looks again)."""
+        removed = []
+        for node in self.engines.nodes:
+            try:
+                running = self.engines.list_managed(node, all_states=False)
+            except ActuationError:
+                continue
+            for copy in running:
+                held_on = copy.labels.get(labels.ADMITTED_FROM)
+                if held_on is None or held_on == node or held_on not in self.engines.nodes:
+                    continue
+                try:
+                    stale = self.engines.get(held_on, str(copy.name))
+                except ActuationError:
+                    continue
+                if stale is not None and stale.status == HELD_STATUS:
+                    self.finish(str(copy.name), held_on)
+                    removed.append(f"{copy.name} on {held_on}")
+        return removed
+
     def start_here(self, action: Admit, held: Container) -> None:
         name, node = action.container, action.node
         if action.fraction is not None:
@@ -132,7 +163,7 @@ class Admission:
         name, node = action.container, action.node
         image = self.migration.ensure_image(held.attrs, held_on, node)
         submitted = created_at(held.attrs)
-        marks = {labels.LAST_ACTION_AT: epoch_label(self.clock())}
+        marks = {labels.LAST_ACTION_AT: epoch_label(self.clock()), labels.ADMITTED_FROM: held_on}
         if submitted is not None and labels.SUBMITTED_AT not in held.labels:
             marks[labels.SUBMITTED_AT] = epoch_label(submitted)
         spec = copy_spec(held.attrs, name=name, image=image, from_node=held_on, marks=marks)
