@@ -2,14 +2,15 @@
 flowing to the rest as each one ends. FlowCon2's moves are judged on it (`policyd.engine.flowcon2`).
 
 Theory of operation. A worker's jobs share its cores by weight (their limits in shares mode),
-none above what it can use (`policyd.engine.waterfill`), as CFS shares them. Between two
+none above what it can use nor above its hard limit (its CPU quota, in quota mode, where
+every job weighs the same) (`policyd.engine.waterfill`), as CFS shares them. Between two
 finishes every job's cores, hence its rate, are constant, so the worker is played forward finish
 by finish: each job's steps left shrink by its rate times the stretch, the job that ends first
 leaves, and its cores go to the others. FlowCon's limits change with the jobs on the worker:
 once every job left is converged, each gets a limit of 1 (free competition, thesis Algorithm 1,
-lines 14-16), so a converged job that waits at the floor beside growing jobs gets a full share
-when they are done. That is what a one-interval picture misses: it prices a converged job's
-whole remaining run at the floor.
+lines 14-16; under quotas, a quota of the whole worker), so a converged job that waits at the
+floor beside growing jobs gets a full share when they are done. That is what a one-interval
+picture misses: it prices a converged job's whole remaining run at the floor.
 
 What it does not know: when a growing job will converge (it keeps its weight until it ends)
 and which jobs will arrive. A job without a forecast never ends here: it holds its share to the
@@ -33,13 +34,16 @@ STEP_TOLERANCE = 1e-9
 class DrainingJob:
     """One job on the worker: its weight (limit), the most cores it can use, whether FlowCon
     counts it converged, its forecast (None: unknown) and the speed of the worker its forecast
-    was measured on (its seconds per step scale by that speed over the worker's)."""
+    was measured on (its seconds per step scale by that speed over the worker's); under a CPU
+    quota, `limit_cores`, the most its quota lets it use (inf: no quota) until only converged
+    jobs are left."""
 
     weight: float
     cap_cores: float
     converged: bool
     forecast: Forecast | None
     measured_speed: float
+    limit_cores: float = math.inf
 
     def __post_init__(self) -> None:
         if not (self.weight > 0 and self.cap_cores > 0 and self.measured_speed > 0):
@@ -59,7 +63,8 @@ def finish_seconds(jobs: Sequence[DrainingJob], capacity_cores: float,
     while any(jobs[i].forecast is not None for i in running):
         free_for_all = all(jobs[i].converged for i in running)
         cores = [0.0] * len(jobs)
-        fill(cores, [j.cap_cores for j in jobs], running, capacity_cores,
+        caps = [j.cap_cores if free_for_all else min(j.cap_cores, j.limit_cores) for j in jobs]
+        fill(cores, caps, running, capacity_cores,
              [1.0 if free_for_all else jobs[i].weight for i in running])
         rates = {i: _steps_per_second(jobs[i], cores[i], speed) for i in running}
         stretch = min((left[i] / r for i, r in rates.items()

@@ -11,14 +11,15 @@ Theory of operation. Every interval, over the whole cluster:
    by the limits as weights, none above what the job can use (its forecast's cap; the worker's
    cores without one): `policyd.engine.waterfill`. A worker's cores count at its speed
    (`policyd.engine.node_speed`; a node whose speed is unknown is average, and the notes say
-   so). This is shares mode's reading of a limit; under `mode: quota` a limit is a hard cap,
-   which the model does not tell apart yet (it reads the caps as weights).
+   so). That is shares mode's reading of a limit; under `mode: quota` a limit is a hard cap
+   (limit x the worker's cores) and every job weighs the same, as CFS then shares the cores.
 3. Admission: held jobs (`policyd.model.pending`), oldest first, each start on the worker
    where it would grow fastest: the most effective cores (cores x speed) it would get there at
    an equal share beside the jobs already there, so a young job gets fast cores where they are
-   not taken. Converged jobs count in full: their floor is soft (shares mode), they take their
-   cores back as the worker empties and get a full limit once only converged jobs are left,
-   so the cores the floor lends now are not free. `admission.place` admits it there, or
+   not taken. Converged jobs count in full: their floor is soft (shares mode; a quota's floor
+   is hard, but FlowCon resizes it as the worker fills), they take their cores back as the
+   worker empties and get a full limit once only converged jobs are left, so the cores the
+   floor lends now are not free. `admission.place` admits it there, or
    holds it while no worker offers `admission_min_cores` (1 by default: a job waits for a
    whole effective core rather than take a slice of a crowded worker, which would slow every
    job there). With `admission: forecast` it starts instead where it adds least to the
@@ -127,7 +128,7 @@ def as_flowcon(policy: FlowCon2Policy) -> flowcon.FlowConPolicy:
 @dataclass(frozen=True, kw_only=True)
 class _Job:
     """A job in the model: its weight (next limit), the most cores it can use, whether FlowCon
-    counts it converged, its forecast."""
+    counts it converged, its forecast; `hard`: its limit is a CPU quota (`mode: quota`)."""
 
     id: str
     weight: float
@@ -136,11 +137,15 @@ class _Job:
     forecast: Forecast | None
     speed: float  # the speed of the worker its forecast was measured on
     assumed: Forecast | None = None  # without a forecast: the typical job's (`typical`)
+    hard: bool = False
 
-    def draining(self) -> DrainingJob:
-        return DrainingJob(weight=self.weight, cap_cores=self.cap, converged=self.converged,
-                           forecast=self.forecast or self.assumed,
-                           measured_speed=self.speed if self.forecast is not None else 1.0)
+    def draining(self, capacity: float) -> DrainingJob:
+        """The job on a worker of `capacity` cores: a weight under shares, a hard cap (and
+        the same weight as every job) under quotas."""
+        return DrainingJob(weight=1.0 if self.hard else self.weight, cap_cores=self.cap,
+                           converged=self.converged, forecast=self.forecast or self.assumed,
+                           measured_speed=self.speed if self.forecast is not None else 1.0,
+                           limit_cores=self.weight * capacity if self.hard else math.inf)
 
 
 def cores_of(jobs: Sequence[_Job], capacity: float) -> list[float]:
@@ -173,7 +178,7 @@ def typical(model: Mapping[str, Sequence[_Job]]) -> Forecast | None:
 def _total(jobs: Sequence[_Job], capacity: float, speed: float) -> float:
     """Predicted seconds until each forecast job ends, summed, as the worker drains
     (`policyd.engine.drain`)."""
-    return sum(s for s in finish_seconds([j.draining() for j in jobs], capacity, speed)
+    return sum(s for s in finish_seconds([j.draining(capacity) for j in jobs], capacity, speed)
                if math.isfinite(s))
 
 
@@ -190,7 +195,7 @@ class _Move:
 
 def _own_finish(jobs: Sequence[_Job], job: _Job, capacity: float, speed: float) -> float:
     """When `job` (one of `jobs`) ends as the worker drains."""
-    ends = finish_seconds([j.draining() for j in jobs], capacity, speed)
+    ends = finish_seconds([j.draining(capacity) for j in jobs], capacity, speed)
     return ends[[j.id for j in jobs].index(job.id)]
 
 
@@ -282,6 +287,7 @@ def _admit(policy: FlowCon2Policy, pending: Sequence[PendingJob],
     """Held jobs, oldest first, each on the worker where it grows fastest (module
     docstring, 3)."""
     spec = policy.spec
+    hard = spec.mode == "quota"
     admits: list[Admit] = []
     waiting: list[QueuedJob] = []
     prior = typical(model)
@@ -296,7 +302,7 @@ def _admit(policy: FlowCon2Policy, pending: Sequence[PendingJob],
         offer, added = {}, {}
         for node in sorted(model):
             newcomer = _Job(id=p.id, weight=1.0, cap=capacity[node], converged=False,
-                            forecast=None, speed=speeds.of(node), assumed=prior)
+                            forecast=None, speed=speeds.of(node), assumed=prior, hard=hard)
             # At equal shares: a converged job's floor is soft (shares), it takes its cores
             # back as the worker empties and gets a full limit once only converged jobs are
             # left, so admission does not count on the cores the floor lends.
@@ -328,7 +334,7 @@ def _admit(policy: FlowCon2Policy, pending: Sequence[PendingJob],
             model[admit.node] = [*model[admit.node],
                                  _Job(id=p.id, weight=1.0, cap=capacity[admit.node],
                                       converged=False, forecast=None,
-                                      speed=speeds.of(admit.node), assumed=prior)]
+                                      speed=speeds.of(admit.node), assumed=prior, hard=hard)]
             if added:
                 totals[admit.node] += added[admit.node]
         waiting += [replace(q, position=len(waiting) + 1) for q in placed.queue]
@@ -340,7 +346,7 @@ def _admit(policy: FlowCon2Policy, pending: Sequence[PendingJob],
 
 def _model(snapshot: Snapshot, chosen: Sequence[Container], *, limits: Mapping[str, float],
            categories: Mapping[str, str], forecasts: Mapping[str, Forecast | None],
-           speeds: NodeSpeeds) -> dict[str, list[_Job]]:
+           speeds: NodeSpeeds, hard: bool) -> dict[str, list[_Job]]:
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
     model: dict[str, list[_Job]] = {n: [] for n in capacity}
     for c in chosen:
@@ -349,7 +355,7 @@ def _model(snapshot: Snapshot, chosen: Sequence[Container], *, limits: Mapping[s
             else capacity[c.node]
         model[c.node].append(_Job(id=c.id, weight=limits.get(c.id, c.cpu_allocation), cap=cap,
                                   converged=categories.get(c.id) == MOVABLE, forecast=f,
-                                  speed=speeds.of(c.node)))
+                                  speed=speeds.of(c.node), hard=hard))
     return model
 
 
@@ -370,7 +376,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
                            interval_seconds=spec.interval_seconds)
     found = forecast_containers(settings, snapshot, chosen)
     model = _model(snapshot, chosen, limits=limits, categories=categories,
-                   forecasts=found.by_id, speeds=speeds)
+                   forecasts=found.by_id, speeds=speeds, hard=spec.mode == "quota")
     if spec.admission == "forecast":
         prior = typical(model)
         model = {node: [replace(j, assumed=prior) for j in jobs] for node, jobs in model.items()}

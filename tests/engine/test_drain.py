@@ -22,10 +22,11 @@ def forecast(steps: float, *, per_step_on_one_core: float = 1.0, cap: float = 1.
 
 
 def draining(steps: float | None, *, weight: float = 1.0, converged: bool = False,
-             cap: float = 1.0, measured_speed: float = 1.0) -> DrainingJob:
+             cap: float = 1.0, measured_speed: float = 1.0,
+             limit: float = math.inf) -> DrainingJob:
     return DrainingJob(weight=weight, cap_cores=cap, converged=converged,
                        forecast=forecast(steps, cap=cap) if steps is not None else None,
-                       measured_speed=measured_speed)
+                       measured_speed=measured_speed, limit_cores=limit)
 
 
 @pytest.mark.parametrize(("jobs", "capacity", "speed", "expected"), [
@@ -41,8 +42,13 @@ def draining(steps: float | None, *, weight: float = 1.0, converged: bool = Fals
     ([draining(75, weight=1.0), draining(100, weight=1 / 3)], 1.0, 1.0, [100.0, 175.0]),
     # enough cores for both: neither waits
     ([draining(100), draining(300)], 2.0, 1.0, [100.0, 300.0]),
+    # a quota of a quarter core: the other takes the rest (at equal weights) and ends at
+    # 133 s; the capped one, not converged, stays at its quota: 100 - 33.3 steps at 0.25/s
+    ([draining(100, limit=0.25), draining(100)], 1.0, 1.0, [400.0, 400 / 3]),
+    # converged, alone at the end: FlowCon's quota of the whole worker (free competition)
+    ([draining(100, limit=0.25, converged=True), draining(100)], 1.0, 1.0, [200.0, 400 / 3]),
 ], ids=["alone", "fast worker", "measured on a fast worker", "equal", "short first",
-        "weighted", "room for both"])
+        "weighted", "room for both", "hard quota", "hard quota, then alone and converged"])
 def test_finish_seconds(jobs: list[DrainingJob], capacity: float, speed: float,
                         expected: list[float]) -> None:
     assert finish_seconds(jobs, capacity, speed) == pytest.approx(expected)

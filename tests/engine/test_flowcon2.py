@@ -96,6 +96,22 @@ def test_a_converged_job_moves_off_a_crowded_worker_and_the_reason_names_gain_an
     assert not any(isinstance(a, SetCpu) and a.container == "old" for a in d.actions)
 
 
+def test_under_quotas_the_floor_is_a_hard_cap_beside_jobs_of_equal_weight() -> None:
+    """The converged job's floor (1/6 of 2 cores) as a weight gets it 0.15 of a core beside two
+    growing jobs of weight 1 (0.92 each); as a quota, with every job at the same weight, it
+    gets all of its 0.33 and the growing jobs 0.83 each. So under quotas the move frees more
+    for the jobs left (they are sooner by more) and gains the job itself less (it ran faster
+    where it was)."""
+    def parts(mode: str) -> tuple[float, float]:
+        (move,) = moves(plan(policy(mode=mode), crowded()))
+        left = float(move.reason.split("sooner by ")[1].split(" s")[0])
+        itself = float(move.reason.split("itself +")[1].split(" s")[0])
+        return left, itself
+
+    (left_shares, itself_shares), (left_quota, itself_quota) = parts("shares"), parts("quota")
+    assert left_quota > left_shares and itself_quota < itself_shares
+
+
 def test_no_move_when_the_gain_does_not_beat_the_cost() -> None:
     assert moves(plan(policy(migration_cost_seconds=3600, migration_margin=100),
                       crowded())) == []
