@@ -7,6 +7,11 @@ create-blocks-from openmetrics` and into a real single-node VictoriaMetrics (Deb
 `victoria-metrics`) by `POST /api/v1/import/prometheus`, both on 127.0.0.1. VictoriaMetrics
 runs with `-search.latencyOffset=0s`: by default it hides the last 30 s before the wall clock,
 which a cycle reading up to now would see as missing samples (docs/sources.md, "Backends").
+
+Beside them, `SERVED` of the jobs also serve requests: a latency histogram
+(`serving_request_duration_seconds_bucket`, the buckets' counters growing at fixed shares of
+the requests, a different share per job), which the shipped QoE policy's `p95_latency_ms`
+(policies/qoe.yaml) reads through each server's own `histogram_quantile`.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from prometheus_api_client.prometheus_connect import PrometheusConnect
 
 from policyd.engine import decide
 from policyd.model import Snapshot
-from policyd.policy import load_policies_text
+from policyd.policy import load_policies, load_policies_text
 from policyd.sources import build_queries, kubernetes
 from policyd.sources.matrix import Matrix, read_matrix
 from policyd.sources.prometheus import (
@@ -37,10 +42,44 @@ from policyd.sources.prometheus import (
     connect_prometheus,
     query_range,
 )
-from tests.integration.cluster_series import Cluster, exposition, openmetrics
+from tests.integration.cluster_series import Cluster, exposition, jobs, openmetrics
 from tests.integration.servers import LOOPBACK, Server, free_port, launch, prometheus, running
 
 pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVED = range(0, 40, 4)
+"""The jobs that also serve requests (`histogram`)."""
+REQUESTS_PER_SECOND = 10.0
+
+
+def latency_shares(job: int) -> dict[str, float]:
+    """The share of job `job`'s requests at or below each bucket's bound (seconds): the
+    0.25 s bucket's differs from job to job, so each job has its own 95th percentile."""
+    return {"0.05": 0.5, "0.1": 0.8, "0.25": 0.96 + 0.002 * job / 4, "0.5": 0.99, "+Inf": 1.0}
+
+
+def p95_ms(job: int) -> float:
+    """What `histogram_quantile(0.95, ...)` makes of the job's buckets: 0.95 falls in the
+    (0.1, 0.25] bucket, interpolated linearly inside it."""
+    shares = latency_shares(job)
+    return 1000 * (0.1 + (0.25 - 0.1) * (0.95 - shares["0.1"]) / (shares["0.25"] - shares["0.1"]))
+
+
+def histogram(cluster: Cluster, stamp: dict[float, str]) -> str:
+    """The serving jobs' bucket counters, one line a sample (`stamp`: a time's text)."""
+    by_index = {j.index: j for j in jobs(cluster)}
+    lines = []
+    for i in SERVED:
+        job = by_index[i]
+        for le, share in latency_shares(i).items():
+            head = (f'serving_request_duration_seconds_bucket{{container="train",'
+                    f'le="{le}",namespace="{job.namespace}",pod="{job.pod}"}}')
+            for t in cluster.times().tolist():
+                if t >= job.started_at:
+                    count = REQUESTS_PER_SECOND * share * (t - job.started_at)
+                    lines.append(f"{head} {count!r} {stamp[t]}\n")
+    return "".join(lines)
 
 POLICY = """\
 apiVersion: policyd.io/v1alpha1
@@ -107,12 +146,17 @@ def backends(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster
     text = home / "series.om"
     with text.open("w") as out:
         openmetrics(cluster, out)
+    seconds = {t: f"{t:.3f}".rstrip("0").rstrip(".") for t in cluster.times().tolist()}
+    body_om = text.read_text().removesuffix("# EOF\n")
+    text.write_text(body_om + histogram(cluster, seconds) + "# EOF\n")
     subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(text),
                     str(home / "data")], check=True, capture_output=True)
     with prometheus(home, []) as prom, victoria_metrics(home) as vm:
         exposed = home / "series.prom"
         with exposed.open("w") as out:
             exposition(cluster, out)
+            out.write(histogram(cluster, {t: str(round(t * 1000))
+                                          for t in cluster.times().tolist()}))
         body = exposed.read_bytes()
         post(f"{vm.url}/api/v1/import/prometheus", body)
         post(f"{vm.url}/internal/force_flush")
@@ -175,3 +219,25 @@ def test_each_server_s_range_answers_are_read_from_their_bytes_as_decoded(
         assert got.offsets.tolist() == expected.offsets.tolist()
         assert got.times.tobytes() == expected.times.tobytes()
         assert got.values.tobytes() == expected.values.tobytes()
+
+
+@pytest.mark.parametrize("backend", ["prometheus", "victoria-metrics"])
+def test_the_shipped_qoe_policy_s_custom_metric_lands_on_each_serving_job(
+        backends: dict[str, str], cluster: Cluster, backend: str) -> None:
+    """policies/qoe.yaml's `p95_latency_ms` (a histogram_quantile over the jobs' latency
+    buckets), asked of a real server: every serving job gets its own 95th percentile, no other
+    job gets one, and nothing is left unplaced."""
+    (policy,) = load_policies(ROOT / "policies" / "qoe.yaml")
+    source = PrometheusSource(backends[backend], kubernetes(), timeout_seconds=30, retries=0,
+                              clock=lambda: cluster.end_seconds)
+    parsed = source.observe([policy])
+    assert not [w for w in parsed.warnings if "p95_latency_ms" in w], parsed.warnings
+    served = {f"{j.namespace}/{j.pod}/train": j.index for j in jobs(cluster)
+              if j.index in SERVED}
+    measured = {c.id: c.metrics["p95_latency_ms"] for c in parsed.snapshot.containers
+                if "p95_latency_ms" in c.metrics}
+    assert sorted(measured) == sorted(served)
+    for cid, series in measured.items():
+        assert len(series) > 0, cid
+        assert series.values.tolist() == pytest.approx([p95_ms(served[cid])] * len(series),
+                                                        rel=1e-6), cid
