@@ -23,7 +23,8 @@ from types import MappingProxyType
 from typing import Any
 
 from policyd.model import Action, Assessment
-from policyd.model.decision import Admit, MarkMigrated, Migrate, SetCpu, Stop
+from policyd.model.action_text import describe
+from policyd.model.decision import Migrate
 
 MIGRATION = "PolicydMigration"
 ACTION_FAILED = "PolicydActionFailed"
@@ -102,23 +103,6 @@ def delivered_alert(policy: str, assessment: Assessment, *, dry_run: bool, now: 
                      "reason": delivery.reason},
         starts_at=now, ends_at=ends_at, generator_url=generator_url,
     )
-
-
-def describe(action: Action) -> str:
-    """The action in a few words, for summaries."""
-    match action:
-        case Migrate():
-            return (f"migrate of job {action.container} from {action.from_node} "
-                    f"to {action.to_node}")
-        case SetCpu():
-            return (f"set_cpu of job {action.container} on node {action.node} "
-                    f"to {action.fraction:g} ({action.mode})")
-        case MarkMigrated():
-            return f"mark_migrated of job {action.container} on node {action.node}"
-        case Stop():
-            return f"stop of job {action.container} on node {action.node} ({action.event})"
-        case Admit():
-            return f"admit of job {action.container} on node {action.node}"
 
 
 def failure_alert(action: Action, failure: str, *, dry_run: bool, starts_at: float,

@@ -61,12 +61,17 @@ from policyd.engine.kind import Scope
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule, wakes_on
 from policyd.engine.spec import PolicyDocument
+from policyd.model.action_text import describe
 from policyd.model.codec import action_to_dict
 from policyd.model.events import ContainerEvent
 from policyd.sources.errors import SourceError
 from policyd.tick import Actuator, DryRunActuator, EventSource, Outcome, Source, tick
 
 LOG = logging.getLogger(__name__)
+
+ACTIONS_LOGGED_EACH = 20
+"""A tick's applied actions are logged one a line with their reasons at info level up to this
+many; more (FlowCon on thousands of containers) at debug level, the tick's line counting them."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -303,6 +308,12 @@ class Daemon:
         LOG.info("policy %s: %d actions (%d failed), next interval %g s, %.3f s%s",
                  decision.policy, len(decision.actions), len(outcome.failed),
                  decision.next_interval, took, " [dry run]" if decision.dry_run else "")
+        failed = {id(action) for action, _ in outcome.failed}
+        # what was done, and why (a dry run's actions are logged by the dry-run actuator)
+        applied = [] if decision.dry_run else [a for a in decision.actions if id(a) not in failed]
+        level = logging.INFO if len(applied) <= ACTIONS_LOGGED_EACH else logging.DEBUG
+        for action in applied:
+            LOG.log(level, "policy %s: %s: %s", decision.policy, describe(action), action.reason)
         for action, reason in outcome.failed:
             LOG.error("policy %s: action failed: %s: %s", decision.policy,
                       action_to_dict(action), reason)

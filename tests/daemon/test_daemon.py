@@ -124,6 +124,35 @@ def test_failing_action_is_counted_as_failed(registry: CollectorRegistry) -> Non
                  category="CL") == 1
 
 
+@pytest.mark.parametrize(("error", "dry_run", "expected"), [
+    (None, False, ["policy fc: set_cpu of job a on node w1 to 0.25 (shares): "]),
+    ("engine said no", False, []),  # the failure's own error line says it
+    (None, True, []),  # the dry-run actuator logs what it would do
+], ids=["applied", "failed", "dry run"])
+def test_each_applied_action_is_logged_with_its_reason(
+        registry: CollectorRegistry, caplog: pytest.LogCaptureFixture, error: str | None,
+        dry_run: bool, expected: list[str]) -> None:
+    daemon = make(registry, FakeSource(one_to_limit), FakeActuator(error=error),
+                  policies=[flowcon(dry_run=dry_run)])
+    with caplog.at_level("INFO", logger="policyd.daemon.scheduler"):
+        (report,) = daemon.run_once()
+    assert report.outcome is not None
+    (action,) = report.outcome.decision.actions
+    found = [r.getMessage() for r in caplog.records if ": set_cpu of job" in r.getMessage()]
+    assert found == [line + action.reason for line in expected]
+
+
+def test_a_large_decision_logs_its_actions_at_debug_level(
+        registry: CollectorRegistry, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("policyd.daemon.scheduler.ACTIONS_LOGGED_EACH", 0)
+    daemon = make(registry, FakeSource(one_to_limit), FakeActuator())
+    with caplog.at_level("DEBUG", logger="policyd.daemon.scheduler"):
+        daemon.run_once()
+    (record,) = [r for r in caplog.records if ": set_cpu of job" in r.getMessage()]
+    assert record.levelname == "DEBUG"
+
+
 def test_pending_moves_are_settled_before_every_snapshot(registry: CollectorRegistry) -> None:
     order: list[str] = []
     source = FakeSource(one_to_limit)
