@@ -114,9 +114,14 @@ class Admission:
 
     def finish(self, name: str, held_on: str) -> None:
         """Remove the held container an earlier attempt left behind its started copy."""
-        stale = self.engines.get(held_on, name)
-        if stale is not None and stale.status == HELD_STATUS:
-            self.engines.call(held_on, f"remove held {name}", lambda: stale.remove(v=False))
+        self._remove_held(self.engines.get(held_on, name), held_on)
+
+    def _remove_held(self, stale: Container | None, held_on: str) -> bool:
+        """Remove `stale` (inspected on `held_on`) when it is held; whether it was."""
+        if stale is None or stale.status != HELD_STATUS:
+            return False
+        self.engines.call(held_on, f"remove held {stale.name}", lambda: stale.remove(v=False))
+        return True
 
     def leftovers(self) -> list[str]:
         """Remove every held original whose copy an earlier admission started on another node
@@ -136,8 +141,7 @@ class Admission:
                     stale = self.engines.get(held_on, str(copy.name))
                 except ActuationError:
                     continue
-                if stale is not None and stale.status == HELD_STATUS:
-                    self.finish(str(copy.name), held_on)
+                if self._remove_held(stale, held_on):
                     removed.append(f"{copy.name} on {held_on}")
         return removed
 
