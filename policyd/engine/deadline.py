@@ -9,7 +9,9 @@ and `max-cpu`: `policyd.engine.declarations`). Every interval, cluster-wide:
    Amdahl model of its speed, so the time left at any number of cores). With T seconds until
    its deadline and W its whole window (submission to deadline) it needs `need` cores to
    finish within T - margin W (`deadline_cores.cores_for`): a cushion of fixed seconds, so a
-   job does not ride its need ever closer to the deadline as T shrinks. It is hopeless when
+   job does not ride its need ever closer to the deadline as T shrinks. Where no number of
+   cores makes that (inside the last margin W, or a speed model's serial part), it needs the
+   cores to finish within (1 - margin) T: still a cushion, and a number, not every core. It is hopeless when
    even the most cores it can use on its node (what it was seen limited to, else its speed
    model's cap; its max-cpu; the node) do not finish it within T, missed when the deadline
    has passed, unknown while it has no forecast yet (it has just started). A job that used
@@ -282,15 +284,21 @@ def _judge(c: Container, forecast: Forecast | None, note: str, *, capacity: floa
         left = deadline - now
         need_margin = cores_for(forecast, left - _cushion(d, spec))
         need_bare = cores_for(forecast, left)
+        # Where no number of cores makes the whole cushion (inside its last cushion: fewer
+        # seconds left than it), the job aims at the margin's share of the time left: a
+        # need, not a claim on every core, which gave the first of two such jobs the node
+        # and the second the floor one interval before its deadline.
+        aim = (need_margin if math.isfinite(need_margin) else
+               cores_for(forecast, left * (1.0 - spec.margin)))
         # Hysteresis: a job already at the floor comes back only when it can meet its
-        # deadline with the margin; any other is called hopeless only when even the low end
+        # deadline with that margin; any other is called hopeless only when even the low end
         # of its forecast cannot meet it at all.
         at_floor = c.cpu_allocation * capacity <= floor + 1e-6
-        if (need_margin > potential + 1e-9 if at_floor else
+        if (aim > potential + 1e-9 if at_floor else
                 cores_for(forecast, left * _optimism(forecast)) > potential + 1e-9):
             state = "hopeless"
         else:
-            state, need = "on_track", min(max(need_margin, floor), most)
+            state, need = "on_track", min(max(aim, floor), most)
     if state in ("hopeless", "missed") and spec.hopeless == "floor":
         rank = "last"
     order = deadline if deadline is not None and state in ("on_track", "unknown") else math.inf

@@ -29,13 +29,43 @@ def three(deadline: str) -> Decision:
 
 
 def test_an_at_risk_job_takes_cores_from_the_jobs_without_a_deadline() -> None:
+    # 200 s left and a cushion of 80 s: its speed model's serial part outlasts 120 s, so no
+    # number of cores makes the whole cushion; it aims at finishing in 0.9 x 200 s instead.
     d = three("800s")
-    assert by_id(d) == {"urgent": ("AT_RISK", 0.75), "free1": ("NO_DEADLINE", 0.125),
-                        "free2": ("NO_DEADLINE", 0.125)}
+    assert by_id(d) == {"urgent": ("AT_RISK", 0.714), "free1": ("NO_DEADLINE", 0.143),
+                        "free2": ("NO_DEADLINE", 0.143)}
     (urgent,) = [a for a in d.actions if a.container == "urgent"]
     assert isinstance(urgent, SetCpu) and urgent.mode == "quota"
-    assert urgent.reason.startswith("deadline in 3 min; 2000 steps left")
-    assert "no number of cores makes the margin: at risk, 3.00 cores -> 0.75" in urgent.reason
+    assert urgent.reason.startswith("deadline in 3 min; 2000 steps left, 3 min on 2.86 cores")
+    assert "no number of cores makes the margin: at risk, 2.86 cores -> 0.714" in urgent.reason
+
+
+def test_two_jobs_inside_their_last_cushion_both_get_cores_to_meet_their_deadlines() -> None:
+    """20 s left of a 620 s window (cushion 62 s): no number of cores makes the cushion. Each
+    job aims at 0.9 x 20 s, a need, not a claim on every core; asking for every core gave the
+    first in deadline order the node and the second the floor (slack -2 min), one interval
+    before both deadlines (seen on a real engine in shares mode)."""
+    d = decide(policy(mode="shares"), cluster(
+        job("long-1", left=150, rate=10, deadline="620s", cores=1, allocation=0.5),
+        job("long-2", left=150, rate=10, deadline="620s", cores=1, allocation=0.5),
+        nodes={"w1": 2.0}))
+    assert by_id(d) == {"long-1": ("AT_RISK", 1.0), "long-2": ("AT_RISK", 1.0)}
+    for a in d.assessments:
+        assert a.deadline is not None and a.deadline.slack_seconds == pytest.approx(5.0)
+        assert "15 s on 1.00 cores, slack 5 s; no number of cores makes the margin" in a.note
+
+
+def test_a_job_at_the_floor_inside_its_last_cushion_comes_back_when_it_can_make_it() -> None:
+    """At the floor (0.1 of 4 cores), 100 steps left at 10 steps/s a core, 20 s to go: 0.56
+    cores finish it in 0.9 x 20 s, so it is at risk and given them, not hopeless for ever
+    because the whole cushion (62 s) is out of reach."""
+    d = decide(policy(), cluster(
+        job("late", left=100, rate=1, deadline="620s", cores=0.1, allocation=0.025),
+        job("free1", left=2000, rate=10, cores=1.9, allocation=0.475),
+        job("free2", left=2000, rate=10, cores=1.9, allocation=0.475)))
+    assert by_id(d)["late"] == ("AT_RISK", 0.139)
+    (late,) = [a for a in d.actions if a.container == "late"]
+    assert late.reason.startswith("deadline in 20 s; 100 steps left, 18 s on 0.56 cores")
 
 
 def test_an_on_track_job_keeps_its_cores_and_shows_its_need_eta_and_slack() -> None:
