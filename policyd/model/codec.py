@@ -53,13 +53,22 @@ def _number(raw: Mapping[str, Any], key: str, path: str, problems: list[str], *,
 
 
 def _string_map(raw: Mapping[str, Any], key: str, path: str, problems: list[str]) -> dict[str, str]:
-    value = raw.get(key, {})
-    if not isinstance(value, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    ):
-        problems.append(f"{path}.{key}: expected an object of string values")
+    value = raw.get(key, _NOTHING)
+    if value is _NOTHING:
         return {}
-    return value
+    if isinstance(value, dict):
+        # a plain loop: twice as fast as all() over a generator for a container's few labels
+        for k, v in value.items():
+            if not (isinstance(k, str) and isinstance(v, str)):
+                break
+        else:
+            return value
+    problems.append(f"{path}.{key}: expected an object of string values")
+    return {}
+
+
+_NOTHING: Any = object()
+"""A key's absence (`raw.get(key, _NOTHING)`), told apart from any value it may hold."""
 
 
 _SERIES_KEYS = ("evaluation", "cpu_usage", "steps")
@@ -113,7 +122,9 @@ def _series(raw: Mapping[str, Any], key: str, path: str, problems: list[str]) ->
 
 def _metrics(raw: Mapping[str, Any], path: str, problems: list[str]) -> dict[str, Series]:
     """`metrics`: an object of metric name -> `[[time_seconds, value], ...]` (optional)."""
-    value = raw.get("metrics", {})
+    value = raw.get("metrics", _NOTHING)
+    if value is _NOTHING:  # most snapshots: no policy asks for QoE metrics
+        return {}
     if not isinstance(value, dict):
         problems.append(f"{path}.metrics: expected an object of metric name -> series")
         return {}
