@@ -264,6 +264,7 @@ class PlacementRun:
     def table(self) -> list[dict[str, object]]:
         return [{"job": j.name, "created_on": j.created_on, "ran_on": j.engines,
                  "start": [round(t - self.origin, 1) for t, _ in j.starts],
+                 "died": [round(t - self.origin, 1) for t, _, _ in j.dies],
                  "end": round(j.finished - self.origin, 1), "jct": round(j.jct, 1),
                  "exit_codes": j.exit_codes, "steps": j.steps,
                  "checkpoint_step": j.checkpoint_step, "resume_step": j.resume_step,
