@@ -1,12 +1,13 @@
 """The end-to-end figures on real Docker engines (benchmarks/README.md, "Docker proof").
 
     .venv/bin/python benchmarks/docker_proof.py
-        [flowcon|specon|listener|predictive|deadline|qoe|all]
+        [flowcon|specon|listener|predictive|deadline|qoe|flowcon2|all]
         [--json] [--steps N] [--stagger-steps K]    (FlowCon: steps a job; job 2 when job 1 is at K)
         [--scale F] [--rounds R]    (predictive: the remaining-work shape times F, R rounds;
                                      deadline: the urgent job's 15 s alone times F, R rounds;
                                      qoe: the jobs' lengths times F, R rounds)
         [--no-stop]                 (qoe: without the stop at a target loss)
+        [--no-baseline]             (flowcon2: without the NA run beside each FlowCon2 run)
 
 Drives the code of tests/e2e/ (tests/e2e/harness.py): real dockerd engines as hosts, the
 trainer image, a real Prometheus (and Alertmanager), and `policyd run` as a child process.
@@ -28,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.e2e import deadlines, qoe_targets, target_stop
+from tests.e2e import deadlines, flowcon2_placement, qoe_targets, target_stop
 from tests.e2e.harness import (
     FLOWCON_JOBS,
     SPECON_JOBS,
@@ -193,6 +194,36 @@ def qoe(root: Path, *, scale: float = 1.0, rounds: int = 3, stop: bool = True
                         for label in qoe_targets.RUNS.values()}}
 
 
+def flowcon2(root: Path, *, scale: float = 1.0, rounds: int = 3, baseline: bool = True
+             ) -> dict[str, Any]:
+    """The placement shape (tests/e2e/flowcon2_placement.py), the jobs' steps times `scale`,
+    `rounds` times on two engines of unequal cores (e1 on CPU 0, e2 on CPUs 0-1): FlowCon2
+    under `policyd run`, then (`baseline`) NA; each round's checks (the placement, the move,
+    every exit) and figures."""
+    shape = flowcon2_placement.PlacementShape().scaled(scale)
+    found: list[dict[str, Any]] = []
+    kept: list[dict[str, flowcon2_placement.PlacementRun]] = []
+    with lab(root, engines=2, cpus=flowcon2_placement.ENGINE_CPUS,
+             jobs=flowcon2_placement.all_job_names(rounds)) as world:
+        for r in range(rounds):
+            runs = flowcon2_placement.compare(world, shape, root / f"round-{r}", round_=r,
+                                              baseline=baseline)
+            kept.append(runs)
+            found.append({label: {
+                "engine_ncpu": run.engine_cpus,
+                "submitted_at": round(run.submitted_at, 1),
+                "average_jct": round(run.average_jct, 1), "makespan": round(run.makespan, 1),
+                "jobs": run.table(),
+                **({"checks_failed": flowcon2_placement.checks(run), "actions": run.actions}
+                   if label == "FlowCon2" else {})}
+                for label, run in runs.items()})
+            print(json.dumps(found[-1]), file=sys.stderr, flush=True)  # kept if a later round fails
+    return {"shape": {"converged_steps": shape.converged_steps, "grow_steps": shape.grow_steps,
+                      "new_steps": shape.new_steps, "converged_lr": shape.converged_lr,
+                      "grow_lr": shape.grow_lr, "engine_cpus": flowcon2_placement.ENGINE_CPUS},
+            "rounds": found, "summary": flowcon2_placement.summary(kept)}
+
+
 def round_figures(done: Compared, shape: RemainingWorkShape, order: list[str]
                   ) -> dict[str, Any]:
     """One round: per policy its jobs, average JCT (in seconds, and in the core's work:
@@ -245,7 +276,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("which", nargs="?", default="all",
                         choices=("flowcon", "specon", "listener", "predictive", "deadline", "qoe",
-                                 "all"))
+                                 "flowcon2", "all"))
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--steps", type=int, default=None,
                         help="FlowCon: steps a job (default 150000)")
@@ -255,13 +286,16 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=None,
                         help="predictive: the remaining-work shape times this (default 2; the "
                              "CI test runs 1); deadline: the jobs' lengths times this "
-                             "(default 1, as the CI test); qoe: the jobs' lengths times this "
-                             "(default 1)")
+                             "(default 1, as the CI test); qoe, flowcon2: the jobs' lengths "
+                             "times this (default 1)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="predictive: rounds of NA, FlowCon and Predictive; deadline: "
-                             "rounds of NA and Deadline; qoe: rounds of NA and QoE (default 3)")
+                             "rounds of NA and Deadline; qoe: rounds of NA and QoE; flowcon2: "
+                             "rounds of FlowCon2 and NA (default 3)")
     parser.add_argument("--no-stop", action="store_true",
                         help="qoe: leave out the job stopped at its target loss")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="flowcon2: leave out the NA run beside each FlowCon2 run")
     args = parser.parse_args()
     runs: dict[str, Callable[[Path], dict[str, Any]]] = {
         "flowcon": partial(flowcon, steps=args.steps, stagger_steps=args.stagger_steps),
@@ -271,7 +305,9 @@ def main() -> int:
         "deadline": partial(deadline, scale=1.0 if args.scale is None else args.scale,
                             rounds=args.rounds),
         "qoe": partial(qoe, scale=1.0 if args.scale is None else args.scale,
-                       rounds=args.rounds, stop=not args.no_stop)}
+                       rounds=args.rounds, stop=not args.no_stop),
+        "flowcon2": partial(flowcon2, scale=1.0 if args.scale is None else args.scale,
+                            rounds=args.rounds, baseline=not args.no_baseline)}
     chosen = list(runs) if args.which == "all" else [args.which]
     out: dict[str, Any] = {}
     for name in chosen:

@@ -11,12 +11,12 @@ and `max-cpu`: `policyd.engine.declarations`). Every interval, cluster-wide:
    finish within T - margin W (`deadline_cores.cores_for`): a cushion of fixed seconds, so a
    job does not ride its need ever closer to the deadline as T shrinks. Where no number of
    cores makes that (inside the last margin W, or a speed model's serial part), it needs the
-   cores to finish within (1 - margin) T: still a cushion, and a number, not every core. It is hopeless when
-   even the most cores it can use on its node (what it was seen limited to, else its speed
-   model's cap; its max-cpu; the node) do not finish it within T, missed when the deadline
-   has passed, unknown while it has no forecast yet (it has just started). A job that used
-   all of its cap is not judged by the growth step it may take this interval: it is at risk,
-   and grows.
+   cores to finish within (1 - margin) T: still a cushion, and a number, not every core. It
+   is hopeless when even the most cores it can use on its node (what it was seen limited to,
+   else its speed model's cap; its max-cpu; the node) do not finish it within T, missed when
+   the deadline has passed, unknown while it has no forecast yet (it has just started). A job
+   that used all of its cap is not judged by the growth step it may take this interval: it is
+   at risk, and grows.
 2. Split each worker's cores (`deadline_cores.split`): every job its floor (`floor_cores`, or
    its min-cpu); then the deadline jobs their needs, earliest deadline first, so an at-risk
    job takes its cores from the jobs without a deadline (down to their floor) and from the

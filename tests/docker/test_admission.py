@@ -62,6 +62,50 @@ def test_held_elsewhere_is_copied_started_then_the_held_one_removed() -> None:
     assert b.containers.by_name["job"].status == "running"
 
 
+class OwnerStarts(Clock):
+    """A clock whose sleep lets the owner's `docker run` start `job` on `engine` meanwhile."""
+
+    def __init__(self, now: float, engine: FakeEngine | None) -> None:
+        super().__init__(now)
+        self.engine = engine
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        if self.engine is not None:
+            self.engine.containers.by_name["job"].attrs["State"].update(Status="running",
+                                                                        Running=True)
+
+
+@pytest.mark.parametrize(("age", "slept"), [
+    pytest.param(0.2, [0.8], id="created-0.2-s-ago-waits-0.8-s"),
+    pytest.param(1.5, [], id="created-1.5-s-ago-no-wait"),
+    pytest.param(-3.0, [], id="created-in-the-future-skewed-clock-no-wait"),
+])
+def test_a_held_container_is_copied_once_it_is_a_second_old(age: float,
+                                                             slept: list[float]) -> None:
+    a, b = held_on_a()
+    created = created_at(a.containers.by_name["job"].attrs)
+    assert created is not None
+    clock = OwnerStarts(created + age, None)
+    actuator(a, b, clock=clock).apply(admit(node="b"), decision("dl"))
+    assert clock.slept[:len(slept)] == pytest.approx(slept)
+    assert b.containers.by_name["job"].status == "running" and a.log == ["remove job"]
+
+
+def test_a_docker_run_seen_between_its_create_and_start_is_not_copied() -> None:
+    """Listed as held in the moment between a `docker run`'s create and its start: by the end
+    of the wait its owner has started it, and it is left where it runs."""
+    a, b = held_on_a()
+    created = created_at(a.containers.by_name["job"].attrs)
+    assert created is not None
+    with pytest.raises(ActuationError, match=r"container job on node a was running within 1 s "
+                                             r"of its creation \(a docker run, not a held job\)"):
+        actuator(a, b, clock=OwnerStarts(created + 0.1, a)).apply(admit(node="b"),
+                                                                  decision("dl"))
+    assert b.log == [] and b.containers.created == []
+    assert a.containers.by_name["job"].status == "running" and "remove job" not in a.log
+
+
 def test_a_copy_that_does_not_start_is_removed_and_the_job_stays_held() -> None:
     a, b = held_on_a()
     b.crash_new = True

@@ -42,6 +42,7 @@ from tests.integration.docker_engines import (
     ROOT,
     TRAINER_TAG,
     Engine,
+    EngineCpus,
     build_trainer_image,
     docker_engines,
     host_binds,
@@ -281,11 +282,12 @@ class JobSpec:
 
 
 def run_job(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path, *,
-            labels: Mapping[str, str] | None = None) -> Container:
+            labels: Mapping[str, str] | None = None, held: bool = False) -> Container:
     """Start the trainer `spec` on `engine` under an init (`--init`: SIGTERM reaches it; a
     migration's replacement keeps it) (host network, the managed label and `labels`,
     POLICYD_CONTAINER = its name, its checkpoint directory under `ckpt_root`, a host path
-    both engines see)."""
+    both engines see). `held`: create it and leave it unstarted (`docker create`), a job held
+    for a policy that admits to start, here or on another engine."""
     ckpt = ckpt_root / spec.name
     ckpt.mkdir(parents=True, exist_ok=True)
     command = trainer_command(port, steps=spec.steps, step_sleep=spec.step_sleep, extra=[
@@ -297,7 +299,8 @@ def run_job(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path, *,
         kwargs["cpuset_cpus"] = spec.cpuset
     if spec.cpu_shares is not None:
         kwargs["cpu_shares"] = spec.cpu_shares
-    return engine.client().containers.run(
+    make = engine.client().containers.create if held else engine.client().containers.run
+    return make(
         TRAINER_TAG, command, name=spec.name, detach=True, network_mode="host", init=True,
         labels={"policyd.io/managed": "true", "app": "train", **(labels or {})},
         environment={"POLICYD_CONTAINER": spec.name, "POLICYD_JOB_NAME": spec.name},
@@ -506,10 +509,11 @@ class Lab:
 
 @contextlib.contextmanager
 def lab(directory: Path, *, engines: int, jobs: Sequence[str], with_alertmanager: bool = False,
-        cpus: str | None = None) -> Iterator[Lab]:
+        cpus: EngineCpus = None) -> Iterator[Lab]:
     """`engines` real engines (the trainer image built on each; on the CPUs `cpus` when given,
-    so that each reports that many cores: `Engine.cpus`), a Prometheus scraping one port per
-    job name every 0.5 s, optionally an Alertmanager, and the event and share logs."""
+    one list for all or one per engine, so that each reports that many cores: `Engine.cpus`),
+    a Prometheus scraping one port per job name every 0.5 s, optionally an Alertmanager, and
+    the event and share logs."""
     directory.mkdir(parents=True, exist_ok=True)
     ports = {name: free_port() for name in jobs}
     with contextlib.ExitStack() as stack:

@@ -147,14 +147,32 @@ def _unmount_under(path: Path) -> None:
         subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
 
+EngineCpus = str | Sequence[str | None] | None
+"""The CPUs of a set of engines: one CPU list (`taskset -c`) for all, one per engine (None:
+all CPUs), or None (every engine on every CPU)."""
+
+
+def per_engine(cpus: EngineCpus, count: int) -> list[str | None]:
+    """Each of `count` engines' CPU list from `cpus` (`EngineCpus`); a sequence must name one
+    per engine (a ValueError otherwise)."""
+    if cpus is None or isinstance(cpus, str):
+        return [cpus] * count
+    listed = list(cpus)
+    if len(listed) != count:
+        raise ValueError(f"cpus names {len(listed)} CPU lists for {count} engines: give one "
+                         "per engine, or one string for all")
+    return listed
+
+
 @contextlib.contextmanager
 def docker_engines(count: int, *, prefix: str = "pd-dk-",
-                   cpus: str | None = None) -> Iterator[list[Engine]]:
-    """`count` engines named e1..eN (on the CPUs `cpus`, see `Engine.cpus`), started in
-    parallel; stopped and deleted afterwards."""
+                   cpus: EngineCpus = None) -> Iterator[list[Engine]]:
+    """`count` engines named e1..eN (on the CPUs `cpus`, one list for all or one per engine:
+    `per_engine`, `Engine.cpus`), started in parallel; stopped and deleted afterwards."""
+    lists = per_engine(cpus, count)
     base = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
-    engines = [Engine(name=f"e{i}", base=base / f"e{i}", log=base / f"e{i}.log", cpus=cpus)
-               for i in range(1, count + 1)]
+    engines = [Engine(name=f"e{i}", base=base / f"e{i}", log=base / f"e{i}.log",
+                      cpus=lists[i - 1]) for i in range(1, count + 1)]
     for e in engines:
         e.base.mkdir()
     try:

@@ -75,7 +75,8 @@ class DockerActuator:
                                    clock=clock)
         self.stopper = Stopper(self.engines, self.state, clock=clock)
         self.admission = Admission(self.engines, self.migration,
-                                   Steps(self.engines, clock, sleep), clock=clock)
+                                   Steps(self.engines, clock, sleep), clock=clock,
+                                   sleep=sleep)
         self._recovered = False
         self._next_recovery = -math.inf
         self._lock = threading.Lock()

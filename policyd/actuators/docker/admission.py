@@ -24,6 +24,16 @@ in this order so that a failure leaves the job held, never lost or running twice
    copy does not start, the copy is removed and the held container stays held; the error says
    why (with the copy's log tail).
 
+A container is also `created` for the moment between a `docker run`'s create and its start,
+and the engine's `create` event wakes the admitting policies at once: policyd can list a job
+its owner is starting right then as held (seen on real engines: most `docker run`s of the
+FlowCon2 proof were listed so). Started where it is, that is harmless (the start finds it
+running); copied elsewhere, the owner's start would run the job twice. So before copying a
+container created less than `SETTLE_SECONDS` ago (by policyd's clock; a container that looks
+older, or created in the future by a skewed engine clock, is not waited for), the admission
+waits until it is that old and inspects it again: one its owner started meanwhile is not
+held, and is left where it runs (an ActuationError says so).
+
 Stopped between the copy's start and the held container's removal (policyd killed, the held
 node's engine lost), the held original would stay: the sources do not offer a held container
 whose name runs (`sources.docker_held`), so no Admit would come to remove it. At start-up the
@@ -51,6 +61,9 @@ from policyd.actuators.errors import ActuationError
 from policyd.model import Admit, labels
 
 HELD_STATUS = "created"
+SETTLE_SECONDS = 1.0
+"""How old a held container must be before it is copied to another node: a `docker run`
+starts its container well within it (module docstring)."""
 
 
 def create_limits(action: Admit, cores: float) -> dict[str, Any]:
@@ -71,6 +84,7 @@ class Admission:
     migration: Migration  # copies the image to another node as a move does
     steps: Steps  # starts and confirms the container as a move starts its replacement
     clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
 
     def run(self, action: Admit) -> str:
         """Carry the action out; the node the job runs on (the chosen one, or where an earlier
@@ -91,8 +105,26 @@ class Admission:
         if held_on == node:
             self.start_here(action, held)
         else:
-            self.start_elsewhere(action, held, held_on)
+            self.start_elsewhere(action, self.settled(held, held_on), held_on)
         return node
+
+    def settled(self, held: Container, held_on: str) -> Container:
+        """`held`, inspected again once it is `SETTLE_SECONDS` old when it is younger; an
+        ActuationError when its owner started it meanwhile (a `docker run`, module
+        docstring)."""
+        created = created_at(held.attrs)
+        age = None if created is None else self.clock() - created
+        if age is None or not 0 <= age < SETTLE_SECONDS:
+            return held
+        self.sleep(SETTLE_SECONDS - age)
+        name = str(held.name)
+        again = self.engines.managed(held_on, name)
+        if again.status != HELD_STATUS:
+            raise ActuationError(
+                f"container {name} on node {held_on} was {again.status} within "
+                f"{SETTLE_SECONDS:g} s of its creation (a docker run, not a held job): left "
+                "where it is")
+        return again
 
     def copy_runs(self, name: str, held_on: str, *, chosen: str) -> str | None:
         """The node other than `held_on` where a managed container `name` runs, if any (the
