@@ -1,4 +1,6 @@
-"""Fixtures for the Docker tests: real engines (slow tests) are started once per session."""
+"""Fixtures for the Docker tests: real engines (slow tests) are started once for this package's
+tests and stopped after its last one (package scope: nothing of theirs goes on running, or
+talking to an engine through requests, under the later tests' mocked HTTP)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 from tests.integration.docker_engines import Engine, build_trainer_image, docker_engines
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def engines() -> Iterator[list[Engine]]:
     """Two engines, e1 and e2; the trainer image is built on e1 only (a migration copies it)."""
     with docker_engines(2) as started:

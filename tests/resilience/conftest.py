@@ -1,4 +1,6 @@
-"""The world the resilience tests share (started once per session, ~20 s):
+"""The world the resilience tests share (started once for this package's tests, ~20 s,
+and stopped after its last one, so that its trainers do not load the machine under the later
+tests):
 
 * two real Docker engines, e1 and e2 (`tests.integration.docker_engines`), the trainer image
   built on each;
@@ -130,7 +132,7 @@ def run_sleeper(engine: Engine, name: str, *, labels: dict[str, str], shares: in
         volumes=host_binds())
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     base = tmp_path_factory.mktemp("resilience")
     with docker_engines(2, prefix="pd-rs-") as started:
