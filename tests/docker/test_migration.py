@@ -12,9 +12,12 @@ from tests.docker.builders import Clock, actuator, decision, migrate
 from tests.docker.fakes import FakeEngine
 
 
-def engines() -> tuple[FakeEngine, FakeEngine]:
+def engines(*, exits_on_sigterm: bool = True) -> tuple[FakeEngine, FakeEngine]:
+    """Engines a and b, on a a job that exits on its SIGTERM (a trainer: checkpoint, exit)
+    or, with `exits_on_sigterm=False`, one that goes on until `docker stop` ends it."""
     a, b = FakeEngine(), FakeEngine()
-    a.containers.add("job", labels={"policyd.io/managed": "true", "app": "train"})
+    job = a.containers.add("job", labels={"policyd.io/managed": "true", "app": "train"})
+    job.exit_on_kill = exits_on_sigterm
     return a, b
 
 
@@ -23,7 +26,9 @@ def test_happy_path_in_order(tmp_path: Path) -> None:
     state = tmp_path / "s.json"
     act = actuator(a, b, state_path=state, clock=Clock(5000.0))
     act.apply(migrate(rebalance=True, grace_seconds=45), decision("p"))
-    assert a.log == ["kill job SIGTERM", "stop job 45", "remove job"]
+    # exited on its SIGTERM: no second signal (`docker stop`), which could land in the job's
+    # interpreter shutdown after its checkpoint and kill it (exit 143)
+    assert a.log == ["kill job SIGTERM", "remove job"]
     assert b.log == ["create job", "start job"]
     spec = b.containers.created[0]
     assert spec["image"] == "trainer:local" and spec["network_mode"] == "host"
@@ -43,15 +48,18 @@ def test_happy_path_in_order(tmp_path: Path) -> None:
 
 
 def test_default_grace_and_no_converged_at_or_rebalance() -> None:
-    a, b = engines()
-    actuator(a, b).apply(migrate(converged_at=None), decision("other"))
-    assert a.log[:2] == ["kill job SIGTERM", "stop job 60"]
+    a, b = engines(exits_on_sigterm=False)
+    clock = Clock()
+    actuator(a, b, clock=clock).apply(migrate(converged_at=None), decision("other"))
+    # the whole default grace waited for its exit, then `docker stop` with nothing left
+    assert a.log[:2] == ["kill job SIGTERM", "stop job 0"]
+    assert sum(clock.slept) == pytest.approx(60.0)
     labels = b.containers.created[0]["labels"]
     assert "policyd.io/converged_at" not in labels and "policyd.io/rebalanced" not in labels
 
 
 def test_a_zero_grace_on_the_action_is_kept_not_replaced_by_the_default() -> None:
-    a, b = engines()
+    a, b = engines(exits_on_sigterm=False)
     actuator(a, b).apply(migrate(grace_seconds=0), decision("p"))
     assert a.log[1] == "stop job 0"
 
@@ -76,14 +84,14 @@ def test_image_that_cannot_be_copied_fails_before_anything_stops() -> None:
 
 
 def test_no_checkpoint_exit_code_rolls_back() -> None:
-    a, b = engines()
+    a, b = engines(exits_on_sigterm=False)
     a.containers.by_name["job"].exit_on_stop = 137
     act = actuator(a, b)
     with pytest.raises(ActuationError, match=r"moving job from node a to node b: the old one "
                                              r"exited with code 137 instead of 0 after SIGTERM "
                                              r".*rolled back: it runs on node a again"):
         act.apply(migrate(), decision())
-    assert a.log == ["kill job SIGTERM", "stop job 60", "start job"]
+    assert a.log == ["kill job SIGTERM", "stop job 0", "start job"]
     assert b.log == ["create job", "remove job"]
     assert a.containers.by_name["job"].status == "running" and not b.containers.by_name
     assert act.state.migrations == {}
@@ -154,11 +162,11 @@ def test_leftover_failed_replacement_is_replaced() -> None:
 def test_daemon_error_while_stopping_is_retried() -> None:
     from tests.docker.fakes import api_error  # noqa: PLC0415
 
-    a, b = engines()
+    a, b = engines(exits_on_sigterm=False)
     a.fail["stop"] = [api_error(502)]
     clock = Clock()
     actuator(a, b, clock=clock).apply(migrate(), decision())
-    assert a.log == ["kill job SIGTERM", "stop job 60", "remove job"] and 0.5 in clock.slept
+    assert a.log == ["kill job SIGTERM", "stop job 0", "remove job"] and 0.5 in clock.slept
 
 
 def test_the_copy_keeps_the_original_submission_for_a_relative_deadline() -> None:

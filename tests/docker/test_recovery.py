@@ -13,7 +13,7 @@ import requests
 from policyd.actuators.docker import ActuationError, DockerActuator
 from policyd.actuators.docker.state import ActuatorState
 from policyd.actuators.docker.steps import CRASH_POINTS
-from tests.docker.builders import actuator, decision, migrate, set_cpu, settings
+from tests.docker.builders import Clock, actuator, decision, migrate, set_cpu, settings
 from tests.docker.fakes import FakeEngine, api_error, as_clients
 
 NEW_LABELS = {"policyd.io/managed": "true", "policyd.io/migrated-from": "a"}
@@ -140,9 +140,11 @@ def test_a_restarted_policyd_leaves_exactly_one_trainer(point: str, exit_code: i
     a, b = FakeEngine(), FakeEngine()
     old = a.containers.add("job", labels={"policyd.io/managed": "true", "app": "train"})
     old.exit_on_stop = exit_code
+    old.exit_on_kill = True  # a trainer: its SIGTERM starts the checkpoint, then it exits
     path = tmp_path / "state.json"
-    dying = DockerActuator(settings(path), clients=as_clients(a=a, b=b), sleep=lambda s: None,
-                           crash=crash_at(point))
+    clock = Clock()
+    dying = DockerActuator(settings(path), clients=as_clients(a=a, b=b), clock=clock,
+                           sleep=clock.sleep, crash=crash_at(point))
     if point == "exit" or exit_code == 0 or point in ("intent", "create", "sigterm"):
         with pytest.raises(Crashed):
             dying.apply(migrate(), decision())
@@ -151,8 +153,8 @@ def test_a_restarted_policyd_leaves_exactly_one_trainer(point: str, exit_code: i
             dying.apply(migrate(), decision())
     if point == "sigterm":
         old.attrs["State"].update(Status="exited", Running=False, ExitCode=exit_code)
-    restarted = DockerActuator(settings(path), clients=as_clients(a=a, b=b),
-                               sleep=lambda s: None)
+    restarted = DockerActuator(settings(path), clients=as_clients(a=a, b=b), clock=clock,
+                               sleep=clock.sleep)
     restarted.recover()
     running = [e for e in (a, b) if status(e) == "running"]
     assert len(running) == 1, (point, status(a), status(b))
@@ -257,11 +259,13 @@ def test_a_failed_move_is_counted_on_the_job_and_shown_to_the_source(tmp_path: P
     a, b = FakeEngine(), FakeEngine()
     job = a.containers.add("job")
     job.exit_on_stop = 137
-    act = actuator(a, b, state_path=tmp_path / "state.json")
+    clock = Clock()
+    act = actuator(a, b, state_path=tmp_path / "state.json", clock=clock)
     for _ in range(2):
         with pytest.raises(ActuationError):
             act.apply(migrate(), decision())
     markers = act.recorded_markers()[job.id]
-    assert markers.move_failures == 2 and markers.move_failed_at == 1000.0
+    # each attempt waited the whole grace for an exit on SIGTERM that did not come
+    assert markers.move_failures == 2 and markers.move_failed_at == clock.now == 1120.0
     reloaded = actuator(a, b, state_path=tmp_path / "state.json")
     assert reloaded.recorded_markers()[job.id].move_failures == 2

@@ -18,8 +18,11 @@ table (`policyd.actuators.move_recovery`) settles with one job running and its c
    Idempotent: a create retried after a lost answer
    meets 409 "name already in use" and adopts the container when its `move-id` is this
    move's;
-5. the source gets its stop signal (SIGTERM), then `docker stop` with the grace period (the
-   engine SIGKILLs after it). It must exit 0 (the job's "checkpoint written");
+5. the source gets its stop signal (SIGTERM) and up to the grace period to exit on it; then
+   `docker stop` with what is left of it (the engine SIGKILLs after it; nothing more when it
+   has exited: a second SIGTERM while the job exits can land in its interpreter's shutdown,
+   after Python's handlers are gone, and kill it after its checkpoint). It must exit 0 (the
+   job's "checkpoint written");
 6. the intent is marked "starting"; the replacement is started and must be running within
    `start_timeout_seconds` and still running `confirm_seconds` later;
 7. the source container is removed (its checkpoint files are on the shared path and stay),
@@ -183,10 +186,12 @@ class Migration:
         new = self.create(dst_node, spec)
         self.steps.crash("create")
         restart = ((src.attrs.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name")
+        left = grace_seconds
         if (restart or "") in NO_RESTART:
             self.steps.signal_stop(src_node, src)
             self.steps.crash("sigterm")
-        code = self.steps.stop(src_node, src, grace_seconds)
+            left = self.steps.await_exit(src_node, src, grace_seconds)
+        code = self.steps.stop(src_node, src, left)
         self.steps.crash("exit")
         if code != 0:
             return (f"the old one exited with code {code} instead of 0 after SIGTERM (no "

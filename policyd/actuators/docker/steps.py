@@ -52,6 +52,12 @@ def crash_at(point: str | None) -> Callable[[str], None]:
     return crash
 
 
+RUNNING = ("running", "restarting", "paused")
+"""A container's states in which it has not exited yet."""
+EXIT_POLL_SECONDS = 0.1
+"""How often `await_exit` asks the engine whether the job has exited."""
+
+
 @dataclass
 class Steps:
     engines: Engines
@@ -69,13 +75,30 @@ class Steps:
             self.engines.call(node, f"send {sig} to {container.name}",
                               lambda: container.kill(signal=sig))
 
+    def await_exit(self, node: str, container: Container, grace_seconds: float) -> float:
+        """After `signal_stop`: wait, up to the whole grace period, for the job to exit on that
+        signal; the seconds of the grace period left (0 when it has run out). A second stop
+        signal while the job is already exiting (what `docker stop` at once would send) can
+        land in its interpreter's shutdown, where Python's signal handlers are gone, and kill a
+        job that has just written its checkpoint (exit 143: seen in CI on a loaded machine)."""
+        began = self.clock()
+        while True:
+            try:
+                self.engines.call(node, f"inspect {container.name}", container.reload)
+            except docker.errors.NotFound:
+                return 0.0
+            waited = self.clock() - began
+            if container.status not in RUNNING or waited >= grace_seconds:
+                return max(grace_seconds - waited, 0.0)
+            self.sleep(min(EXIT_POLL_SECONDS, grace_seconds - waited))
+
     def stop(self, node: str, container: Container, grace_seconds: float) -> int:
         """Stop the container as `docker stop` does (stop signal, up to the grace period, then
         SIGKILL; the engine then never restarts it) and return its exit code (-1: still
         running)."""
         with contextlib.suppress(docker.errors.NotFound):
             self.engines.call(node, f"inspect {container.name}", container.reload)
-        if container.status in ("running", "restarting", "paused"):
+        if container.status in RUNNING:
             self.engines.call(node, f"stop {container.name}",
                               lambda: container.stop(timeout=max(0, round(grace_seconds))))
         self.engines.call(node, f"inspect {container.name}", container.reload)
