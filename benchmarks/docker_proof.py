@@ -8,6 +8,7 @@
                                      qoe: the jobs' lengths times F, R rounds)
         [--no-stop]                 (qoe: without the stop at a target loss)
         [--no-baseline]             (flowcon2: without the NA run beside each FlowCon2 run)
+        [--keep DIR]                (keep each proof's files, policyd's log among them, in DIR)
 
 Drives the code of tests/e2e/ (tests/e2e/harness.py): real dockerd engines as hosts, the
 trainer image, a real Prometheus (and Alertmanager), and `policyd run` as a child process.
@@ -296,6 +297,11 @@ def main() -> int:
                         help="qoe: leave out the job stopped at its target loss")
     parser.add_argument("--no-baseline", action="store_true",
                         help="flowcon2: leave out the NA run beside each FlowCon2 run")
+    parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="work in DIR/<proof> (made, must not exist) and keep it: "
+                             "policyd's log with every action and its reason, the jobs' "
+                             "checkpoints, Prometheus' data (default: a temporary directory, "
+                             "removed)")
     args = parser.parse_args()
     runs: dict[str, Callable[[Path], dict[str, Any]]] = {
         "flowcon": partial(flowcon, steps=args.steps, stagger_steps=args.stagger_steps),
@@ -311,8 +317,14 @@ def main() -> int:
     chosen = list(runs) if args.which == "all" else [args.which]
     out: dict[str, Any] = {}
     for name in chosen:
-        with tempfile.TemporaryDirectory(prefix=f"pd-proof-{name}-") as tmp:
-            out[name] = runs[name](Path(tmp))
+        if args.keep is not None:
+            kept = args.keep / name
+            kept.mkdir(parents=True)  # an earlier proof's files are never mixed in
+            out[name] = runs[name](kept)
+            print(f"{name}: kept in {kept}", file=sys.stderr)
+        else:
+            with tempfile.TemporaryDirectory(prefix=f"pd-proof-{name}-") as tmp:
+                out[name] = runs[name](Path(tmp))
         if not args.json:
             print(f"== {name}")
             print(json.dumps(out[name], indent=2))

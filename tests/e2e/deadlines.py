@@ -157,6 +157,8 @@ class DeadlineRun:
     limits: dict[str, list[tuple[int, int]]]
     """The distinct successive (CpuShares, CpuQuota) of each job (quota in microseconds per
     100 ms; 0: none set)."""
+    limit_times: dict[str, list[float]] = field(default_factory=dict)
+    """When each of `limits` was first seen (epoch seconds), pair for pair."""
 
     @property
     def core_steps_per_second(self) -> float:
@@ -177,22 +179,27 @@ class DeadlineRun:
         return [{"job": j.name, "steps": j.steps, "deadline_s": j.deadline_seconds,
                  "start": round(j.started - origin, 1), "end": round(j.finished - origin, 1),
                  "slack_s": round(j.slack, 1), "met": j.met,
-                 "shares_quota": self.limits[j.name]}
+                 "shares_quota": self.limits[j.name],
+                 "shares_quota_at_s": [round(t - origin, 1)
+                                       for t in self.limit_times.get(j.name, [])]}
                 for j in self.jobs.values()]
 
 
 @dataclass
 class LimitLog:
     """`HostConfig.CpuShares` and `CpuQuota` of the named containers on the engine at `url`,
-    polled until `close()`; each container's distinct successive pairs."""
+    polled until `close()`; each container's distinct successive pairs, and when each was
+    first seen."""
 
     url: str
     names: tuple[str, ...]
     every: float = 0.3
     values: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    times: dict[str, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.values = {n: [] for n in self.names}
+        self.times = {n: [] for n in self.names}
         self._stop = threading.Event()
         self._api = docker.APIClient(base_url=self.url, version="auto", timeout=30)
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -209,6 +216,7 @@ class LimitLog:
                 seen = self.values[name]
                 if not seen or seen[-1] != limits:
                     seen.append(limits)
+                    self.times[name].append(time.time())
             self._stop.wait(self.every)
 
     def close(self) -> None:
@@ -266,7 +274,8 @@ def run_deadlines(lab_: Lab, shape: DeadlineShape, prefix_: str, label: str) -> 
         jobs[name] = DeadlineJob(name=name, steps=steps[role], deadline_seconds=deadlines[role],
                                  created=docker_time(inspected[name]["Created"]),
                                  started=r.started, finished=r.finished, exit_code=r.exit_code)
-    return DeadlineRun(label=label, steps_per_second=speed, jobs=jobs, limits=limits.values)
+    return DeadlineRun(label=label, steps_per_second=speed, jobs=jobs, limits=limits.values,
+                       limit_times=limits.times)
 
 
 def compare(lab_: Lab, shape: DeadlineShape, directory: Path, *, round_: int = 0
