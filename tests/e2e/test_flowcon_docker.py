@@ -85,7 +85,7 @@ def test_flowcon_moves_cpu_weights_as_algorithm_1_says(tmp_path: Path) -> None:
                     # move asks), and exits 0.
                     for n in FLOWCON_JOBS:
                         with contextlib.suppress(docker.errors.NotFound):
-                            world.engine("e1").client().containers.get(n).stop(timeout=30)
+                            api.stop(n, timeout=30)
             policy = run_flowcon_jobs(world, shape, "FlowCon", during,
                                       converged=lambda n: policyd.category(n) == "CL")
     print(f"\nFlowCon: {shape.steps} steps a job; t = {policy.stagger_seconds:.1f} s "
