@@ -51,15 +51,23 @@ def test_the_same_curves_as_the_row_per_container_fit(seed: int) -> None:
     old = reference.fit_curves(x, y, weight, window)
     assert np.array_equal(new.ok, old.ok)
     assert new.ok.mean() > 0.9
-    # The fitted curve inside the data and twice as far beyond it. Not bit for bit: where the
-    # cost is flat along the valley in which tau and gamma trade off, a Gauss-Newton step that
-    # changes it by ~1e-12 is kept by one summation order and dropped by the other, and the
-    # two paths end a few 1e-6 apart (the reference itself does so when its losses are
-    # multiplied by 1 + 1e-15).
-    ahead = x.max(axis=1, keepdims=True) * np.array([[0.1, 0.5, 1.0, 1.5, 2.0]])
-    rows = np.flatnonzero(old.ok)
-    assert new.reported(ahead)[rows] == pytest.approx(old.reported(ahead)[rows], rel=1e-5)
-    assert new.cost[rows] == pytest.approx(old.cost[rows], rel=1e-5, abs=1e-12)
+    # The fitted curve inside the data (its first point, the middle, its last) and up to twice
+    # as far beyond it, and the cost. Not bit for bit: where the cost is flat along the valley
+    # in which tau and gamma trade off, a Gauss-Newton step that changes it by ~1e-12 is kept by
+    # one summation order and dropped by the other, and the two paths end apart (the reference
+    # itself does so when its losses are multiplied by 1 + 1e-15). How far apart depends on the
+    # CPU's summation kernels: measured on 200 seeds, up to 3.2e-5 in the curves and 4.7e-5 in
+    # the cost; where the data are so flat that the amplitude runs off along the valley
+    # (a > 1e6, 29 of 48,000 fits), up to 3.5e-4 and 5e-3.
+    first = np.where(weight > 0, x, np.inf).min(axis=1, keepdims=True)
+    last = x.max(axis=1, keepdims=True)
+    points = np.hstack([first, (first + last) / 2, last, 1.5 * last, 2.0 * last])
+    runaway = np.maximum(new.a, old.a) > 1e6
+    for rows, rel_curve, rel_cost in ((np.flatnonzero(old.ok & ~runaway), 1e-4, 1e-4),
+                                      (np.flatnonzero(old.ok & runaway), 2e-3, 2e-2)):
+        assert new.reported(points)[rows] == pytest.approx(old.reported(points)[rows],
+                                                           rel=rel_curve)
+        assert new.cost[rows] == pytest.approx(old.cost[rows], rel=rel_cost, abs=1e-12)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
