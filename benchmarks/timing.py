@@ -27,3 +27,18 @@ def median_wall_and_cpu_seconds(func: Callable[[], object], repeat: int) -> tupl
         walls.append(time.perf_counter() - start)
         cpus.append(time.process_time() - cpu)
     return statistics.median(walls), statistics.median(cpus)
+
+
+def host_speed_seconds(repeat: int = 3) -> float:
+    """This host's speed at pure Python, as a yardstick for absolute targets: the median wall
+    time of summing the squares of 0..10**7 - 1 in a Python loop inside a function. Hosts of
+    the same kind differ by twofold and more: a figure read against a target should be read
+    with this one beside it."""
+
+    def squares() -> int:
+        total = 0
+        for i in range(10**7):
+            total += i * i
+        return total
+
+    return median_seconds(squares, repeat)
