@@ -68,6 +68,21 @@ def test_a_job_at_the_floor_inside_its_last_cushion_comes_back_when_it_can_make_
     assert late.reason.startswith("deadline in 20 s; 100 steps left, 18 s on 0.56 cores")
 
 
+def test_a_job_seen_below_a_core_is_timed_on_the_model_its_need_comes_from() -> None:
+    """A job that used 0.1 of the core it was given (a core other jobs shared, in shares mode:
+    what it got, not what it can use) is read as able to use a whole core, as its need is:
+    10 s left on 1 core, slack 70 s, needs 0.83 cores, on track. Timed at the 0.1 core it was
+    seen at, its reason said 100 s, slack -20 s, and on track with a need of 0.83 cores."""
+    d = decide(policy(mode="shares"), cluster(
+        job("slow", left=100, rate=1, deadline="680s", cores=0.1, allocation=0.5),
+        nodes={"w1": 2.0}))
+    (slow,) = d.assessments
+    assert slow.category == "ON_TRACK" and slow.deadline is not None
+    assert slow.deadline.slack_seconds == pytest.approx(70.0)
+    assert slow.deadline.needed_cores == pytest.approx(0.833, abs=1e-3)
+    assert "100 steps left, 10 s on 1.00 cores, slack 70 s; needs 0.83 cores" in slow.note
+
+
 def test_an_on_track_job_keeps_its_cores_and_shows_its_need_eta_and_slack() -> None:
     d = three("900s")
     assert d.actions == ()
