@@ -15,7 +15,8 @@ cycle asks Prometheus a small, fixed number of questions, whatever the number of
 3. the facts, one small instant query each (`facts`, named by `FACTS`): node `capacity`,
    `started_at`, the current allocation of the knob the policies set (`shares` under
    `mode: shares`, `limit_cores` = quota / period under `mode: quota`: never both), and, on
-   Kubernetes, the pod `annotations` holding the markers. At most four: at most eight
+   Kubernetes, the pod `annotations` holding the markers (for a node agent, the pods with a
+   container on its node: the annotations carry no node label). At most four: at most eight
    queries a cycle with the progress queries below.
 
 Each fact query keeps only the labels policyd reads (`SourceSettings.kept_labels`: identity,
@@ -188,12 +189,18 @@ def facts_queries(settings: SourceSettings, namespaces: Sequence[str] = (),
                                     f"{_reduced(settings, settings.period_metric + sel)}"))
     elif settings.shares_metric is not None:
         out.append((FACT_SHARES, _reduced(settings, settings.shares_metric + sel)))
-    if settings.annotations_metric is not None:  # no node label: the agent gets every pod's
+    if settings.annotations_metric is not None:
         ann = [m for m in _scope(settings, namespaces) if m.label in
                settings.annotation_identity_labels]
         kept = (*settings.annotation_identity_labels, *settings.marker_labels.names())
-        out.append((FACT_ANNOTATIONS, f"max by ({', '.join(dict.fromkeys(kept))}) ("
-                                      f"{settings.annotations_metric}{render_matchers(ann)})"))
+        query = (f"max by ({', '.join(dict.fromkeys(kept))}) ("
+                 f"{settings.annotations_metric}{render_matchers(ann)})")
+        if node is not None and settings.start_time_metric is not None:
+            # Its series carry no node: a node agent keeps the pods that have a container on
+            # its node, or every agent would read every pod of the cluster each cycle.
+            query = (f"{query} and on ({', '.join(settings.annotation_identity_labels)}) "
+                     f"{settings.start_time_metric}{sel}")
+        out.append((FACT_ANNOTATIONS, query))
     return tuple(out)
 
 

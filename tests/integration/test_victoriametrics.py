@@ -164,10 +164,11 @@ def backends(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster
         yield {"prometheus": prom.url, "victoria-metrics": vm.url}
 
 
-def snapshot(url: str, cluster: Cluster, mode: str) -> tuple[Snapshot, tuple[str, ...]]:
+def snapshot(url: str, cluster: Cluster, mode: str, node: str | None = None
+             ) -> tuple[Snapshot, tuple[str, ...]]:
     policies = load_policies_text(POLICY.replace("{mode}", mode))
     source = PrometheusSource(url, kubernetes(), timeout_seconds=30, retries=0,
-                              clock=lambda: cluster.end_seconds)
+                              clock=lambda: cluster.end_seconds, node=node)
     parsed = source.observe(policies)
     return parsed.snapshot, parsed.warnings
 
@@ -196,6 +197,28 @@ def test_victoria_metrics_gives_the_snapshot_and_decisions_prometheus_gives(
     ours, theirs = decide(policy, prom), decide(policy, vm)
     assert ours.actions == theirs.actions
     assert ours.categories == theirs.categories
+
+
+@pytest.mark.parametrize("server", ["prometheus", "victoria-metrics"])
+def test_a_node_agent_sees_its_node_as_the_whole_cluster_shows_it(
+        backends: dict[str, str], cluster: Cluster, server: str) -> None:
+    # Node w0 holds job 5, the one with the `migrated` marker: the agent's annotations query
+    # keeps the pods with a container on its node (`and on (namespace, pod)`) and still
+    # finds it.
+    whole, _ = snapshot(backends[server], cluster, "shares")
+    agent, _ = snapshot(backends[server], cluster, "shares", node="w0")
+    mine = [c for c in whole.containers if c.node == "w0"]
+    assert len(mine) == 10 and any(c.markers.migrated for c in mine)
+    assert [(c.id, c.markers, c.started_at, c.cpu_allocation) for c in agent.containers] == [
+        (c.id, c.markers, c.started_at, c.cpu_allocation) for c in mine]
+    assert [n.name for n in agent.nodes] == ["w0"]
+    queries = build_queries(load_policies_text(POLICY.replace("{mode}", "shares")),
+                            kubernetes(), now_seconds=cluster.end_seconds, node="w0")
+    client = PrometheusConnect(url=backends[server], disable_ssl=True)
+    answer = client.custom_query(dict(queries.facts)["annotations"],
+                                 params={"time": cluster.end_seconds})
+    assert sorted(a["metric"]["pod"] for a in answer) == sorted(
+        c.id.split("/")[1] for c in mine)  # its 10 pods' annotations, not the cluster's 40
 
 
 @pytest.mark.parametrize("backend", ["prometheus", "victoria-metrics"])

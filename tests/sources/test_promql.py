@@ -139,7 +139,10 @@ def test_a_node_agent_asks_for_its_node_only() -> None:
     facts = dict(q.facts)
     assert facts["capacity"] == 'max by (node) (machine_cpu_cores{node="w1"})'
     assert 'node="w1"' in facts["started_at"] and 'node="w1"' in facts["shares"]
-    assert "node=" not in facts["annotations"]  # kube-state-metrics' series carry no node
+    # kube-state-metrics' series carry no node: the pods with a container on the node
+    assert facts["annotations"] == (
+        f"{ANNOTATIONS} and on (namespace, pod) "
+        'container_start_time_seconds{container!="",container!="POD",node="w1"}')
     assert (q.steps, q.progress) == ('policyd_training_steps_total{node="w1"}',
                                      'policyd_training_progress_ratio{node="w1"}')
 
