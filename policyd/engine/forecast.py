@@ -224,6 +224,10 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
         improvement = _remaining_improvement(curve, rows, fitted=fitted, flat=flat,
                                              x_now=x_now, end=np.where(known, h.total_steps,
                                                                        crossing))
+    with np.errstate(divide="ignore"):
+        _unless_finite(notes, steps_done=x_now, remaining_steps=remaining_steps,
+                       seconds_per_step=seconds_per_step, steps_per_second=1.0 / seconds_per_step,
+                       finish_at=finish_at, low_seconds=low, high_seconds=high)
     judged = ~_noted(notes)
     nan = np.where(judged, 1.0, np.nan)
     return Forecasts(
@@ -250,6 +254,17 @@ def _remaining_improvement(curve: CurveFit, rows: npt.NDArray[np.int64], *, fitt
             value = np.maximum(now - later, 0.0) / np.abs(now)
         out[rows] = np.where(fitted[rows] & np.isfinite(value), value, np.nan)
     return out
+
+
+def _unless_finite(notes: list[str], **values: FloatArray) -> None:
+    """A note on every container not noted yet whose forecast has a value that is not a
+    finite number: no forecast, never a NaN or an infinity presented as one (a decision's
+    forecast refuses them, and a tick would fail on one)."""
+    bad = ~_noted(notes) & ~np.all([np.isfinite(v) for v in values.values()], axis=0)
+    for i in np.flatnonzero(bad).tolist():
+        which = ", ".join(f"{name.replace('_', ' ')} {v[i]:g}" for name, v in values.items()
+                          if not np.isfinite(v[i]))
+        notes[i] = f"the forecast is not a number ({which}): its samples give no usable speed"
 
 
 def _noted(notes: list[str]) -> BoolArray:

@@ -49,6 +49,12 @@ it used (time-weighted over its intervals), and to get no faster with more. Whil
 busy (`busy`), using less is the others' doing (CPU shares are weights, not caps) and says
 nothing of the job's threads."""
 
+MIN_MEASURED_CORES = 1e-3
+"""An interval whose mean CPU is below a thousandth of a core says nothing of the job's speed:
+it is a measurement's artefact (a rate read across a container's restart, a counter sampled
+twice in one tick), not steps made on no CPU. Left out, as an interval without a CPU figure is:
+at 1e-9 cores the normal equations' terms reach 1e18 and their solution was NaN."""
+
 BoolArray = npt.NDArray[np.bool_]
 
 
@@ -109,10 +115,11 @@ def fit_speed(
     `steps_made`, `seconds` and `cores`: per interval the steps done, its length and the mean
     cores used; `busy` whether the node was all in use then (None: never); `allocation_cores`
     (N,) the current allocation, `max_cores` (N,) the most the node could give. Intervals
-    without steps, without a finite positive CPU figure or of no length are left out.
+    without steps, without a finite CPU figure of at least MIN_MEASURED_CORES or of no length
+    are left out.
     """
     good = (np.isfinite(steps_made) & (steps_made > 0) & np.isfinite(seconds) & (seconds > 0)
-            & np.isfinite(cores) & (cores > 0))
+            & np.isfinite(cores) & (cores >= MIN_MEASURED_CORES))
     w = np.where(good, steps_made, 0.0)
     safe_cores = np.where(good, cores, 1.0)
     s = np.where(good, seconds / np.where(good, steps_made, 1.0), 0.0)

@@ -3,11 +3,17 @@ cannot judge, determinism, and one batch equal to one container at a time."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from policyd.engine.forecast import forecast
-from policyd.engine.forecast_input import Histories, History
+from policyd.engine.forecast_input import Histories, History, Settings
+from policyd.engine.forecasting import Forecasted
 from policyd.engine.speed import PRIOR_PARALLEL_FRACTION
 from tests.engine.forecast_builders import NOW, curve_history, family, replaced, settings
 
@@ -225,3 +231,42 @@ def test_a_batch_equals_one_container_at_a_time() -> None:
 def test_history_rejects_misaligned_arrays() -> None:
     with pytest.raises(ValueError, match="aligned"):
         replaced(BASE, steps=BASE.steps[:-1])
+
+
+ODD_CORES = st.sampled_from([math.nan, math.inf, -0.5, 0.0, 1e-9, 1e-6, 1e-3, 0.1, 0.5, 1.0,
+                             1.9, 50.0])
+
+
+@st.composite
+def odd_histories(draw: st.DrawFn) -> tuple[History, Settings]:
+    """Short histories with the CPU figures sources really produce around restarts and
+    counter resets (NaN, infinite, negative, zero, next to nothing), steps that stall."""
+    k = draw(st.integers(2, 8))
+    gaps = draw(st.lists(st.sampled_from([1.0, 5.0, 15.0, 30.0]), min_size=k, max_size=k))
+    times = NOW - 300.0 + np.cumsum(gaps)
+    made = draw(st.lists(st.sampled_from([0.0, 1.0, 50.0, 1000.0]), min_size=k, max_size=k))
+    steps = draw(st.sampled_from([0.0, 100.0, 5000.0])) + np.cumsum(made)
+    losses = 0.1 + 2.0 * np.exp(-steps / draw(st.sampled_from([100.0, 5000.0, 1e6])))
+    cores = np.array(draw(st.lists(ODD_CORES, min_size=k, max_size=k)))
+    busy = np.array(draw(st.lists(st.sampled_from([math.nan, 0.0, 1.0]), min_size=k,
+                                  max_size=k)))
+    total = draw(st.sampled_from([None, float(steps[-1]), float(steps[-1]) + 10.0,
+                                  3.0 * float(steps[-1]) + 1.0]))
+    history = History(times_seconds=times, losses=losses, steps=steps, cores=cores,
+                      allocation_cores=draw(st.sampled_from([1e-9, 0.1, 1.0, 8.0])),
+                      max_cores=draw(st.sampled_from([1e-6, 0.5, 2.0])), total_steps=total,
+                      target_loss=draw(st.sampled_from([None, 0.05, 1.0])), busy=busy)
+    later = draw(st.sampled_from([0.0, 3.0, 20.0]))
+    return history, Settings(now_seconds=float(times[-1]) + later, alpha=0.05,
+                             interval_seconds=20.0, improvement=True)
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(odd_histories())
+def test_a_forecast_is_numbers_or_a_note_never_an_exception(case: tuple[History, Settings]
+                                                            ) -> None:
+    history, s = case
+    result = forecast(Histories.of([history]), s)
+    # What a decision reports: a JobForecast checks that each value is a finite number.
+    (job,) = Forecasted(ids=("c",), forecasts=result, notes={}).jobs().values()
+    assert (job is None) == bool(result.notes[0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from policyd.engine.speed import PRIOR_PARALLEL_FRACTION, fit_speed
+from policyd.engine.speed import MIN_MEASURED_CORES, PRIOR_PARALLEL_FRACTION, fit_speed
 
 
 def amdahl_seconds(cores: np.ndarray, *, t1: float, p: float) -> np.ndarray:
@@ -70,6 +70,18 @@ def test_intervals_without_a_cpu_figure_are_left_out() -> None:
     model = fit_speed(steps_made=steps, seconds=np.array([[10.0, 10.0, 50.0]]),
                       cores=np.array([[1.0, 1.0, np.nan]]), allocation_cores=np.ones(1),
                       max_cores=np.ones(1))
+    assert model.seconds_per_step(np.ones(1))[0] == pytest.approx(0.01)
+
+
+@pytest.mark.parametrize("tiny", [1e-9, 1e-6, MIN_MEASURED_CORES / 2])
+def test_an_interval_on_next_to_no_cpu_is_left_out(tiny: float) -> None:
+    # Seen after an engine restart: a step made while the CPU rate read ~1e-9 cores (a rate
+    # across the restart). Kept, it put terms of 1e18 into the normal equations and the
+    # model's seconds per step came out NaN; a tick then failed on the decision's forecast.
+    steps = np.array([[1000.0, 1000.0, 1.0]])
+    model = fit_speed(steps_made=steps, seconds=np.array([[10.0, 10.0, 5.0]]),
+                      cores=np.array([[1.0, 1.0, tiny]]), allocation_cores=np.ones(1),
+                      max_cores=np.full(1, 2.0))
     assert model.seconds_per_step(np.ones(1))[0] == pytest.approx(0.01)
 
 
