@@ -217,6 +217,11 @@ def parse_cycle(*, evaluation: Any, cpu: Any, facts_results: Mapping[str, Any],
         ))
     _summarise_others(resources, chosen, warnings)
     usage = _node_usage(cpu_m, settings, fresh_after)
+    for name, total in sorted(usage.items()):
+        if not math.isfinite(total):  # each figure finite, their sum beyond a float
+            warnings.append(f"node {name}: its containers' CPU figures add up to {total} "
+                            "cores; its usage is left out")
+            usage[name] = 0.0
     nodes: list[Node] = []
     for name in sorted(set(capacity) | {c.node for c in containers}):
         cores = capacity.get(name, settings.default_capacity_cores)

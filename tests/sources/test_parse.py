@@ -229,6 +229,16 @@ def test_cpu_nan_passes_through_to_the_engine() -> None:
     assert parsed.snapshot.nodes[0].cpu_usage == 0.0
 
 
+def test_cpu_figures_whose_sum_no_float_holds_leave_the_node_usage_out() -> None:
+    # Each figure finite, two of them beyond a float together: the node's usage would be inf,
+    # which a Node refuses, and the whole cycle failed on it (found by fuzzing the parser).
+    other = {"namespace": "ns", "pod": "p2", "container": "train"}
+    parsed = k8s([loss()], [cpu(value=1e308), cpu(other, value=1e308)])
+    assert parsed.snapshot.nodes[0].cpu_usage == 0.0
+    assert [c.id for c in parsed.snapshot.containers] == ["ns/p1/train"]
+    assert any("add up to inf cores" in w for w in parsed.warnings)
+
+
 @pytest.mark.parametrize("result", [{"x": 1}, "garbage", [1, 2], [{"values": []}]])
 def test_a_result_of_the_wrong_shape_is_a_shape_error(result: Any) -> None:
     with pytest.raises(ResponseShapeError):
