@@ -178,6 +178,19 @@ def test_a_nan_cpu_sample_spoils_only_its_own_interval_and_container() -> None:
     assert cpu.cores[1].tolist() == [2.0, 2.0]
 
 
+def test_cpu_figures_beyond_a_million_cores_spoil_only_their_own_container() -> None:
+    # Finite, but two of them overflow the prefix sums every container's samples share: each
+    # container packed after read NaN cores (inf - inf) before such figures were broken ones.
+    huge = job([0, 10, 20], [4, 3, 2], cpu_times=[5, 15], cpu=[1e308, 1e308], cid="a")
+    second = job([0, 10, 20], [4, 3, 2], cpu_times=[5, 15], cpu=[2.0, 2.0], cid="b")
+    w = sample_window([huge, second], now=20, interval_seconds=10, intervals=2,
+                      max_sample_age_seconds=20)
+    cpu = mean_cpu_cores([huge, second], w, now=20)
+    assert np.isnan(cpu.cores[0]).all()
+    assert cpu.problems == ("cpu_usage is not a finite number in (0, 10]", None)
+    assert cpu.cores[1].tolist() == [2.0, 2.0]
+
+
 def test_unordered_cpu_times_make_the_cpu_unknown() -> None:
     c = job([0, 10, 20], [4, 3, 2], cpu_times=[15, 5], cpu=[1.0, 1.0])
     w = sample_window([c], now=20, interval_seconds=10, intervals=2, max_sample_age_seconds=20)

@@ -169,7 +169,7 @@ def _assess(
     # *base* interval, so backing off does not rescale G against alpha; dividing by R_m (mean
     # cores used in the interval) makes it per core. NaN in g or R (no reading) stays NaN.
     spans = np.diff(window.boundaries)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):  # inf: a loss of 1e308, read as is
         efficiencies = (gains / spans[None, :] * spec.interval_seconds
                         / np.maximum(cores, MIN_CORES))
 

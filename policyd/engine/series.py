@@ -37,6 +37,10 @@ from policyd.model import Container, Series
 from policyd.model.snapshot import FloatArray
 
 EPSILON = 1e-12
+MOST_CORES = 1e6
+"""A CPU figure beyond a million cores is a broken reading, not a machine: it is read as a
+non-finite one (its container's problem), for the prefix sums below add every container's
+samples, and two figures of 1e308 would overflow them for every container packed after."""
 IntArray = npt.NDArray[np.int64]
 
 
@@ -183,7 +187,8 @@ def gains(window: Window, normalization: Literal["relative", "absolute"], *,
     zero gain: E(t_{m-1}) - E(t_m) for a loss, E(t_m) - E(t_{m-1}) for an accuracy, floored at 0.
     """
     previous, current = window.values[:, :-1], window.values[:, 1:]
-    with np.errstate(invalid="ignore"):  # inf - inf: the container already has a problem
+    # inf - inf, or a change of 1e308 over 1e-12: the container already has a problem
+    with np.errstate(invalid="ignore", over="ignore"):
         if gain == "magnitude":
             change = np.abs(current - previous)
         else:
@@ -207,8 +212,9 @@ def mean_cpu_cores(containers: Sequence[Container], window: Window, *, now: floa
 
     The mean of the cpu_usage samples inside the interval; when none fell inside it (samples
     sparser than the interval), the last sample at or before t_m; NaN when there is none. A NaN
-    or infinite sample read for an interval, or a broken CPU series, is a problem of that
-    container (and its figures are NaN); it never spoils another container's.
+    or infinite sample read for an interval (or one beyond MOST_CORES), or a broken CPU series,
+    is a problem of that container (and its figures are NaN); it never spoils another
+    container's.
     """
     bounds = window.boundaries
     n, steps = len(containers), window.steps
@@ -223,7 +229,7 @@ def mean_cpu_cores(containers: Sequence[Container], window: Window, *, now: floa
     right = np.searchsorted(packed.keys, grid.ravel(), side="right").reshape(n, bounds.size)
     # Prefix sums over finite samples only, and a prefix count of non-finite ones: a NaN sample
     # spoils its own interval, not every container packed after it.
-    finite = np.isfinite(packed.values)
+    finite = np.isfinite(packed.values) & (np.abs(packed.values) <= MOST_CORES)
     total = np.concatenate(([0.0], np.cumsum(np.where(finite, packed.values, 0.0))))
     broken = np.concatenate(([0], np.cumsum(~finite)))
     sums = total[right[:, 1:]] - total[right[:, :-1]]
@@ -234,7 +240,7 @@ def mean_cpu_cores(containers: Sequence[Container], window: Window, *, now: floa
     with np.errstate(invalid="ignore", divide="ignore"):
         cores = np.where(counts > 0, sums / np.maximum(counts, 1), held)
     spoiled = ((broken[right[:, 1:]] - broken[right[:, :-1]]) > 0) | (
-        (counts == 0) & held_ok & ~np.isfinite(held))
+        (counts == 0) & held_ok & ~(np.isfinite(held) & (np.abs(held) <= MOST_CORES)))
     for i in np.flatnonzero(spoiled.any(axis=1)):
         m = int(spoiled[i].argmax())
         problems[i] = problems[i] or (
