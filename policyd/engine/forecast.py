@@ -264,7 +264,7 @@ def _unless_finite(notes: list[str], **values: FloatArray) -> None:
     for i in np.flatnonzero(bad).tolist():
         which = ", ".join(f"{name.replace('_', ' ')} {v[i]:g}" for name, v in values.items()
                           if not np.isfinite(v[i]))
-        notes[i] = f"the forecast is not a number ({which}): its samples give no usable speed"
+        notes[i] = f"the forecast is not a number ({which}): no figure from these samples"
 
 
 def _noted(notes: list[str]) -> BoolArray:
