@@ -167,25 +167,18 @@ def test_batched_reading_equals_the_definition(series: list[list[tuple[int, floa
         np.testing.assert_array_equal(w.values[i], np.array(expected))
 
 
-def test_a_nan_cpu_sample_spoils_only_its_own_interval_and_container() -> None:
-    first = job([0, 10, 20], [4, 3, 2], cpu_times=[5, 15], cpu=[NAN, 1.0], cid="a")
+@pytest.mark.parametrize("bad", [
+    pytest.param([NAN, 1.0], id="nan"),
+    # Finite, but two of them overflow the prefix sums every container's samples share: each
+    # container packed after read NaN cores (inf - inf) before such figures were broken ones.
+    pytest.param([1e308, 1e308], id="beyond-a-million-cores"),
+])
+def test_a_bad_cpu_sample_spoils_only_its_own_interval_and_container(bad: list[float]) -> None:
+    first = job([0, 10, 20], [4, 3, 2], cpu_times=[5, 15], cpu=bad, cid="a")
     second = job([0, 10, 20], [4, 3, 2], cpu_times=[5, 15], cpu=[2.0, 2.0], cid="b")
     w = sample_window([first, second], now=20, interval_seconds=10, intervals=2,
                       max_sample_age_seconds=20)
     cpu = mean_cpu_cores([first, second], w, now=20)
-    assert np.isnan(cpu.cores[0]).all()
-    assert cpu.problems == ("cpu_usage is not a finite number in (0, 10]", None)
-    assert cpu.cores[1].tolist() == [2.0, 2.0]
-
-
-def test_cpu_figures_beyond_a_million_cores_spoil_only_their_own_container() -> None:
-    # Finite, but two of them overflow the prefix sums every container's samples share: each
-    # container packed after read NaN cores (inf - inf) before such figures were broken ones.
-    huge = job([0, 10, 20], [4, 3, 2], cpu_times=[5, 15], cpu=[1e308, 1e308], cid="a")
-    second = job([0, 10, 20], [4, 3, 2], cpu_times=[5, 15], cpu=[2.0, 2.0], cid="b")
-    w = sample_window([huge, second], now=20, interval_seconds=10, intervals=2,
-                      max_sample_age_seconds=20)
-    cpu = mean_cpu_cores([huge, second], w, now=20)
     assert np.isnan(cpu.cores[0]).all()
     assert cpu.problems == ("cpu_usage is not a finite number in (0, 10]", None)
     assert cpu.cores[1].tolist() == [2.0, 2.0]
