@@ -387,7 +387,7 @@ def _moves(policy: DeadlinePolicy, nodes: dict[str, _Node], spare: dict[str, flo
         for name, node in nodes.items():
             if name == c.node:
                 continue
-            most = min(max(f.cap_cores, 1.0), node.capacity)
+            most = min(f.cap_cores, node.capacity)  # at least a core (`_at_least_a_core`)
             if job.declared.max_cores is not None:
                 most = min(most, job.declared.max_cores)
             need = cores_for(f, budget_left)
@@ -446,12 +446,12 @@ def _candidates(pending: Sequence[PendingJob], spec: DeadlineSpec,
 
 
 def _at_least_a_core(forecast: Forecast | None) -> Forecast | None:
-    """The forecast as Deadline reads it: a job seen using less than a core of what it was
-    given may still use a whole one (`_usable`, and `_moves`), so its speed model's cap is at
-    least one core. Its time at the cores it is granted (its ETA and slack, the reasons) is
-    then read off the model its need comes from (`cores_for`, which has no cap): with the cap
-    it was seen at (a tenth of a core, on a core other jobs shared), a job's reason said it
-    needed 0.12 cores, was late by 27 s on 0.5 of them, and was on track."""
+    """The forecast as Deadline reads it (its states, reasons and moves): a job seen using less
+    than a core of what it was given may still use a whole one (`_usable`), so its speed
+    model's cap is at least one core. Its time at the cores it is granted (its ETA and slack,
+    the reasons) is then read off the model its need comes from (`cores_for`, which has no
+    cap): with the cap it was seen at (a tenth of a core, on a core other jobs shared), a job's
+    reason said it needed 0.12 cores, was late by 27 s on 0.5 of them, and was on track."""
     if forecast is None or forecast.cap_cores >= 1.0:
         return forecast
     return replace(forecast, cap_cores=1.0)
