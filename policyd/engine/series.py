@@ -207,6 +207,11 @@ class CpuReadings:
     problems: tuple[str | None, ...]
 
 
+def _readable_cores(values: FloatArray) -> npt.NDArray[np.bool_]:
+    """Where a CPU figure is one: finite and at most MOST_CORES (NaN is not)."""
+    return np.isfinite(values) & (np.abs(values) <= MOST_CORES)
+
+
 def mean_cpu_cores(containers: Sequence[Container], window: Window, *, now: float) -> CpuReadings:
     """R_c: mean cores used in each interval (t_{m-1}, t_m], shape (N, M).
 
@@ -229,7 +234,7 @@ def mean_cpu_cores(containers: Sequence[Container], window: Window, *, now: floa
     right = np.searchsorted(packed.keys, grid.ravel(), side="right").reshape(n, bounds.size)
     # Prefix sums over finite samples only, and a prefix count of non-finite ones: a NaN sample
     # spoils its own interval, not every container packed after it.
-    finite = np.isfinite(packed.values) & (np.abs(packed.values) <= MOST_CORES)
+    finite = _readable_cores(packed.values)
     total = np.concatenate(([0.0], np.cumsum(np.where(finite, packed.values, 0.0))))
     broken = np.concatenate(([0], np.cumsum(~finite)))
     sums = total[right[:, 1:]] - total[right[:, :-1]]
@@ -240,7 +245,7 @@ def mean_cpu_cores(containers: Sequence[Container], window: Window, *, now: floa
     with np.errstate(invalid="ignore", divide="ignore"):
         cores = np.where(counts > 0, sums / np.maximum(counts, 1), held)
     spoiled = ((broken[right[:, 1:]] - broken[right[:, :-1]]) > 0) | (
-        (counts == 0) & held_ok & ~(np.isfinite(held) & (np.abs(held) <= MOST_CORES)))
+        (counts == 0) & held_ok & ~_readable_cores(held))
     for i in np.flatnonzero(spoiled.any(axis=1)):
         m = int(spoiled[i].argmax())
         problems[i] = problems[i] or (
