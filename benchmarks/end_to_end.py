@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from synthetic import make_snapshot
-from timing import host_speed_seconds
+from timing import host_speed_text
 
 from policyd.model.codec import snapshot_to_dict
 
@@ -77,8 +77,7 @@ def main() -> None:
                         help="time only this command (repeatable; default: all)")
     args = parser.parse_args()
     trees = {"ours": ROOT} | ({"baseline": args.baseline.resolve()} if args.baseline else {})
-    print(f"load average at start: {os.getloadavg()[0]:.2f}; host speed: 10**7 squares in "
-          f"pure Python in {host_speed_seconds():.2f} s", flush=True)
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; {host_speed_text()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         snapshot = Path(tmp) / "snapshot.json"
         snapshot.write_text(json.dumps(snapshot_to_dict(make_snapshot(args.containers))))

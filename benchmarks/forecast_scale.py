@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dataclasses import replace
 
 from synthetic import make_snapshot
-from timing import host_speed_seconds, median_seconds, median_wall_and_cpu_seconds
+from timing import host_speed_text, median_seconds, median_wall_and_cpu_seconds
 
 from policyd.engine import decide
 from policyd.engine.forecast import forecast
@@ -94,7 +94,7 @@ def main() -> None:
     predictive = predictive.model_copy(update={"spec": predictive.spec.model_copy(
         update={"selector": flowcon.spec.selector})})  # the synthetic jobs' labels
     rows: list[tuple[int, Snapshot, Snapshot]] = []
-    print(f"host speed: 10**7 squares in pure Python in {host_speed_seconds():.2f} s", flush=True)
+    print(host_speed_text(), flush=True)
     print(f"{'containers':>10}  {'pack':>8}  {'forecast (no totals)':>20}  "
           f"{'forecast (totals)':>17}  {'FlowCon decide()':>16}  {'decide + forecast':>17}  "
           f"{'same, CPU s':>11}  judged")

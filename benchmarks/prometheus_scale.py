@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.integratio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from backfill import backfill, serving
-from timing import host_speed_seconds
+from timing import host_speed_text
 
 from tests.integration.cluster_series import Cluster
 
@@ -161,7 +161,7 @@ def main() -> None:
                         help="keep the data here (and use what an earlier run kept)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
-    print(f"host speed: 10**7 squares in pure Python in {host_speed_seconds():.2f} s", flush=True)
+    print(host_speed_text(), flush=True)
     with tempfile.TemporaryDirectory(prefix="policyd-scale-") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
