@@ -10,9 +10,10 @@ Theory of operation. Every interval, over the whole cluster:
 2. A model of each worker's next interval: the cores each job would get there, its CPU split
    by the limits as weights, none above what the job can use (its forecast's cap; the worker's
    cores without one): `policyd.engine.waterfill`. A worker's cores count at its speed
-   (`policyd.engine.node_speed`; a node whose speed is unknown is average, and the notes say
-   so). That is shares mode's reading of a limit; under `mode: quota` a limit is a hard cap
-   (limit x the worker's cores) and every job weighs the same, as CFS then shares the cores.
+   (`policyd.engine.node_speed`: stated, else judged from the step times of jobs of one
+   workload on several workers, else average; the notes say which). That is shares mode's
+   reading of a limit; under `mode: quota` a limit is a hard cap (limit x the worker's cores)
+   and every job weighs the same, as CFS then shares the cores.
 3. Admission: held jobs (`policyd.model.pending`), oldest first, each start on the worker
    where it would grow fastest: the most effective cores (cores x speed) it would get there at
    an equal share beside the jobs already there, so a young job gets fast cores where they are
@@ -368,13 +369,13 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     limits = {a.container: a.fraction for a in limits_decision.actions
               if isinstance(a, SetCpu)}
     categories = limits_decision.categories
-    speeds = node_speeds(snapshot)
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
     chosen = sorted((c for c in snapshot.containers if spec.selector.selects(c)),
                     key=lambda c: (c.node, c.id))
     settings = settings_of(policy, snapshot, alpha=spec.alpha,
                            interval_seconds=spec.interval_seconds)
     found = forecast_containers(settings, snapshot, chosen)
+    speeds = node_speeds(snapshot, found.by_id)
     model = _model(snapshot, chosen, limits=limits, categories=categories,
                    forecasts=found.by_id, speeds=speeds, hard=spec.mode == "quota")
     if spec.admission == "forecast":

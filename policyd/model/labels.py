@@ -78,6 +78,10 @@ reads it; the metric names a QoE policy knows are `steps_per_second` and its `sp
 SPEED = PREFIX + "speed"
 """Label of a node (Kubernetes) or engine (Docker): how fast one of its cores trains relative to
 an average core (a positive number, `1.0` average, `1.5` half again as fast); `Node.speed`."""
+WORKLOAD = PREFIX + "workload"
+"""Label or annotation a job sets to name its workload (the same code and batch, e.g. a sweep's
+trials share one): jobs of one workload cost the same per step, so their step times on two nodes
+tell the nodes' speeds apart when a node's speed is not stated (`policyd.engine.node_speed`)."""
 
 DELIVERED = PREFIX + "delivered"
 """When policyd stopped the job because it reached its target loss or converged (epoch
