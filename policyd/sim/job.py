@@ -64,9 +64,11 @@ class SimJob:
 
     @property
     def labels(self) -> dict[str, str]:
-        """What its workload carries: the app, its model, the labels its spec declares (its
-        targets), and its deadline when it has one."""
-        out = {"app": "train", "model": self.spec.profile.model, **self.spec.labels}
+        """What its workload carries: the app, its model (also as its `policyd.io/workload`:
+        jobs of one model cost alike per step), the labels its spec declares (its targets),
+        and its deadline when it has one."""
+        model = self.spec.profile.model
+        out = {"app": "train", "model": model, keys.WORKLOAD: model, **self.spec.labels}
         if self.spec.deadline_seconds is not None:
             out[keys.DEADLINE] = rfc3339(EPOCH_SECONDS + self.spec.deadline_seconds)
         return out

@@ -105,13 +105,21 @@ scores read memory: `policyd.sim.kube_scheduler`)."""
 @dataclass(frozen=True, kw_only=True)
 class NodeSpec:
     """A simulated worker: its cores, how fast each trains relative to an average core (None:
-    not stated, runs at 1.0 and its snapshot says nothing, so policies judge it), and its
-    memory (None: `DEFAULT_MEMORY_GIB_PER_CORE` per core)."""
+    not stated, runs at 1.0 and its snapshot says nothing, so policies judge it), whether its
+    snapshot states that speed (`labelled`: False plays a machine of that speed whose operator
+    did not label it, so policies judge it), and its memory (None:
+    `DEFAULT_MEMORY_GIB_PER_CORE` per core)."""
 
     name: str
     cores: float
     speed: float | None = None
     memory_gib: float | None = None
+    labelled: bool = True
+
+    @property
+    def stated_speed(self) -> float | None:
+        """The speed its snapshot states (its `policyd.io/speed` label), None when unlabelled."""
+        return self.speed if self.labelled else None
 
     @property
     def core_speed(self) -> float:

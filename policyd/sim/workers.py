@@ -5,14 +5,17 @@ A worker file is YAML (or JSON):
     workers:
       - {name: fast-1, cores: 4, speed: 1.5}
       - {name: slow-1, cores: 2, speed: 0.6, memory_gib: 8}
-      - {name: new-1, cores: 2}            # speed not stated: policies judge it
+      - {name: new-1, cores: 2}            # speed not stated: runs at 1.0, policies judge it
+      - {name: old-1, cores: 2, speed: 0.7, labelled: false}  # runs at 0.7, judged
 
 `cores` is a positive number; `speed` (optional) how fast one core trains relative to an
-average core, a positive number; `memory_gib` (optional; default 4 GiB per core) only the
-default scheduler's scores read. The heterogeneous scenarios read theirs from
-policyd/sim/data/clusters/, and `policyd simulate --workers FILE` runs any scenario on the
-file's workers. A bad entry is refused with the file, the entry and the reason, all of them
-at once.
+average core, a positive number; `labelled` (optional, default true) whether the snapshot
+states that speed, as a node's `policyd.io/speed` label would: false plays a machine whose
+operator did not label it, so that policies must judge its speed from the jobs' step times;
+`memory_gib` (optional; default 4 GiB per core) only the default scheduler's scores read.
+The heterogeneous scenarios read theirs from policyd/sim/data/clusters/, and
+`policyd simulate --workers FILE` runs any scenario on the file's workers. A bad entry is
+refused with the file, the entry and the reason, all of them at once.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from policyd.sim.types import NodeSpec
 
 CLUSTERS = Path(__file__).parent / "data" / "clusters"
 """The worker files the built-in heterogeneous scenarios use."""
-FIELDS = ("name", "cores", "speed", "memory_gib")
+FIELDS = ("name", "cores", "speed", "labelled", "memory_gib")
 
 
 class WorkersFileError(ValueError):
@@ -90,9 +93,16 @@ def _worker(entry: Any, at: str, problems: list[str]) -> NodeSpec | None:
     cores = _positive(entry, "cores", label, problems, required=True)
     speed = _positive(entry, "speed", label, problems, required=False)
     memory = _positive(entry, "memory_gib", label, problems, required=False)
+    labelled = entry.get("labelled", True)
+    if not isinstance(labelled, bool):
+        problems.append(f"{label}: labelled must be true or false, got {labelled!r}")
+    elif not labelled and speed is None:
+        problems.append(f"{label}: labelled: false needs a speed (the machine's true speed, "
+                        "which its snapshot then leaves out)")
     if len(problems) > before or cores is None:
         return None
-    return NodeSpec(name=str(name), cores=cores, speed=speed, memory_gib=memory)
+    return NodeSpec(name=str(name), cores=cores, speed=speed, memory_gib=memory,
+                    labelled=bool(labelled))
 
 
 def _positive(entry: dict[str, Any], key: str, label: str, problems: list[str], *,

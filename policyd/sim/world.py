@@ -324,7 +324,7 @@ class World:
         for j in running:
             used[j.node] += j.cores
         nodes = tuple(Node(name=n.name, cpu_capacity=n.cores, cpu_usage=used[n.name],
-                           speed=n.speed) for n in self.scenario.nodes)
+                           speed=n.stated_speed) for n in self.scenario.nodes)
         scrape = self.scenario.scrape_seconds
         current = {p.name: self._interval_of(p, intervals or {}) for p in policies}
         reach = max((history_seconds(p, current[p.name], scrape) for p in policies),

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
 
+from policyd.engine.forecasting import forecast_containers, settings_of
+from policyd.engine.node_speed import node_speeds
 from policyd.sim import scenarios
 from policyd.sim.thesis import THESIS
+from policyd.sim.world import World
 
 THESIS_SCENARIOS = [n for n in scenarios.SCENARIOS
                     if not n.startswith(("qoe-", "deadline-", "flowcon2-"))
@@ -101,3 +107,36 @@ def test_the_flowcon2_and_heterogeneous_scenarios_build(name: str) -> None:
         assert len(scenario.jobs) == int(name.split("-")[2])
     if name.endswith("hetero"):
         assert len({n.speed for n in scenario.nodes}) > 1
+
+
+def test_flowcon2_judges_unlabelled_workers_speeds_from_the_jobs_step_times() -> None:
+    """The 8 unequal workers with no speed in their snapshots: every 150 s of a FlowCon2 run the
+    speeds judged from the step times of jobs of one model (`policyd.io/workload`) on several
+    workers are within 15 % of the truth at the median (scaled as judged: with no speed stated,
+    their geometric mean is the average), and the fast and slow workers, each judged at least
+    once, are never judged on the wrong side of average."""
+    base = scenarios.build("flowcon2-8w-60-hetero")
+    nodes = tuple(replace(n, labelled=False) for n in base.nodes)
+    truth = {n.name: n.core_speed for n in nodes}
+    level = math.exp(sum(math.log(s) for s in truth.values()) / len(truth))
+    world = World(scenarios.on_workers(base, nodes), policies=base.policies)
+    policy = base.policy
+    errors: list[float] = []
+    judged: dict[str, list[float]] = {}
+    for until in range(150, 1800, 150):
+        world.run_until(float(until))
+        snapshot = world.snapshot([policy])
+        assert all(n.speed is None for n in snapshot.nodes)
+        chosen = [c for c in snapshot.containers if policy.spec.selector.selects(c)]
+        settings = settings_of(policy, snapshot, alpha=policy.spec.alpha,
+                               interval_seconds=policy.spec.interval_seconds)
+        speeds = node_speeds(snapshot, forecast_containers(settings, snapshot, chosen).by_id)
+        for name, note in speeds.notes.items():
+            if "judged" in note and "not judged" not in note and "within the noise" not in note:
+                judged.setdefault(name, []).append(speeds.of(name))
+                errors.append(abs(speeds.of(name) / (truth[name] / level) - 1.0))
+    assert sorted(errors)[len(errors) // 2] <= 0.15, errors
+    for name in ("fast-1", "fast-2"):
+        assert judged[name] and min(judged[name]) > 1.1, judged
+    for name in ("slow-1", "slow-2"):
+        assert judged[name] and max(judged[name]) < 0.9, judged

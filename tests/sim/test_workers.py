@@ -23,7 +23,18 @@ def test_a_good_file_gives_cores_speed_and_memory(tmp_path: Path) -> None:
                                   NodeSpec(name="s", cores=2.0, memory_gib=3.0))
 
 
+def test_an_unlabelled_worker_runs_at_its_speed_but_its_snapshot_leaves_it_out(
+        tmp_path: Path) -> None:
+    (node,) = load_workers(write(tmp_path, "workers:\n"
+                                 "  - {name: o, cores: 2, speed: 0.7, labelled: false}\n"))
+    assert node == NodeSpec(name="o", cores=2.0, speed=0.7, labelled=False)
+    assert node.core_speed == 0.7 and node.stated_speed is None
+
+
 @pytest.mark.parametrize(("entry", "message"), [
+    ("{name: w, cores: 2, speed: 1, labelled: no-way}",
+     "workers[1] (w): labelled must be true or false, got 'no-way'"),
+    ("{name: w, cores: 2, labelled: false}", "workers[1] (w): labelled: false needs a speed"),
     ("{name: w, cores: 0}", "workers[1] (w): cores must be a positive number, got 0"),
     ("{name: w, cores: 2, speed: -1}", "workers[1] (w): speed must be a positive number"),
     ("{name: w, cores: 2, speed: fast}", "workers[1] (w): speed must be a positive number"),

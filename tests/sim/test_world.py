@@ -280,7 +280,7 @@ def test_the_snapshot_describes_jobs_nodes_and_the_interval() -> None:
     (c,) = snap.containers
     assert (c.id, c.name, c.node, c.namespace, c.cpu_allocation) == (
         "a", "a-vae", "w1", "training", 1.0)
-    assert dict(c.labels) == {"app": "train", "model": "vae"}
+    assert dict(c.labels) == {"app": "train", "model": "vae", "policyd.io/workload": "vae"}
     assert snap.intervals == {"fc": 20.0}
     # Only the history the policy reads: 2 intervals of 20 s plus one interval of margin.
     assert c.evaluation.times_seconds[0] == EPOCH_SECONDS + 140.0
