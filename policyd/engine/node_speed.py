@@ -76,7 +76,9 @@ class NodeSpeeds:
 def workload_of(container: Container) -> str | None:
     """The workload a job declares (`policyd.io/workload`; an annotation wins), or None."""
     text = container.annotations.get(keys.WORKLOAD, container.labels.get(keys.WORKLOAD))
-    return text.strip() or None if text is not None else None
+    if text is None or not text.strip():
+        return None
+    return text.strip()
 
 
 def node_speeds(snapshot: Snapshot,

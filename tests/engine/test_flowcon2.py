@@ -3,6 +3,7 @@ when the forecast's gain beats the move's cost; the safety limits always hold.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -250,3 +251,16 @@ def test_admission_counts_converged_jobs_at_an_equal_share_not_at_their_floor() 
     reason = next(a.reason for a in d.actions if isinstance(a, Admit))
     assert "grows fastest on calm: 1.00 effective cores" in reason
     assert "at an equal share beside 1 job(s)" in reason
+
+
+def test_an_unlabelled_workers_speed_is_judged_from_a_shared_workload_and_said() -> None:
+    """The same workload on a stated worker and an unlabelled one, stepping twice as fast
+    there: the decision judges the unlabelled worker at 2 and says how."""
+    shared = {"policyd.io/workload": "resnet"}
+    here = job("a", "known", converged=False, cores=1.0, labels=shared)
+    fast = job("b", "new", converged=False, cores=1.0, labels=shared)
+    fast = replace(fast, steps=Series.of(fast.steps.times_seconds, 2 * fast.steps.values))
+    decision = plan(policy(), cluster(here, fast, nodes={"known": (2.0, 1.0),
+                                                         "new": (2.0, None)}))
+    (note,) = [n for n in decision.notes if n.startswith("speed of new")]
+    assert "not stated: judged 2 (" in note and "policyd.io/workload: resnet" in note
