@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -60,10 +60,14 @@ MAX_ROUNDS = 500
 
 @dataclass(frozen=True, kw_only=True)
 class NodeSpeeds:
-    """Per node its relative speed, and for those not stated, how it was found (or why not)."""
+    """Per node its relative speed, and for those not stated, how it was found (or why not);
+    `judged` every unstated node's judged speed, `by_node` holding it unless the node is in
+    `within_noise` (then the average)."""
 
     by_node: Mapping[str, float]
     notes: Mapping[str, str]
+    judged: Mapping[str, float] = field(default_factory=dict)
+    within_noise: frozenset[str] = frozenset()
 
     def of(self, node: str) -> float:
         return self.by_node[node]
@@ -108,7 +112,9 @@ def node_speeds(snapshot: Snapshot,
             by_node[name] = average
             notes[name] = (f"speed of {name} not stated: {found.text}, within the noise: "
                            f"treated as average ({average:g})")
-    return NodeSpeeds(by_node=by_node, notes=notes)
+    return NodeSpeeds(by_node=by_node, notes=notes,
+                      judged={n: j.speed for n, j in judged.items()},
+                      within_noise=frozenset(n for n, j in judged.items() if not j.used))
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,8 @@ def test_a_node_whose_workloads_run_nowhere_else_is_average() -> None:
 def test_a_speed_within_the_noise_of_the_step_times_is_taken_as_average() -> None:
     containers, found = jobs(("r1", "avg", "resnet", 2.0), ("r2", "near", "resnet", 1.96))
     speeds = node_speeds(snapshot(node("avg", 1.0), node("near"), containers=containers), found)
-    assert speeds.of("near") == 1.0
+    assert speeds.of("near") == 1.0 and speeds.within_noise == {"near"}
+    assert speeds.judged["near"] == pytest.approx(2.0 / 1.96)
     assert "judged 1.02" in speeds.notes["near"] and "within the noise" in speeds.notes["near"]
 
 

@@ -110,11 +110,12 @@ def test_the_flowcon2_and_heterogeneous_scenarios_build(name: str) -> None:
 
 
 def test_flowcon2_judges_unlabelled_workers_speeds_from_the_jobs_step_times() -> None:
-    """The 8 unequal workers with no speed in their snapshots: every 150 s of a FlowCon2 run the
-    speeds judged from the step times of jobs of one model (`policyd.io/workload`) on several
-    workers are within 15 % of the truth at the median (scaled as judged: with no speed stated,
-    their geometric mean is the average), and the fast and slow workers, each judged at least
-    once, are never judged on the wrong side of average."""
+    """The 8 unequal workers with no speed in their snapshots: every 150 s of a FlowCon2 run,
+    the speeds judged (used or within the noise) from the step times of jobs of one model
+    (`policyd.io/workload`) on several workers are within 15 % of the truth at the median
+    (scaled as judged: with no speed stated, their geometric mean is the average), and the
+    fast and slow workers, each used at least once, are never used on the wrong side of
+    average."""
     base = scenarios.build("flowcon2-8w-60-hetero")
     nodes = tuple(replace(n, labelled=False) for n in base.nodes)
     truth = {n.name: n.core_speed for n in nodes}
@@ -131,10 +132,10 @@ def test_flowcon2_judges_unlabelled_workers_speeds_from_the_jobs_step_times() ->
         settings = settings_of(policy, snapshot, alpha=policy.spec.alpha,
                                interval_seconds=policy.spec.interval_seconds)
         speeds = node_speeds(snapshot, forecast_containers(settings, snapshot, chosen).by_id)
-        for name, note in speeds.notes.items():
-            if "judged" in note and "not judged" not in note and "within the noise" not in note:
-                judged.setdefault(name, []).append(speeds.of(name))
-                errors.append(abs(speeds.of(name) / (truth[name] / level) - 1.0))
+        for name, speed in speeds.judged.items():
+            errors.append(abs(speed / (truth[name] / level) - 1.0))
+            if name not in speeds.within_noise:
+                judged.setdefault(name, []).append(speed)
     assert sorted(errors)[len(errors) // 2] <= 0.15, errors
     for name in ("fast-1", "fast-2"):
         assert judged[name] and min(judged[name]) > 1.1, judged
