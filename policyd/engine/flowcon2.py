@@ -272,8 +272,8 @@ def _moves(policy: FlowCon2Policy, model: dict[str, list[_Job]], *,
 
 
 def _move_reason(m: _Move, spec: FlowCon2Spec, speeds: NodeSpeeds) -> str:
-    return (f"converged (CL) on {m.source} (speed {speeds.of(m.source):g}); predicted gain "
-            f"{m.gain:.0f} s on {m.target} (speed {speeds.of(m.target):g}): jobs left on "
+    return (f"converged (CL) on {m.source} (speed {speeds.shown(m.source)}); predicted gain "
+            f"{m.gain:.0f} s on {m.target} (speed {speeds.shown(m.target)}): jobs left on "
             f"{m.source} sooner by {m.freed:.0f} s, itself {m.own:+.0f} s, jobs on "
             f"{m.target} later by {m.harm:.0f} s; > migration cost "
             f"{spec.migration_cost_seconds:g} s x (1 + {spec.migration_margin:g})")
@@ -319,13 +319,13 @@ def _admit(policy: FlowCon2Policy, pending: Sequence[PendingJob],
                         >= spec.admission_min_cores), default=best,
                        key=lambda n: (added[n], n != p.node, n))
         about = (f"grows fastest on {best}: {offer[best]:.2f} effective cores (cores x speed "
-                 f"{speeds.of(best):g}) at an equal share beside {len(model[best])} job(s) "
+                 f"{speeds.shown(best)}) at an equal share beside {len(model[best])} job(s) "
                  f"there"
                  if not added else
                  f"adds least to the predicted completion times on {best}: "
                  f"{added[best]:.0f} s (its own and the delay to the {len(model[best])} "
                  f"job(s) there, taken to be a typical job), {offer[best]:.2f} effective cores "
-                 f"(cores x speed {speeds.of(best):g})")
+                 f"(cores x speed {speeds.shown(best)})")
         about += f"; {speeds.notes[best]}" if best in speeds.notes else ""
         placed = place([Candidate(job=p, key=(p.submitted_at,), cores=spec.admission_min_cores,
                                   about=about, blocked=blocked)],

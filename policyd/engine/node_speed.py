@@ -19,9 +19,10 @@ whose speed is not stated is *judged* from the jobs that ran on it, when it can 
   stays where it started.) A job whose steps reach back before its container started (moved,
   its window still holding steps made on its former node) is left out.
 * A judged speed is used only when it stands out of the noise: more than `SIGNIFICANCE`
-  standard errors from the average, the error being the spread of every shared job's
-  residual (at least `MIN_SPREAD`) over the square root of the node's job count. A node
-  within the noise is taken as average, and says by how much it was judged.
+  standard errors from the average, the error being the spread of the shared jobs' residuals
+  (corrected for the parameters fitted, at least `MIN_SPREAD`) over the square root of the
+  node's job count. A node within the noise is taken as average, and says by how much it was
+  judged.
 * A node no job can judge (none ran there, none declares a workload, or none shares its
   workload with a job on another node) is treated as average: the mean of the stated speeds,
   or 1.0 when none is stated.
@@ -47,10 +48,14 @@ AVERAGE_SPEED = 1.0
 """The speed of an average core, when no node's speed is stated."""
 SIGNIFICANCE = 2.0
 """Standard errors a judged speed must stand from the average to be used (about 95 %)."""
-MIN_SPREAD = 0.05
-"""The least spread (in log seconds a step: 5 %) a job's step time is taken to have around
-its workload's, so that two jobs that happen to agree closely do not make a node's judged
-speed look exact."""
+MIN_SPREAD = 0.2
+"""The least spread (in log seconds a step: about 20 %) a job's one-core step time is taken to
+have around its workload's, and the spread taken when the jobs are too few to measure it. A
+job seen on one allocation is converted to one core with the prior parallel fraction, off by
+up to ~18 % (`speed.py`), which the residuals of a fit with about as many parameters as jobs
+cannot show. Calibrated in the simulator (benchmarks/README.md, "node_speed.py"): at 0.2 the
+truth lay within one stated error in 65 % and within two in 96 % of the judgements (seeds
+1-10 of flowcon2-8w-60-hetero); at 0.05, in 43 % and 65 %."""
 OUTLIER = 3.0
 """A job whose step time is off the median of its workload's jobs on its node by more than this
 many spreads is left out of the fit."""
@@ -71,6 +76,15 @@ class NodeSpeeds:
 
     def of(self, node: str) -> float:
         return self.by_node[node]
+
+    def shown(self, node: str) -> str:
+        """Its speed as a reason shows it: `1.5` when stated, `1.42 judged` or `1 average`
+        (the note says how or why)."""
+        speed = f"{self.by_node[node]:g}"
+        if node not in self.notes:
+            return speed
+        used = node in self.judged and node not in self.within_noise
+        return f"{speed} {'judged' if used else 'average'}"
 
     def effective_cores(self, node: str, cores: float) -> float:
         """`cores` of `node` as average cores: what they train at."""
@@ -192,9 +206,11 @@ def _judge(snapshot: Snapshot, forecasts: Mapping[str, Forecast | None],
     keep = np.abs(off) <= OUTLIER * max(_spread(off), MIN_SPREAD)
     x = _fit(p, x, keep)
     residual = p.log_t - (_costs(p, x, keep)[obs_work] - x[obs_node])
-    spread = max(_spread(residual[keep]), MIN_SPREAD)
     free = ~fixed[obs_node] & keep
     counts = np.bincount(obs_node[free], minlength=len(names))
+    scale = _dof_scale(p, keep, counts)
+    spread = max(_spread(residual[keep]) * scale, MIN_SPREAD) if math.isfinite(scale) \
+        else MIN_SPREAD
     out: dict[str, _Judged] = {}
     for i in np.flatnonzero(counts):
         jobs = int(counts[i])
@@ -239,6 +255,19 @@ def _recentre(x: FloatArray, judged: np.ndarray, p: _Problem) -> None:
     for c in set(p.component[judged].tolist()) - p.anchored:
         members = judged & (p.component == c)
         x[members] += p.level - float(x[members].mean())
+
+
+def _dof_scale(p: _Problem, keep: np.ndarray, counts: np.ndarray) -> float:
+    """How much the fit's residuals understate the jobs' spread: sqrt(jobs / (jobs -
+    parameters)), the parameters being a cost per workload and a speed per judged node, less
+    one per unanchored component (its level is set, not fitted); inf when the jobs are no more
+    than the parameters (the residuals then say nothing of the spread, and `MIN_SPREAD` is
+    taken)."""
+    jobs = int(keep.sum())
+    judged = np.flatnonzero(counts)
+    free_components = len({int(p.component[i]) for i in judged} - p.anchored)
+    parameters = len(set(p.work[keep].tolist())) + len(judged) - free_components
+    return math.sqrt(jobs / (jobs - parameters)) if jobs > parameters else math.inf
 
 
 def _spread(residuals: FloatArray) -> float:

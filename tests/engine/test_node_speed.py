@@ -146,3 +146,13 @@ def test_any_mix_of_jobs_gives_every_node_a_finite_positive_speed(seed: int) -> 
             speed = speeds.of(n.name)
             assert math.isfinite(speed) and speed > 0
             assert speed == n.speed if n.speed is not None else n.name in speeds.notes
+
+
+def test_a_reason_shows_whether_a_speed_is_stated_judged_or_average() -> None:
+    containers, found = jobs(("r1", "avg", "resnet", 2.0), ("r2", "old", "resnet", 4.0),
+                             ("r3", "old", "resnet", 4.0), ("r4", "old", "resnet", 4.0),
+                             ("r5", "near", "resnet", 1.96))
+    speeds = node_speeds(snapshot(node("avg", 1.0), node("old"), node("near"), node("none"),
+                                  containers=containers), found)
+    assert [speeds.shown(n) for n in ("avg", "old", "near", "none")] == [
+        "1", "0.5 judged", "1 average", "1 average"]
