@@ -69,6 +69,7 @@ def accuracy(scenario: Scenario) -> dict[str, float]:
     level = math.exp(sum(math.log(s) for s in truth.values()) / len(truth))
     world = World(scenario, policies=scenario.policies)
     errors: list[float] = []
+    standard: list[float] = []  # each judgement's error in its stated standard errors
     judged = used = seen = 0
     at = SAMPLE_SECONDS
     while not world.finished:
@@ -83,12 +84,16 @@ def accuracy(scenario: Scenario) -> dict[str, float]:
         seen += len(speeds.notes)
         judged += len(speeds.judged)
         used += len(set(speeds.judged) - speeds.within_noise)
-        errors += [abs(s / (truth[n] / level) - 1.0) for n, s in speeds.judged.items()]
+        for n, s in speeds.judged.items():
+            errors.append(abs(s / (truth[n] / level) - 1.0))
+            standard.append(abs(math.log(s / (truth[n] / level))) / speeds.log_errors[n])
     return {"samples": seen, "judged_pct": 100.0 * judged / max(seen, 1),
             "used_pct": 100.0 * used / max(seen, 1),
             "median_error_pct": 100.0 * statistics.median(errors) if errors else math.nan,
             "p90_error_pct": (100.0 * statistics.quantiles(errors, n=10)[-1]
-                              if len(errors) > 1 else math.nan)}
+                              if len(errors) > 1 else math.nan),
+            "within_1_error": sum(z <= 1 for z in standard), "within_2_errors": sum(
+                z <= 2 for z in standard), "judgements": len(standard)}
 
 
 def measure(name: str, seed: int) -> dict[str, Any]:
@@ -143,6 +148,11 @@ def main() -> None:
     print(f"| median | {med['stated_avg_jct_pct']:+.1f} % / {med['stated_makespan_pct']:+.1f} % "
           f"| {med['judged_avg_jct_pct']:+.1f} % / {med['judged_makespan_pct']:+.1f} % "
           f"| {med['average_avg_jct_pct']:+.1f} % / {med['average_makespan_pct']:+.1f} % | |")
+    total = sum(r["accuracy"]["judgements"] for r in rows)
+    print(f"the truth within one stated error in "
+          f"{100 * sum(r['accuracy']['within_1_error'] for r in rows) / max(total, 1):.0f} % "
+          f"of the {total} judgements, within two in "
+          f"{100 * sum(r['accuracy']['within_2_errors'] for r in rows) / max(total, 1):.0f} %")
     print("migrations, median over seeds: " + ", ".join(
         f"{way} {statistics.median(r[f'{way}_migrations'] for r in rows):g}" for way in WAYS))
     for metric in ("avg_jct", "makespan"):

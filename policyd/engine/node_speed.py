@@ -67,12 +67,14 @@ MAX_ROUNDS = 500
 class NodeSpeeds:
     """Per node its relative speed, and for those not stated, how it was found (or why not);
     `judged` every unstated node's judged speed, `by_node` holding it unless the node is in
-    `within_noise` (then the average)."""
+    `within_noise` (then the average), and its standard error (of the log speed) in
+    `log_errors`."""
 
     by_node: Mapping[str, float]
     notes: Mapping[str, str]
     judged: Mapping[str, float] = field(default_factory=dict)
     within_noise: frozenset[str] = frozenset()
+    log_errors: Mapping[str, float] = field(default_factory=dict)  # per judged node, in log
 
     def of(self, node: str) -> float:
         return self.by_node[node]
@@ -128,6 +130,7 @@ def node_speeds(snapshot: Snapshot,
                            f"treated as average ({average:g})")
     return NodeSpeeds(by_node=by_node, notes=notes,
                       judged={n: j.speed for n, j in judged.items()},
+                      log_errors={n: j.log_error for n, j in judged.items()},
                       within_noise=frozenset(n for n, j in judged.items() if not j.used))
 
 
@@ -136,6 +139,7 @@ class _Judged:
     speed: float
     used: bool
     text: str
+    log_error: float
 
 
 def _observations(snapshot: Snapshot, forecasts: Mapping[str, Forecast | None],
@@ -223,7 +227,8 @@ def _judge(snapshot: Snapshot, forecasts: Mapping[str, Forecast | None],
                 f"({keys.WORKLOAD}: {', '.join(shared[:3])}{', ...' if len(shared) > 3 else ''})"
                 f" {basis}")
         used = abs(x[i] - p.level) > SIGNIFICANCE * error
-        out[names[i]] = _Judged(speed=float(math.exp(x[i])), used=used, text=text)
+        out[names[i]] = _Judged(speed=float(math.exp(x[i])), used=used, text=text,
+                                log_error=error)
     return out
 
 
