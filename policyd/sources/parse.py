@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from policyd.engine.series import MOST_CORES
 from policyd.model import Container, Node, Series, Snapshot
 from policyd.sources import facts
 from policyd.sources.facts import Key, Resource
@@ -78,7 +79,11 @@ def _resources(cpu: Matrix, facts_results: Mapping[str, Any], settings: SourceSe
     return tables
 
 
-def _node_usage(cpu: Matrix, settings: SourceSettings, fresh_after: float) -> dict[str, float]:
+def _node_usage(cpu: Matrix, settings: SourceSettings, fresh_after: float,
+                warnings: list[str]) -> dict[str, float]:
+    """Per node the sum of its fresh CPU series' last figures. A figure that is not a number
+    of cores (NaN, negative, or beyond `MOST_CORES`: a broken reading, which summed with
+    another could even overflow a float) is left out, the last with a warning."""
     usage: dict[str, float] = {}
     ends = cpu.offsets[1:] - 1
     for i, metric in enumerate(cpu.labels):
@@ -87,8 +92,13 @@ def _node_usage(cpu: Matrix, settings: SourceSettings, fresh_after: float) -> di
         last = int(ends[i])
         value, time = float(cpu.values[last]), float(cpu.times[last])
         node = facts.node_of(metric, settings)
-        if node is not None and math.isfinite(value) and value >= 0 and time >= fresh_after:
-            usage[node] = usage.get(node, 0.0) + value
+        if node is None or not (math.isfinite(value) and value >= 0) or time < fresh_after:
+            continue
+        if value > MOST_CORES:
+            warnings.append(f"node {node}: a CPU figure of {value:g} cores is not a reading; "
+                            "left out of its usage")
+            continue
+        usage[node] = usage.get(node, 0.0) + value
     return usage
 
 
@@ -216,12 +226,7 @@ def parse_cycle(*, evaluation: Any, cpu: Any, facts_results: Mapping[str, Any],
             steps=done.steps, total_steps=done.total_steps,
         ))
     _summarise_others(resources, chosen, warnings)
-    usage = _node_usage(cpu_m, settings, fresh_after)
-    for name, total in sorted(usage.items()):
-        if not math.isfinite(total):  # each figure finite, their sum beyond a float
-            warnings.append(f"node {name}: its containers' CPU figures add up to {total} "
-                            "cores; its usage is left out")
-            usage[name] = 0.0
+    usage = _node_usage(cpu_m, settings, fresh_after, warnings)
     nodes: list[Node] = []
     for name in sorted(set(capacity) | {c.node for c in containers}):
         cores = capacity.get(name, settings.default_capacity_cores)

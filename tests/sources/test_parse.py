@@ -229,14 +229,16 @@ def test_cpu_nan_passes_through_to_the_engine() -> None:
     assert parsed.snapshot.nodes[0].cpu_usage == 0.0
 
 
-def test_cpu_figures_whose_sum_no_float_holds_leave_the_node_usage_out() -> None:
-    # Each figure finite, two of them beyond a float together: the node's usage would be inf,
-    # which a Node refuses, and the whole cycle failed on it (found by fuzzing the parser).
+def test_a_cpu_figure_beyond_a_million_cores_is_left_out_of_the_node_usage() -> None:
+    # Two figures of 1e308 cores summed to a node usage of inf, which a Node refuses, and the
+    # whole cycle failed on it (found by fuzzing the parser); the node's other figures count.
     other = {"namespace": "ns", "pod": "p2", "container": "train"}
-    parsed = k8s([loss()], [cpu(value=1e308), cpu(other, value=1e308)])
-    assert parsed.snapshot.nodes[0].cpu_usage == 0.0
+    third = {"namespace": "ns", "pod": "p3", "container": "train"}
+    parsed = k8s([loss()], [cpu(value=1e308), cpu(other, value=1e308), cpu(third, value=0.5)])
+    assert parsed.snapshot.nodes[0].cpu_usage == 0.5
     assert [c.id for c in parsed.snapshot.containers] == ["ns/p1/train"]
-    assert any("add up to inf cores" in w for w in parsed.warnings)
+    assert sum("a CPU figure of 1e+308 cores is not a reading" in w
+               for w in parsed.warnings) == 2
 
 
 @pytest.mark.parametrize("result", [{"x": 1}, "garbage", [1, 2], [{"values": []}]])
