@@ -83,7 +83,7 @@ def accuracy(scenario: Scenario) -> dict[str, float]:
             snapshot, forecast_containers(settings, snapshot, chosen).by_id)
         seen += len(speeds.notes)
         judged += len(speeds.judged)
-        used += len(set(speeds.judged) - speeds.within_noise)
+        used += len(set(speeds.judged) - speeds.not_used)
         for n, s in speeds.judged.items():
             errors.append(abs(s / (truth[n] / level) - 1.0))
             standard.append(abs(math.log(s / (truth[n] / level))) / speeds.log_errors[n])

@@ -23,6 +23,8 @@ whose speed is not stated is *judged* from the jobs that ran on it, when it can 
   (corrected for the parameters fitted, at least `MIN_SPREAD`) over the square root of the
   node's job count. A node within the noise is taken as average, and says by how much it was
   judged.
+* A judged speed more than `MOST_RATIO` times the average either way is not believed (an odd
+  measurement, not a machine): the node is taken as average and says so.
 * A node no job can judge (none ran there, none declares a workload, or none shares its
   workload with a job on another node) is treated as average: the mean of the stated speeds,
   or 1.0 when none is stated.
@@ -59,6 +61,10 @@ truth lay within one stated error in 65 % and within two in 96 % of the judgemen
 OUTLIER = 3.0
 """A job whose step time is off the median of its workload's jobs on its node by more than this
 many spreads is left out of the fit."""
+MOST_RATIO = 10.0
+"""A judged speed more than this many times the average, or less than its inverse, is not
+believed (no generation of machines differs so; a job's odd measurement does): the node is
+taken as average, and says so."""
 MAX_ROUNDS = 500
 """Rounds of alternating means at most; the fit stops earlier once no speed moves by 1e-9."""
 
@@ -67,13 +73,13 @@ MAX_ROUNDS = 500
 class NodeSpeeds:
     """Per node its relative speed, and for those not stated, how it was found (or why not);
     `judged` every unstated node's judged speed, `by_node` holding it unless the node is in
-    `within_noise` (then the average), and its standard error (of the log speed) in
-    `log_errors`."""
+    `not_used` (within the noise, or not believed: then the average), and its standard error
+    (of the log speed) in `log_errors`."""
 
     by_node: Mapping[str, float]
     notes: Mapping[str, str]
     judged: Mapping[str, float] = field(default_factory=dict)
-    within_noise: frozenset[str] = frozenset()
+    not_used: frozenset[str] = frozenset()
     log_errors: Mapping[str, float] = field(default_factory=dict)  # per judged node, in log
 
     def of(self, node: str) -> float:
@@ -85,7 +91,7 @@ class NodeSpeeds:
         speed = f"{self.by_node[node]:g}"
         if node not in self.notes:
             return speed
-        used = node in self.judged and node not in self.within_noise
+        used = node in self.judged and node not in self.not_used
         return f"{speed} {'judged' if used else 'average'}"
 
     def effective_cores(self, node: str, cores: float) -> float:
@@ -121,23 +127,23 @@ def node_speeds(snapshot: Snapshot,
             notes[name] = (f"speed of {name} not stated and not judged (no job there shares "
                            f"a workload ({keys.WORKLOAD}) with a job on another node): "
                            f"treated as average ({average:g})")
-        elif found.used:
+        elif not found.why_not:
             by_node[name] = found.speed
             notes[name] = f"speed of {name} not stated: {found.text}"
         else:
             by_node[name] = average
-            notes[name] = (f"speed of {name} not stated: {found.text}, within the noise: "
+            notes[name] = (f"speed of {name} not stated: {found.text}, {found.why_not}: "
                            f"treated as average ({average:g})")
     return NodeSpeeds(by_node=by_node, notes=notes,
                       judged={n: j.speed for n, j in judged.items()},
                       log_errors={n: j.log_error for n, j in judged.items()},
-                      within_noise=frozenset(n for n, j in judged.items() if not j.used))
+                      not_used=frozenset(n for n, j in judged.items() if j.why_not))
 
 
 @dataclass(frozen=True)
 class _Judged:
     speed: float
-    used: bool
+    why_not: str  # why it is not used ("" when it is)
     text: str
     log_error: float
 
@@ -226,8 +232,11 @@ def _judge(snapshot: Snapshot, forecasts: Mapping[str, Forecast | None],
                 f"the step times of {jobs} job(s) of {len(shared)} workload(s) "
                 f"({keys.WORKLOAD}: {', '.join(shared[:3])}{', ...' if len(shared) > 3 else ''})"
                 f" {basis}")
-        used = abs(x[i] - p.level) > SIGNIFICANCE * error
-        out[names[i]] = _Judged(speed=float(math.exp(x[i])), used=used, text=text,
+        off = abs(x[i] - p.level)
+        why_not = ("within the noise" if off <= SIGNIFICANCE * error else
+                   f"more than {MOST_RATIO:g}x off the average, not believed"
+                   if off > math.log(MOST_RATIO) else "")
+        out[names[i]] = _Judged(speed=float(math.exp(x[i])), why_not=why_not, text=text,
                                 log_error=error)
     return out
 

@@ -94,7 +94,7 @@ def test_a_node_whose_workloads_run_nowhere_else_is_average() -> None:
 def test_a_speed_within_the_noise_of_the_step_times_is_taken_as_average() -> None:
     containers, found = jobs(("r1", "avg", "resnet", 2.0), ("r2", "near", "resnet", 1.96))
     speeds = node_speeds(snapshot(node("avg", 1.0), node("near"), containers=containers), found)
-    assert speeds.of("near") == 1.0 and speeds.within_noise == {"near"}
+    assert speeds.of("near") == 1.0 and speeds.not_used == {"near"}
     assert speeds.judged["near"] == pytest.approx(2.0 / 1.96)
     assert "judged 1.02" in speeds.notes["near"] and "within the noise" in speeds.notes["near"]
 
@@ -156,3 +156,14 @@ def test_a_reason_shows_whether_a_speed_is_stated_judged_or_average() -> None:
                                   containers=containers), found)
     assert [speeds.shown(n) for n in ("avg", "old", "near", "none")] == [
         "1", "0.5 judged", "1 average", "1 average"]
+
+
+def test_a_speed_judged_beyond_ten_times_the_average_is_not_believed() -> None:
+    rows = [(f"a{k}", "avg", "w", 1.0) for k in range(3)] + \
+           [(f"s{k}", "odd", "w", 1e-3) for k in range(3)]
+    containers, found = jobs(*rows)
+    speeds = node_speeds(snapshot(node("avg", 1.0), node("odd"), containers=containers), found)
+    assert speeds.of("odd") == 1.0 and speeds.judged["odd"] == pytest.approx(1000.0)
+    assert "judged 1e+03" in speeds.notes["odd"]
+    assert "more than 10x off the average, not believed: treated as average (1)" \
+        in speeds.notes["odd"]

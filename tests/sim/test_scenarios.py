@@ -134,7 +134,7 @@ def test_flowcon2_judges_unlabelled_workers_speeds_from_the_jobs_step_times() ->
         speeds = node_speeds(snapshot, forecast_containers(settings, snapshot, chosen).by_id)
         for name, speed in speeds.judged.items():
             errors.append(abs(speed / (truth[name] / level) - 1.0))
-            if name not in speeds.within_noise:
+            if name not in speeds.not_used:
                 judged.setdefault(name, []).append(speed)
     assert sorted(errors)[len(errors) // 2] <= 0.15, errors
     for name in ("fast-1", "fast-2"):
