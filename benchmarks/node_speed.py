@@ -16,7 +16,8 @@ beside the default-scheduler baseline. It also samples the judged speeds every 3
 judged run (a snapshot and the forecasts FlowCon2 makes from it) against the truth, scaled as
 the judging scales them (their geometric mean is the average, no speed being stated): the
 error of every judged figure (those within the noise too, which FlowCon2 then takes as
-average), the share of worker samples judged, and of those used.
+average), how often the truth lies within one and two of the errors the judgements state, the
+share of worker samples judged, and of those used.
 The simulator is deterministic: one run per seed and way is the measurement.
 """
 
