@@ -95,6 +95,9 @@ STOP_REQUESTED = PREFIX + "stop"
 event, `target` or `converged`): a trainer that reads its pod's annotations (a downward-API
 volume) exits 0 after its checkpoint then, so that its Job ends as succeeded."""
 
+DECLARED = (OPT_OUT, TARGET_LOSS, DEADLINE, MIN_CPU, MAX_CPU, SUBMITTED_AT, QOE_TARGET, WORKLOAD)
+"""The keys a job declares on its workload (label or annotation) for the engine to read."""
+
 _NOT_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_]")
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from policyd.model import Markers
+from policyd.model import labels as keys
 from policyd.sources import promql
 from policyd.sources.settings import SourceSettings
 
@@ -183,7 +184,16 @@ def markers(labels: Mapping[str, str], settings: SourceSettings, where: str,
 
 
 def prefixed_labels(labels: Mapping[str, str], prefix: str | None) -> dict[str, str]:
-    """`container_label_app="x"` -> `app="x"` (dots in Docker label keys are lost by cAdvisor)."""
+    """`container_label_app="x"` -> `app="x"`. cAdvisor turns the dots, slashes and dashes of
+    a Docker label's key into underscores, so a key the engine reads as written (what a job
+    declares: `policyd.io/deadline`, `policyd.io/opt-out`, ...: `labels.DECLARED`) is given
+    back under its own name too (`container_label_policyd_io_opt_out` -> `policyd.io/opt-out`
+    as well as `policyd_io_opt_out`)."""
     if prefix is None:
         return {}
-    return {k[len(prefix):]: v for k, v in labels.items() if k.startswith(prefix) and v}
+    out = {k[len(prefix):]: v for k, v in labels.items() if k.startswith(prefix) and v}
+    for key in keys.DECLARED:
+        exposed = keys.prometheus_label(key, "")
+        if exposed in out:
+            out.setdefault(key, out[exposed])
+    return out

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from policyd.engine.spec import Selector
 from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.parse import Parsed, parse_cycle
 from policyd.sources.settings import SourceSettings, cadvisor_docker, kubernetes, process
@@ -187,6 +188,19 @@ def test_docker_container_by_name_with_labels_and_markers() -> None:
     assert c.markers.migrated and c.markers.last_action_at == 1700000200.0
     assert c.labels["app"] == "train" and c.labels["job_name"] == "vae"
     assert [n.name for n in parsed.snapshot.nodes] == ["w1"]
+
+
+def test_what_a_docker_job_declares_is_read_under_its_own_key_through_cadvisor() -> None:
+    # cAdvisor exposes `policyd.io/opt-out` as container_label_policyd_io_opt_out: read as
+    # written, a job's opt-out (and deadline, target, workload) would go unseen.
+    labels = {"container_label_policyd_io_opt_out": "true",
+              "container_label_policyd_io_deadline": "45m",
+              "container_label_policyd_io_workload": "resnet"}
+    (c,) = docker("vae-1", labels).snapshot.containers
+    assert (c.labels["policyd.io/opt-out"], c.labels["policyd.io/deadline"],
+            c.labels["policyd.io/workload"]) == ("true", "45m", "resnet")
+    assert c.labels["policyd_io_opt_out"] == "true"  # the label as exposed stays
+    assert Selector().opted_out(c)
 
 
 def test_docker_short_id_and_port_stripped_node() -> None:
