@@ -50,7 +50,8 @@ MANAGED_SELECTOR = MANAGED + "=true"
 OPT_OUT = PREFIX + "opt-out"
 """A workload labelled or annotated `policyd.io/opt-out: "true"` is never acted on: the
 policies' default `selector.opt_out_key`, enforced by the engine and checked again by the
-Kubernetes actuator on the pod as read just before acting."""
+actuators on the pod (Kubernetes) or the container's labels (Docker) as read just before
+acting."""
 
 TARGET_LOSS = PREFIX + "target-loss"
 """Label or annotation a job sets to declare the loss it is trained to reach (a number): the

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 from pydantic import ValidationError
 
 from policyd.actuators.docker import ActuationError, DockerHost, DockerSettings, DockerTls
-from tests.docker.builders import Clock, actuator, decision, mark, set_cpu
+from policyd.model import Admit, Stop
+from tests.docker.builders import Clock, actuator, decision, mark, migrate, set_cpu
 from tests.docker.fakes import FakeEngine, api_error
 
 
@@ -153,3 +155,26 @@ def test_tls_files_go_together() -> None:
                                                                 key=Path("k.pem")))
     assert (host.tls_ca, host.tls_cert, host.tls_key) == (None, Path("c.pem"), Path("k.pem"))
 
+
+
+OPTED_OUT = {"policyd.io/managed": "true", "policyd.io/opt-out": "True"}
+
+
+@pytest.mark.parametrize("action", ["set_cpu", "mark", "migrate", "stop", "admit"])
+def test_an_opted_out_container_is_left_alone_whatever_the_decision_says(action: str) -> None:
+    """The engine selects on its source's labels; the actuator checks the opt-out again on the
+    container as it reads it before acting (a source that read the label wrong, or a label
+    put on after the snapshot), as the Kubernetes actuator does on the pod."""
+    a, b = FakeEngine(), FakeEngine()
+    job = a.containers.add("job", labels=OPTED_OUT,
+                           status="created" if action == "admit" else "running")
+    acts: dict[str, Any] = {
+        "set_cpu": set_cpu(), "mark": mark(), "migrate": migrate(),
+        "stop": Stop(policy="p", container="job", node="a", event="target", reason="done"),
+        "admit": Admit(policy="p", container="job", node="a", held_on="a", reason="fits")}
+    with pytest.raises(ActuationError,
+                       match=r"^container job on node a is opted out \(policyd\.io/opt-out=true\);"
+                             r" left alone$"):
+        actuator(a, b).apply(acts[action], decision())
+    assert job.updates == [] and job.stopped_with == [] and "job" in a.containers.by_name
+    assert b.containers.by_name == {}

@@ -1,7 +1,9 @@
 """`DockerActuator`: SetCpu, Migrate, MarkMigrated, Stop and Admit on Docker engines
 (policyd.tick.Actuator; Stop: `stop`; Admit: `admission`).
 
-Only containers carrying `settings.managed_label` are touched. Every failure raises
+Only containers carrying `settings.managed_label` are touched, and none labelled
+`policyd.io/opt-out=true` (checked on the container as read before acting:
+`engines.actionable`). Every failure raises
 `ActuationError` with a one-line reason; engine calls are retried on daemon and connection
 errors (`calls`). Where markers live (`state`): labels on containers policyd creates, the
 state file for the rest, with the count of failed moves the engine backs off on. Half-done
@@ -129,7 +131,7 @@ class DockerActuator:
             return self.recovery.pending()
 
     def set_cpu(self, action: SetCpu) -> None:
-        container = self.engines.managed(action.node, action.container)
+        container = self.engines.actionable(action.node, action.container)
         host = container.attrs.get("HostConfig") or {}
         if action.mode == "quota" and host.get("NanoCpus"):
             raise ActuationError(
@@ -192,7 +194,7 @@ class DockerActuator:
     def mark_migrated(self, action: MarkMigrated) -> None:
         """Labels cannot change on a running container: recorded in the state file, which
         `recorded_markers()` exposes to the source (the daemon wires it)."""
-        container = self.engines.managed(action.node, action.container)
+        container = self.engines.actionable(action.node, action.container)
         self.state.record_marker(action.container, container.id or "", migrated=True,
                                  converged_at=action.converged_at, last_action_at=self.clock())
 

@@ -95,7 +95,7 @@ class Admission:
         if running_on is not None:
             self.finish(name, held_on)  # an earlier attempt started the copy
             return running_on
-        held = self.engines.managed(held_on, name)
+        held = self.engines.actionable(held_on, name)
         if held.status != HELD_STATUS:
             if held.status == "running" and held_on == node:
                 return node  # an earlier attempt started it

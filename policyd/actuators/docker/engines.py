@@ -15,6 +15,7 @@ from policyd.actuators.docker.calls import Caller
 from policyd.actuators.docker.settings import DockerSettings, is_managed
 from policyd.actuators.errors import ActuationError
 from policyd.clients.docker_engine import connect
+from policyd.model import labels
 
 T = TypeVar("T")
 
@@ -80,6 +81,18 @@ class Engines:
         if not is_managed(found.labels, self.settings.managed_label):
             raise ActuationError(f"container {name} on node {node} lacks the label "
                                  f"{self.settings.managed_label}; policyd leaves it alone")
+        return found
+
+    def actionable(self, node: str, name: str) -> Container:
+        """The container an action is about to change: managed (`managed`), and not opted out
+        (`policyd.io/opt-out=true` as a label, the policies' default opt-out key), checked on
+        the container as read now, as the Kubernetes actuator checks the pod: the engine
+        selects on its source's labels, which a profile may have read wrong or before the
+        label was there."""
+        found = self.managed(node, name)
+        if str((found.labels or {}).get(labels.OPT_OUT, "")).lower() == "true":
+            raise ActuationError(f"container {name} on node {node} is opted out "
+                                 f"({labels.OPT_OUT}=true); left alone")
         return found
 
     def list_managed(self, node: str, *, all_states: bool) -> list[Container]:

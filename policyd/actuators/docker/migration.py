@@ -150,7 +150,7 @@ class Migration:
         if ours and leftover is not None and leftover.status == "running" \
                 and self.engines.get(src_node, name) is None:
             return  # an earlier attempt (or recovery) finished this very migration
-        src = self.engines.managed(src_node, name)
+        src = self.engines.actionable(src_node, name)
         name = src.name or name
         if leftover is not None:
             if not ours:

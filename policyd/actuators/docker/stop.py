@@ -81,7 +81,7 @@ class Stopper:
     def run(self, action: Stop, *, grace_seconds: float) -> str:
         """Deliver the job; returns where its checkpoint is (raises ActuationError)."""
         node, name = action.node, action.container
-        container = self.engines.managed(node, name)
+        container = self.engines.actionable(node, name)
         if container.status != "running":
             raise ActuationError(f"container {name} on node {node} is {container.status}, not "
                                  "running; nothing to stop")
