@@ -232,10 +232,10 @@ def _judge(snapshot: Snapshot, forecasts: Mapping[str, Forecast | None],
                 f"the step times of {jobs} job(s) of {len(shared)} workload(s) "
                 f"({keys.WORKLOAD}: {', '.join(shared[:3])}{', ...' if len(shared) > 3 else ''})"
                 f" {basis}")
-        off = abs(x[i] - p.level)
-        why_not = ("within the noise" if off <= SIGNIFICANCE * error else
+        apart = abs(x[i] - p.level)  # from the average, in log
+        why_not = ("within the noise" if apart <= SIGNIFICANCE * error else
                    f"more than {MOST_RATIO:g}x off the average, not believed"
-                   if off > math.log(MOST_RATIO) else "")
+                   if apart > math.log(MOST_RATIO) else "")
         out[names[i]] = _Judged(speed=float(math.exp(x[i])), why_not=why_not, text=text,
                                 log_error=error)
     return out

@@ -14,7 +14,7 @@ from typing import Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from policyd.model.labels import OPT_OUT, TARGET_LOSS
+from policyd.model.labels import OPT_OUT, TARGET_LOSS, set_true
 
 API_VERSION = "policyd.io/v1alpha1"
 
@@ -93,9 +93,7 @@ class Selector(Strict):
         return all(container.labels.get(k) == v for k, v in self.labels.items())
 
     def opted_out(self, container: Workload) -> bool:
-        key = self.opt_out_key
-        return "true" in (container.labels.get(key, "").lower(),
-                          container.annotations.get(key, "").lower())
+        return set_true(self.opt_out_key, container.labels, container.annotations)
 
 
 class Safety(Strict):

@@ -14,6 +14,7 @@ Prometheus exporters rename them (`prometheus_label`): cAdvisor exposes a Docker
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 PREFIX = "policyd.io/"
 
@@ -100,6 +101,12 @@ DECLARED = (OPT_OUT, TARGET_LOSS, DEADLINE, MIN_CPU, MAX_CPU, SUBMITTED_AT, QOE_
 """The keys a job declares on its workload (label or annotation) for the engine to read."""
 
 _NOT_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def set_true(key: str, *found: Mapping[str, object] | None) -> bool:
+    """Whether any of `found` (a workload's labels, its annotations) sets `key` to "true", in
+    any case: how the engine's selector and the actuators read `OPT_OUT`."""
+    return any(str((where or {}).get(key, "")).lower() == "true" for where in found)
 
 
 def prometheus_label(key: str, prefix: str) -> str:

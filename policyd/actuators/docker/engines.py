@@ -90,7 +90,7 @@ class Engines:
         selects on its source's labels, which a profile may have read wrong or before the
         label was there."""
         found = self.managed(node, name)
-        if str((found.labels or {}).get(labels.OPT_OUT, "")).lower() == "true":
+        if labels.set_true(labels.OPT_OUT, found.labels):
             raise ActuationError(f"container {name} on node {node} is opted out "
                                  f"({labels.OPT_OUT}=true); left alone")
         return found

@@ -108,8 +108,7 @@ class JobAdmission:
         if not pods.selector_matches(job_labels, self.label_selector):
             raise ActuationError(f"{where} does not match {self.label_selector!r}; not "
                                  "policyd's to admit")
-        if "true" in (str(job_labels.get(names.OPT_OUT, "")).lower(),
-                      str((meta.get("annotations") or {}).get(names.OPT_OUT, "")).lower()):
+        if names.set_true(names.OPT_OUT, job_labels, meta.get("annotations")):
             raise ActuationError(f"{where} is opted out ({names.OPT_OUT}=true); left alone")
         if job_labels.get(names.MIGRATING):
             raise ActuationError(f"{where} is suspended by a move in progress, not held")

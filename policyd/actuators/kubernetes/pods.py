@@ -84,8 +84,7 @@ def check_managed(pod: Mapping[str, Any], selector: str) -> None:
     where = f"pod {meta.get('namespace')}/{meta.get('name')}"
     if not selector_matches(meta.get("labels") or {}, selector):
         raise ActuationError(f"{where} does not match {selector!r}; not policyd's to touch")
-    if "true" in (str((meta.get("labels") or {}).get(names.OPT_OUT, "")).lower(),
-                  str((meta.get("annotations") or {}).get(names.OPT_OUT, "")).lower()):
+    if names.set_true(names.OPT_OUT, meta.get("labels"), meta.get("annotations")):
         raise ActuationError(f"{where} is opted out ({names.OPT_OUT}=true); left alone")
 
 
