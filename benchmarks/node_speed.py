@@ -34,6 +34,9 @@ from typing import Any
 from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from flowcon2 import change, held  # the FlowCon2 benchmark's: every job held, % against a base
 
 from policyd.engine import flowcon2, node_speed
 from policyd.engine.forecasting import forecast_containers, settings_of
@@ -47,20 +50,12 @@ SAMPLE_SECONDS = 300.0
 WAYS = ("stated", "judged", "average")
 
 
-def held(scenario: Scenario) -> Scenario:
-    return replace(scenario, jobs=tuple(replace(j, held=True) for j in scenario.jobs))
-
-
 def unlabelled(scenario: Scenario) -> Scenario:
     return replace(scenario, nodes=tuple(replace(n, labelled=False) for n in scenario.nodes))
 
 
 def never_judged(snapshot: Snapshot, forecasts: Any = None) -> node_speed.NodeSpeeds:
     return node_speed.node_speeds(snapshot)
-
-
-def change(value: float, base: float) -> float:
-    return 100.0 * (value - base) / base
 
 
 def accuracy(scenario: Scenario) -> dict[str, float]:
