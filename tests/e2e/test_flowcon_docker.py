@@ -100,4 +100,5 @@ def test_flowcon_moves_cpu_weights_as_algorithm_1_says(tmp_path: Path) -> None:
     early = [c.shares for c in policy.shares[three]
              if c.time < policy.jobs[three].started + 8]
     assert all(v in (0, 1024) for v in early), early
-    assert all(j.exit_code == 0 and j.ttq is not None for j in policy.jobs.values())
+    assert all(j.exit_code == 0 and j.ttq is not None for j in policy.jobs.values()), {
+        name: (j.exit_code, j.ttq) for name, j in policy.jobs.items()}
