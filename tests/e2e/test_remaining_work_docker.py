@@ -49,22 +49,40 @@ def test_predictive_finishes_the_jobs_sooner_on_average_than_equal_shares(
         print(f"Predictive's forecasts of the served job: {len(checks)}, median error "
               f"{errors[len(errors) // 2]:.0%}")
 
+    trail = {name: [(d.time - job.started, a) for d in done.decisions["Predictive"]
+                    for a in d.assessments if a.container == name]
+             for name, job in pd.jobs.items()}
+    for name, seen in trail.items():
+        job = pd.jobs[name]
+        print(f"{name} (ran {job.finished - job.started:.1f} s), seen by Predictive at: "
+              + "; ".join(f"{age:+.1f} s " + ("forecast" if a.forecast is not None
+                                                else a.forecast_note or a.note)
+                          for age, a in seen))
     for run in (na, pd):
         assert all(j.exit_code == 0 for j in run.jobs.values()), run.table()
     # NA: nobody touched the weights
     assert all(c.shares in (0, 1024) for changes in na.shares.values() for c in changes), \
         na.shares
-    # Predictive read every job's total from its exporter (the snapshot's progress inputs,
-    # through Prometheus) and forecast it ...
-    # (a first forecast may come before the job's progress ratio is above 0: total unknown)
-    totals: dict[str, set[float | None]] = {name: set() for name in pd.jobs}
-    for d in done.decisions["Predictive"]:
-        for a in d.assessments:
-            if a.forecast is not None and a.container in totals:
-                totals[a.container].add(a.forecast.total_steps)
-    for name, seen in totals.items():
-        assert any(t is not None and abs(t - shape.total_of(name)) <= 0.01 * t for t in seen), \
-            (name, seen, done.decision_errors["Predictive"][:3])
+    # Predictive read each job's total from its exporter (the snapshot's progress inputs,
+    # through Prometheus) and forecast it. The series' step is the policy's interval (4 s), so
+    # a forecast needs a job's steps in two samples 4 s apart; Predictive serves the short job
+    # at once, and in one CI run it ended 4.6 s after its first reported step, with no forecast
+    # in the decisions taken beside the run every 2 s. So: every forecast has the job's right
+    # total (none before its progress ratio is above 0), a job never forecast was only ever too
+    # young for one, and the two longer jobs were forecast.
+    forecast: set[str] = set()
+    for name, seen in trail.items():
+        for _, a in seen:
+            if a.forecast is None:
+                assert a.forecast_note.startswith(("no steps reported", "too few samples")), \
+                    (name, a.forecast_note, a.note)
+                continue
+            t = a.forecast.total_steps
+            assert t is None or abs(t - shape.total_of(name)) <= 0.01 * t, (name, t)
+            if t is not None:
+                forecast.add(name)
+    assert forecast >= {n for n in pd.jobs if not n.endswith("-short")}, (
+        forecast, done.decision_errors["Predictive"][:3])
     # ... and acted on the engine: a job held at the floor 1/(beta*n) while others ran
     floors = {c.shares for changes in pd.shares.values() for c in changes} - {0, 1024}
     assert floors and min(floors) <= 256, pd.shares
