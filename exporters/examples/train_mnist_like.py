@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -169,6 +170,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             time.sleep(args.step_sleep)
     if checkpointer is not None:
         checkpointer.save(step)
+    # Done and saved: a stop from here on has nothing left to save. Ignored, so that it cannot
+    # turn this exit 0 into a death by the signal (143) while the interpreter shuts down, which
+    # puts the default handler back before it unloads torch (a CI run saw the race).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print(f"done: step={step}", flush=True)
     server.close()
     return 0

@@ -179,3 +179,24 @@ def test_pytorch_example_catches_sigterm_before_its_slow_start(tmp_path: Path) -
     # one step after the resume, at the first step boundary, then out: nothing lost
     assert f"checkpoint: step={saved + 1} " in out, out
     assert (ckpt / "latest").read_text() == f"step-{saved + 1}.ckpt\n"
+
+
+def test_pytorch_example_stopped_as_it_finishes_still_exits_0(tmp_path: Path) -> None:
+    """SIGTERM last: a stop sent right after the job's last step and save (a CI run's FlowCon
+    proof stopped a job that had just finished) meets a job whose interpreter is shutting down,
+    which has put the default handler back; the example ignores the signal by then, so the
+    complete job exits 0, not 143. Stops are sent every millisecond until it has exited, so
+    one lands in the shutdown."""
+    pytest.importorskip("torch")
+    job = launch(*example_args(tmp_path / "ckpt", "--steps", "200"))
+    try:
+        assert job.stdout is not None
+        wait_for_line(job.stdout, r"done: step=200")
+        deadline = time.monotonic() + 60
+        while job.poll() is None and time.monotonic() < deadline:  # through its shutdown
+            job.send_signal(signal.SIGTERM)
+            time.sleep(0.001)
+        _, err = job.communicate(timeout=60)
+    finally:
+        stop(job)
+    assert job.returncode == 0, err
