@@ -8,7 +8,7 @@ key and a capacity per node. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from policyd.model import Markers
@@ -183,16 +183,18 @@ def markers(labels: Mapping[str, str], settings: SourceSettings, where: str,
     )
 
 
-def prefixed_labels(labels: Mapping[str, str], prefix: str | None) -> dict[str, str]:
+def prefixed_labels(labels: Mapping[str, str], prefix: str | None,
+                    read: Sequence[str] = ()) -> dict[str, str]:
     """`container_label_app="x"` -> `app="x"`. cAdvisor turns the dots, slashes and dashes of
     a Docker label's key into underscores, so a key the engine reads as written (what a job
-    declares: `policyd.io/deadline`, `policyd.io/opt-out`, ...: `labels.DECLARED`) is given
+    declares: `policyd.io/deadline`, `policyd.io/opt-out`, ...: `labels.DECLARED`; and `read`,
+    the policies' own selector labels and opt-out key: `CycleQueries.label_keys`) is given
     back under its own name too (`container_label_policyd_io_opt_out` -> `policyd.io/opt-out`
     as well as `policyd_io_opt_out`)."""
     if prefix is None:
         return {}
     out = {k[len(prefix):]: v for k, v in labels.items() if k.startswith(prefix) and v}
-    for key in keys.DECLARED:
+    for key in (*keys.DECLARED, *read):
         exposed = keys.prometheus_label(key, "")
         if exposed in out:
             out.setdefault(key, out[exposed])

@@ -209,7 +209,8 @@ def parse_cycle(*, evaluation: Any, cpu: Any, facts_results: Mapping[str, Any],
         marker_labels = {**res_labels, **(annotations.get(pod, {}) if pod else {})}
         labels = dict(metric)
         labels.pop("__name__", None)
-        labels.update(facts.prefixed_labels(res_labels, settings.label_prefix))
+        labels.update(facts.prefixed_labels(res_labels, settings.label_prefix,
+                                                queries.label_keys))
         done = progress.of_series(metric)
         containers.append(Container(
             id=cid,

@@ -56,6 +56,7 @@ from policyd.engine.kind import FORECAST_INPUTS, Input
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import base_interval_seconds
 from policyd.engine.spec import PolicyDocument
+from policyd.model import labels
 from policyd.sources.narrow import narrowed
 from policyd.sources.settings import Matcher, SourceSettings, regex_literal
 
@@ -133,6 +134,11 @@ class CycleQueries:
     metrics: tuple[tuple[str, str], ...] = ()
     """(name, range query) of each per-job metric the policies name (`Kind.metric_queries`:
     QoE's `spec.metrics`), when the inputs hold "metrics" (`policyd.sources.qoe_metrics`)."""
+    label_keys: tuple[str, ...] = ()
+    """The label keys the policies read as written beyond the ones every job may declare
+    (`labels.DECLARED`): each one's selector labels and opt-out key. A profile whose labels
+    come sanitised (cAdvisor's `container_label_team_io_opt_out`) gives them back under these
+    names too (`facts.prefixed_labels`)."""
 
     @property
     def count(self) -> int:
@@ -269,7 +275,16 @@ def build_queries(
         steps=steps if "steps" in inputs else None,
         progress=progress if "steps" in inputs else None,
         metrics=metrics,
+        label_keys=read_label_keys(policies),
     )
+
+
+def read_label_keys(policies: Sequence[PolicyDocument]) -> tuple[str, ...]:
+    """The label keys `policies` read as written (`CycleQueries.label_keys`), each once, in
+    the order the policies name them."""
+    keys = [k for p in policies
+            for k in (*p.spec.selector.labels, p.spec.selector.opt_out_key)]
+    return tuple(dict.fromkeys(k for k in keys if k not in labels.DECLARED))
 
 
 def metric_queries(policies: Sequence[PolicyDocument], node: str | None,

@@ -11,8 +11,9 @@ import pytest
 from policyd.engine.spec import Selector
 from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.parse import Parsed, parse_cycle
+from policyd.sources.promql import build_queries
 from policyd.sources.settings import SourceSettings, cadvisor_docker, kubernetes, process
-from tests.sources.builders import INTERVAL, NOW, fact, queries, series, steps
+from tests.sources.builders import INTERVAL, NOW, fact, flowcon, queries, series, steps
 from tests.sources.builders import facts as facts_of
 
 K8S = kubernetes()
@@ -201,6 +202,38 @@ def test_what_a_docker_job_declares_is_read_under_its_own_key_through_cadvisor()
             c.labels["policyd.io/workload"]) == ("true", "45m", "resnet")
     assert c.labels["policyd_io_opt_out"] == "true"  # the label as exposed stays
     assert Selector().opted_out(c)
+
+
+def test_a_policys_own_opt_out_key_and_selector_labels_are_read_under_their_own_keys() -> None:
+    # A custom `selector.opt_out_key` (and a selector label with a dot or slash) reaches the
+    # engine sanitised through cAdvisor as well: read as written, the opted-out job would be
+    # acted on, and the selected one never chosen.
+    s = cadvisor_docker()
+    policy = flowcon(selector={"labels": {"example.com/team": "vision"},
+                               "opt_out_key": "example.com/no-policyd"})
+    labels = {"container_label_example_com_no_policyd": "TRUE",
+              "container_label_example_com_team": "vision"}
+    base = {k: v for k, v in CAD.items() if k != "cpu"}
+    evaluation = [series({"__name__": "policyd_training_loss", "job_name": "vae",
+                          "container": "vae-1", "instance": "10.0.0.5:9100"}, LOSS)]
+    parsed = parse_cycle(
+        evaluation=evaluation, cpu=[series({**CAD, **labels}, [0.7] * 6)],
+        facts_results=facts_of(fact("capacity", {"instance": "10.0.0.5:8080"}, 8),
+                               fact("started_at", {**base, **labels}, 5.0),
+                               fact("shares", {**base, **labels}, 256)),
+        queries=build_queries([policy], s, now_seconds=NOW), settings=s)
+    (c,) = parsed.snapshot.containers
+    assert c.labels["example.com/no-policyd"] == "TRUE"
+    assert policy.spec.selector.selects(c) and policy.spec.selector.opted_out(c)
+    # and without the policy's keys (what the parse did before): neither
+    bare = parse_cycle(
+        evaluation=evaluation, cpu=[series({**CAD, **labels}, [0.7] * 6)],
+        facts_results=facts_of(fact("capacity", {"instance": "10.0.0.5:8080"}, 8),
+                               fact("started_at", {**base, **labels}, 5.0),
+                               fact("shares", {**base, **labels}, 256)),
+        queries=queries(s), settings=s)
+    (b,) = bare.snapshot.containers
+    assert not policy.spec.selector.selects(b) and not policy.spec.selector.opted_out(b)
 
 
 def test_docker_short_id_and_port_stripped_node() -> None:
