@@ -37,6 +37,7 @@ from policyd.engine.forecast_output import Forecast, Forecasts, convergence_basi
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Container, Decision, JobForecast, Series, Snapshot
 from policyd.model import labels as keys
+from policyd.model.forecast import valid
 from policyd.model.snapshot import FloatArray
 
 
@@ -271,35 +272,44 @@ class Forecasted:
 
     def jobs(self) -> dict[str, JobForecast | None]:
         """`job_forecast` of every container's forecast, with its note, None where there is
-        none; read out of the arrays once (10,000 at a time), without a `Forecast` between."""
+        none; read out of the arrays once (10,000 at a time), without a `Forecast` between:
+        what `_job_forecast` does to one, done to every row, and `JobForecast`'s check made
+        on the arrays (a row that fails it is built the checking way, and raises)."""
         out: dict[str, JobForecast | None] = dict.fromkeys(self.unjudged)
         f = self.forecasts
         if f is None:
             return out
-        s = f.settings
-        convergence = convergence_basis(s)
+        convergence = convergence_basis(f.settings)
+        remaining = np.maximum(f.remaining_seconds, 0.0)
+        with np.errstate(divide="ignore"):
+            columns = {"steps_done": f.steps_done, "remaining_steps": f.remaining_steps,
+                       "remaining_seconds": remaining, "finish_at": f.finish_at,
+                       "low_seconds": np.minimum(f.low_seconds, remaining),
+                       "high_seconds": np.maximum(f.high_seconds, remaining),
+                       "steps_per_second": 1.0 / f.seconds_per_step}
+        fine = valid(columns).tolist()
+        lists = {name: a.tolist() for name, a in columns.items()}
+        total, target, eta = (f.total_steps.tolist(), f.target_loss.tolist(),
+                              f.target_eta_seconds.tolist())
         improvement = (f.remaining_improvement.tolist() if f.remaining_improvement is not None
                        else [math.nan] * len(self.ids))
-        columns = [a.tolist() for a in (
-            f.steps_done, f.total_steps, f.remaining_steps, f.remaining_seconds, f.finish_at,
-            f.low_seconds, f.high_seconds, f.target_loss, f.target_eta_seconds,
-            f.seconds_per_step)]
-        rows = zip(*columns, strict=True)
-        for cid, note, remark, row, gain in zip(self.ids, f.notes, f.remarks, rows, improvement,
-                                                strict=True):
+        notes = self.notes
+        for i, (cid, note, remark) in enumerate(zip(self.ids, f.notes, f.remarks,
+                                                    strict=True)):
             if note:
                 out[cid] = None
                 continue
-            done, total, steps, seconds, finish, low, high, target, eta, per_step = row
-            out[cid] = _job_forecast(
-                steps_done=done, total_steps=None if math.isnan(total) else total,
-                remaining_steps=steps, remaining_seconds=seconds, finish_at=finish,
-                low_seconds=low, high_seconds=high, steps_per_second=1.0 / per_step,
-                basis="total steps" if not math.isnan(total) else convergence,
-                target_loss=None if math.isnan(target) else target,
-                target_eta_seconds=None if math.isnan(eta) else eta,
-                notes=(remark, self.notes.get(cid, "")),
+            extra = notes.get(cid, "")
+            t, gain = total[i], improvement[i]
+            row = {name: values[i] for name, values in lists.items()}
+            row.update(
+                total_steps=None if math.isnan(t) else t,
+                basis="total steps" if not math.isnan(t) else convergence,
+                target_loss=None if math.isnan(target[i]) else target[i],
+                target_eta_seconds=None if math.isnan(eta[i]) else eta[i],
+                note=f"{remark}; {extra}" if remark and extra else remark or extra,
                 remaining_improvement=None if math.isnan(gain) else gain)
+            out[cid] = JobForecast.checked(row) if fine[i] else JobForecast(**row)
         return out
 
 
