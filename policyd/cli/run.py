@@ -15,6 +15,7 @@ every replica decides, only the leader applies.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import socket
@@ -56,6 +57,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, _: TextIO) -> int:
                          "the settings file is invalid; nothing started") from None
     logging.getLogger().setLevel(_LEVELS[settings.log_level])
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # "Running job ..." every tick
+    # Everything loaded so far lives as long as the daemon: out of the collector's full
+    # passes, which every cycle at 10,000 containers set off (a 10,000-container decide() in a
+    # process holding the daemon's imports: 0.47-0.51 s frozen, 0.53-0.55 s not).
+    gc.freeze()
     stop = threading.Event()
     node: str | None = getattr(args, "node", None)
     identity = ((os.environ.get("POD_NAME") or socket.gethostname())
