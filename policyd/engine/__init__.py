@@ -18,6 +18,7 @@ note why there is none).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from policyd.engine.delivery import deliver
 from policyd.engine.forecasting import settings_of, with_forecasts
@@ -34,7 +35,8 @@ def decide(policy: PolicyDocument, snapshot: Snapshot, *,
     out the forecasts a kind did not make itself (a caller that reads only the actions: the
     simulator's measured runs)."""
     kind = KINDS.of(policy)
-    decision = kind.plan(policy, snapshot)
+    decision = replace(kind.plan(policy, snapshot),
+                       opt_out_key=policy.spec.selector.opt_out_key)
     decision = deliver(decision, policy, snapshot, forecasts=forecasts)
     decision = yield_to_owners(decision, policy, peers, snapshot.containers, snapshot.pending)
     if not forecasts:

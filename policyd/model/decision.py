@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Literal
 
+from policyd.model import labels
 from policyd.model.deadline import JobDeadline
 from policyd.model.forecast import JobForecast
 from policyd.model.pending import QueuedJob
@@ -220,6 +221,10 @@ class Decision:
     queue: tuple[QueuedJob, ...] = ()
     """Held jobs this decision does not admit yet, in admission order (`Admit` actions take
     the ones it does)."""
+    opt_out_key: str = labels.OPT_OUT
+    """The label or annotation key that opts a workload out of the deciding policy (its
+    `selector.opt_out_key`, set by `policyd.engine.decide`): actuators check it again on the
+    workload before acting. Not in the decision's JSON (it is the policy's setting)."""
 
     @property
     def categories(self) -> dict[str, str]:

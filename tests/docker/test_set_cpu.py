@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,19 @@ def test_an_opted_out_container_is_left_alone_whatever_the_decision_says(action:
         actuator(a, b).apply(acts[action], decision())
     assert job.updates == [] and job.stopped_with == [] and "job" in a.containers.by_name
     assert b.containers.by_name == {}
+
+
+def test_the_deciding_policys_own_opt_out_key_is_checked_on_the_container() -> None:
+    """A policy with its own `selector.opt_out_key`: the decision carries the key, and the
+    actuator refuses a container labelled with it (the default key still counts), whatever
+    the source read."""
+    a = FakeEngine()
+    job = a.containers.add("job", labels={"policyd.io/managed": "true",
+                                          "example.com/no-policyd": "true"})
+    act = actuator(a)
+    with pytest.raises(ActuationError, match=r"is opted out \(example\.com/no-policyd=true\)"):
+        act.apply(set_cpu(), replace(decision(), opt_out_key="example.com/no-policyd"))
+    assert job.updates == []
+    act.apply(set_cpu(), decision())  # a key no deciding policy names stops nothing
+    assert job.updates != []
+    assert act.engines.opt_out.keys == ("policyd.io/opt-out",)

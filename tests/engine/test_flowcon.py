@@ -331,6 +331,15 @@ def test_guards_block_actions(spec: dict[str, Any], extra: dict[str, Any], why: 
     assert decision.actions == ()
 
 
+def test_the_decision_names_its_policys_opt_out_key_for_the_actuators() -> None:
+    snap = snapshot(job("a", losses(0.01, 0.01)), job("b", losses(0.3)))
+    custom = flowcon(selector={"labels": {"app": "train"},
+                               "opt_out_key": "example.com/no-policyd"})
+    assert decide(custom, snap).opt_out_key == "example.com/no-policyd"
+    assert decide(flowcon(), snap).opt_out_key == "policyd.io/opt-out"
+    assert "opt_out_key" not in decision_to_dict(decide(custom, snap))  # a setting, not output
+
+
 def test_dry_run_lands_on_the_decision() -> None:
     snap = snapshot(job("a", losses(0.01, 0.01)), job("b", losses(0.3)))
     assert plan(flowcon(dry_run=True), snap).dry_run is True

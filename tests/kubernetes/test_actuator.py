@@ -4,6 +4,7 @@ real server's behaviour, are tested on the fake cluster (test_moves.py, test_rea
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -175,6 +176,32 @@ def test_qos_class_cannot_change() -> None:
     with pytest.raises(ActuationError, match=r"Guaranteed.*use mode quota"):
         actuator(core, batch, events, FakeClock()).apply(set_cpu(0.25), decision())
     core.patch_namespaced_pod_resize.assert_not_called()
+
+
+@pytest.mark.parametrize(("annotations", "key", "refused"), [
+    ({"example.com/no-policyd": "true"}, "example.com/no-policyd", "example.com/no-policyd"),
+    ({"policyd.io/opt-out": "True"}, "example.com/no-policyd", "policyd.io/opt-out"),
+    ({"example.com/no-policyd": "true"}, "policyd.io/opt-out", None),
+])
+def test_the_deciding_policys_opt_out_key_is_checked_on_the_pod(
+        annotations: dict[str, str], key: str, refused: str | None) -> None:
+    """The pod is checked against its policy's own `selector.opt_out_key` (the decision
+    carries it) as well as the default, whatever the source read; a key no policy names
+    stops nothing."""
+    core, batch, events = apis()
+    opted = pod()
+    opted["metadata"]["annotations"] = annotations
+    bodies = resize_world(core, [opted, {**opted, **pod(status_request="2")}])
+    act = actuator(core, batch, events, FakeClock())
+    chosen = replace(decision(), opt_out_key=key)
+    if refused is None:
+        act.apply(set_cpu(0.25), chosen)
+        assert len(bodies) == 1
+        return
+    with pytest.raises(ActuationError, match=rf"pod ml/train-1 is opted out \({refused}=true\)"):
+        act.apply(set_cpu(0.25), chosen)
+    assert bodies == []
+    assert act.opt_out.keys == ("policyd.io/opt-out",)  # the decision's key only while applied
 
 
 def test_mark_migrated_writes_annotations() -> None:

@@ -93,20 +93,24 @@ class DockerActuator:
                 except ActuationError as exc:
                     LOG.error("docker: %s (tried again in %.0f s)", str(exc),
                               RECOVERY_RETRY_SECONDS)
-            match action:
-                case SetCpu():
-                    self.set_cpu(action)
-                case Migrate():
-                    self.migrate(action)
-                case MarkMigrated():
-                    self.mark_migrated(action)
-                case Stop():
-                    self.stopper.run(action, grace_seconds=grace_seconds(
-                        action, self.settings.grace_seconds))
-                case Admit():
-                    self.admit(action)
-                case _:
-                    assert_never(action)
+            with self.engines.opt_out.during(decision):
+                self._apply(action)
+
+    def _apply(self, action: Action) -> None:
+        match action:
+            case SetCpu():
+                self.set_cpu(action)
+            case Migrate():
+                self.migrate(action)
+            case MarkMigrated():
+                self.mark_migrated(action)
+            case Stop():
+                self.stopper.run(action, grace_seconds=grace_seconds(
+                    action, self.settings.grace_seconds))
+            case Admit():
+                self.admit(action)
+            case _:
+                assert_never(action)
 
     def close(self) -> None:
         """Close the engine connections this actuator opened."""

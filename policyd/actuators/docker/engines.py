@@ -14,8 +14,8 @@ from docker.models.containers import Container
 from policyd.actuators.docker.calls import Caller
 from policyd.actuators.docker.settings import DockerSettings, is_managed
 from policyd.actuators.errors import ActuationError
+from policyd.actuators.opt_out import OptOutKeys
 from policyd.clients.docker_engine import connect
-from policyd.model import labels
 
 T = TypeVar("T")
 
@@ -31,6 +31,8 @@ class Engines:
         self._made: list[docker.DockerClient] = []
         self._cores: dict[str, float] = {}
         self._lock = threading.Lock()
+        self.opt_out = OptOutKeys()
+        """What opts a container out of the decision being applied (`DockerActuator.apply`)."""
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -85,14 +87,15 @@ class Engines:
 
     def actionable(self, node: str, name: str) -> Container:
         """The container an action is about to change: managed (`managed`), and not opted out
-        (`policyd.io/opt-out=true` as a label, the policies' default opt-out key), checked on
-        the container as read now, as the Kubernetes actuator checks the pod: the engine
-        selects on its source's labels, which a profile may have read wrong or before the
-        label was there."""
+        (a label `policyd.io/opt-out=true`, or the deciding policy's own opt-out key:
+        `opt_out`), checked on the container as read now, as the Kubernetes actuator checks
+        the pod: the engine selects on its source's labels, which a profile may have read
+        wrong or before the label was there."""
         found = self.managed(node, name)
-        if labels.set_true(labels.OPT_OUT, found.labels):
+        key = self.opt_out.which(found.labels)
+        if key is not None:
             raise ActuationError(f"container {name} on node {node} is opted out "
-                                 f"({labels.OPT_OUT}=true); left alone")
+                                 f"({key}=true); left alone")
         return found
 
     def list_managed(self, node: str, *, all_states: bool) -> list[Container]:

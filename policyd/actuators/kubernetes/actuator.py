@@ -44,6 +44,7 @@ from policyd.actuators.kubernetes.mover import Settled
 from policyd.actuators.kubernetes.pods import PodRef
 from policyd.actuators.kubernetes.settings import KubernetesSettings
 from policyd.actuators.kubernetes.stop import Stopper
+from policyd.actuators.opt_out import OptOutKeys
 from policyd.model import Action, Admit, Decision, MarkMigrated, Migrate, SetCpu, Stop
 
 LOG = logging.getLogger(__name__)
@@ -78,10 +79,13 @@ class KubernetesActuator:
                              timeout_seconds=settings.timeout_seconds, sleep=sleep)
         self.events = EventRecorder(events_api, self.caller, clock,
                                     settings.reporting_controller, settings.reporting_instance)
+        self.opt_out = OptOutKeys()
+        """What opts a workload out of the decision being applied (`apply`)."""
         self.migration = Migration(core, batch, policy_api, self.caller, settings, clock=clock,
-                                   sleep=sleep)
+                                   sleep=sleep, opt_out=self.opt_out)
         self.stopper = Stopper(core, batch, self.caller, settings, clock=clock, sleep=sleep)
-        self.admission = JobAdmission(batch, self.caller, settings.label_selector, clock=clock)
+        self.admission = JobAdmission(batch, self.caller, settings.label_selector, clock=clock,
+                                      opt_out=self.opt_out)
         self._allocatable: dict[str, tuple[float, int]] = {}
         self._settle_at = NEVER if settings.node_name is not None else -NEVER
         """When to look for pending moves next (never on a node agent: it makes none)."""
@@ -96,19 +100,23 @@ class KubernetesActuator:
                     self.recover()
                 except ActuationError as exc:
                     LOG.error("kubernetes: %s", str(exc))
-            match action:
-                case SetCpu():
-                    self._reported(action, lambda: self.set_cpu(action))
-                case Migrate():
-                    self._reported(action, lambda: self.migrate(action))
-                case MarkMigrated():
-                    self._reported(action, lambda: self.mark_migrated(action))
-                case Stop():
-                    self._reported(action, lambda: self.stop(action))
-                case Admit():
-                    self._reported(action, lambda: self.admit(action))
-                case _:
-                    assert_never(action)
+            with self.opt_out.during(decision):
+                self._apply(action)
+
+    def _apply(self, action: Action) -> None:
+        match action:
+            case SetCpu():
+                self._reported(action, lambda: self.set_cpu(action))
+            case Migrate():
+                self._reported(action, lambda: self.migrate(action))
+            case MarkMigrated():
+                self._reported(action, lambda: self.mark_migrated(action))
+            case Stop():
+                self._reported(action, lambda: self.stop(action))
+            case Admit():
+                self._reported(action, lambda: self.admit(action))
+            case _:
+                assert_never(action)
 
     def recover(self) -> list[Settled]:
         """Settle every recorded move (finish it or roll it back: `recovery`); problems are
@@ -193,7 +201,7 @@ class KubernetesActuator:
         pod = self.migration.work.get_pod(ref.namespace, ref.name)
         if pod is None:
             raise ActuationError(f"pod {ref} is gone")
-        pods.check_managed(pod, self.settings.label_selector)
+        pods.check_managed(pod, self.settings.label_selector, self.opt_out)
         return pod
 
     def set_cpu(self, action: SetCpu) -> Done | None:

@@ -23,6 +23,7 @@ on its next cycle. Raises `ActuationError` with a one-line reason for every fail
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 from policyd.actuators.errors import ActuationError
 from policyd.actuators.kubernetes import pods
 from policyd.actuators.kubernetes.calls import NOT_FOUND, Caller, status_of
+from policyd.actuators.opt_out import OptOutKeys
 from policyd.model import Admit
 from policyd.model import labels as names
 
@@ -93,6 +95,7 @@ class JobAdmission:
     caller: Caller
     label_selector: str
     clock: Callable[[], float] = time.time
+    opt_out: OptOutKeys = dataclasses.field(default_factory=OptOutKeys)
 
     def run(self, action: Admit) -> dict[str, Any] | None:
         """Admit the Job; the Job as read before the patches, None when an earlier attempt
@@ -108,8 +111,9 @@ class JobAdmission:
         if not pods.selector_matches(job_labels, self.label_selector):
             raise ActuationError(f"{where} does not match {self.label_selector!r}; not "
                                  "policyd's to admit")
-        if names.set_true(names.OPT_OUT, job_labels, meta.get("annotations")):
-            raise ActuationError(f"{where} is opted out ({names.OPT_OUT}=true); left alone")
+        key = self.opt_out.which(job_labels, meta.get("annotations"))
+        if key is not None:
+            raise ActuationError(f"{where} is opted out ({key}=true); left alone")
         if job_labels.get(names.MIGRATING):
             raise ActuationError(f"{where} is suspended by a move in progress, not held")
         if not (job.get("spec") or {}).get("suspend"):

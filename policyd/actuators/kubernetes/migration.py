@@ -53,6 +53,7 @@ from policyd.actuators.kubernetes.moves import Move, MoveStore, record_name
 from policyd.actuators.kubernetes.pods import PodRef
 from policyd.actuators.kubernetes.settings import KubernetesSettings
 from policyd.actuators.kubernetes.workloads import Workloads
+from policyd.actuators.opt_out import OptOutKeys
 from policyd.model import Migrate
 from policyd.model import labels as names
 
@@ -69,6 +70,7 @@ class Migration:
     settings: KubernetesSettings
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
+    opt_out: OptOutKeys = field(default_factory=OptOutKeys)
     work: Workloads = field(init=False)
     store: MoveStore = field(init=False)
     mover: Mover = field(init=False)
@@ -85,7 +87,7 @@ class Migration:
         pod = self.work.get_pod(ref.namespace, ref.name)
         if pod is None:
             raise ActuationError(f"pod {ref} is gone; nothing to migrate")
-        pods.check_managed(pod, self.settings.label_selector)
+        pods.check_managed(pod, self.settings.label_selector, self.opt_out)
         node = (pod.get("spec") or {}).get("nodeName")
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
         if node == action.to_node and annotations.get(names.MIGRATED_FROM) == action.from_node:

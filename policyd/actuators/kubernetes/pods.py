@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyd.actuators.errors import ActuationError
+from policyd.actuators.opt_out import OptOutKeys
 from policyd.model import labels as names
 
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
@@ -79,13 +80,16 @@ def selector_matches(labels: Mapping[str, str], selector: str) -> bool:
     return True
 
 
-def check_managed(pod: Mapping[str, Any], selector: str) -> None:
+def check_managed(pod: Mapping[str, Any], selector: str, opt_out: OptOutKeys) -> None:
+    """The pod matches policyd's label selector and is not opted out (a label or annotation
+    of one of `opt_out`'s keys is "true")."""
     meta = pod.get("metadata") or {}
     where = f"pod {meta.get('namespace')}/{meta.get('name')}"
     if not selector_matches(meta.get("labels") or {}, selector):
         raise ActuationError(f"{where} does not match {selector!r}; not policyd's to touch")
-    if names.set_true(names.OPT_OUT, meta.get("labels"), meta.get("annotations")):
-        raise ActuationError(f"{where} is opted out ({names.OPT_OUT}=true); left alone")
+    key = opt_out.which(meta.get("labels"), meta.get("annotations"))
+    if key is not None:
+        raise ActuationError(f"{where} is opted out ({key}=true); left alone")
 
 
 def controller_of(obj: Mapping[str, Any]) -> tuple[str, str] | None:
