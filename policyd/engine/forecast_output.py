@@ -118,7 +118,10 @@ class Forecasts:
                 continue
             (done, total, steps, seconds, finish, low, high, target, eta, per_step, serial,
              parallel, cap) = row
-            out.append(Forecast(
+            # Built as the frozen __init__ would, without its object.__setattr__ per field
+            # (10,000 at a time): Forecast checks nothing.
+            made = object.__new__(Forecast)
+            made.__dict__.update(
                 steps_done=done, total_steps=None if math.isnan(total) else total,
                 remaining_steps=steps, remaining_seconds=seconds, finish_at=finish,
                 low_seconds=low, high_seconds=high,
@@ -127,7 +130,8 @@ class Forecasts:
                 basis="total steps" if not math.isnan(total) else convergence,
                 steps_per_second=1.0 / per_step, parallel_fraction=fraction[i],
                 serial_seconds=serial, parallel_seconds=parallel, cap_cores=cap,
-                note=self.remarks[i], remaining_improvement=self.improvement_at(i)))
+                note=self.remarks[i], remaining_improvement=self.improvement_at(i))
+            out.append(made)
         return out
 
     def at(self, i: int) -> Forecast | None:

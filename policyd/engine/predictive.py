@@ -42,11 +42,11 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from policyd.engine.forecast_output import Forecast
-from policyd.engine.forecasting import forecast_containers, job_forecast, settings_of
+from policyd.engine.forecasting import forecast_containers, settings_of
 from policyd.engine.guards import MigrationBudget, action_blocked
 from policyd.engine.kind import ActionClass, CpuMode, Intervals, Kind, Scope
 from policyd.engine.spec import CommonSpec, MoveGain, PolicyDocument, check_relative_alpha, of_kind
-from policyd.model import Assessment, Container, Decision, Migrate, SetCpu, Snapshot
+from policyd.model import Assessment, Container, Decision, JobForecast, Migrate, SetCpu, Snapshot
 
 NEW_KEY = 1e300
 """A job that has just started, before its first forecast, ranks after every forecast one
@@ -119,6 +119,7 @@ def _predictive(policy: PolicyDocument) -> PredictivePolicy:
 class _Job:
     container: Container
     forecast: Forecast | None
+    reported: JobForecast | None  # the forecast as the decision reports it
     note: str  # why there is no forecast ("" when there is one)
     key: float  # predicted seconds left at its best on this worker (-inf: new, inf: unknown)
     best_cores: float  # what it can use on this worker
@@ -172,6 +173,7 @@ def _jobs(policy: PredictivePolicy, snapshot: Snapshot,
     settings = settings_of(policy, snapshot, alpha=spec.alpha,
                            interval_seconds=spec.interval_seconds)
     found = forecast_containers(settings, snapshot, chosen)
+    reported = found.jobs()
     young_seconds = 2 * snapshot.interval_seconds(policy.name, spec.interval_seconds)
     jobs = []
     for c in chosen:
@@ -181,11 +183,13 @@ def _jobs(policy: PredictivePolicy, snapshot: Snapshot,
             # Any job can use a core: a cap below one comes from intervals spent at the floor
             # (the others' shares), not from the job's threads.
             best = min(max(f.cap_cores, 1.0), cap)
-            jobs.append(_Job(container=c, forecast=f, note="", best_cores=best,
+            jobs.append(_Job(container=c, forecast=f, reported=reported[c.id], note="",
+                             best_cores=best,
                              key=f.remaining_seconds_at(best)))
             continue
         young = snapshot.time - c.started_at <= young_seconds
-        jobs.append(_Job(container=c, forecast=None, note=found.notes.get(c.id, ""),
+        jobs.append(_Job(container=c, forecast=None, reported=None,
+                         note=found.notes.get(c.id, ""),
                          best_cores=cap, key=NEW_KEY if young else math.inf))
     return jobs
 
@@ -354,7 +358,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
                 container=c.id, node=c.node, category=p.category,
                 gain=j.key if math.isfinite(j.key) and j.key != NEW_KEY else None,
                 cpu_fraction_now=c.cpu_allocation, cpu_fraction_next=target, note=note,
-                forecast=job_forecast(j.forecast) if j.forecast is not None else None,
+                forecast=j.reported,
                 forecast_note="" if j.forecast is not None else (j.note or "not forecast")))
     return Decision(policy=policy.name, kind="Predictive", time=now, actions=tuple(actions),
                     assessments=tuple(assessments),
