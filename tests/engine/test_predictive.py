@@ -4,12 +4,14 @@ guards, and the optional move of a waiting job to a worker with cores to spare."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from policyd.engine import decide
+from policyd.engine.flowcon import FlowConPolicy
 from policyd.engine.predictive import FLOOR, FREE, NEW, SERVED, PredictivePolicy, plan
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import API_VERSION
@@ -147,6 +149,22 @@ def test_every_assessment_carries_the_forecast_behind_it() -> None:
     assert a.forecast is not None and a.forecast.total_steps == 2000
     assert a.forecast.remaining_steps == pytest.approx(500)
     assert a.forecast.remaining_seconds == pytest.approx(50, rel=0.05)  # 10 steps/s
+
+
+def test_a_malformed_target_is_said_in_the_forecast_as_under_every_kind() -> None:
+    bad = replace(job("a", done=1500, total=2000, rate=10),
+                  labels={"app": "train", "policyd.io/target-loss": "low"})
+    for chosen in (policy(), flowcon_policy()):
+        (a,) = decide(chosen, cluster(bad)).assessments
+        assert a.forecast is not None and a.forecast.total_steps == 2000, chosen.kind
+        assert "policyd.io/target-loss='low' is not a positive number" in a.forecast.note, (
+            chosen.kind, a.forecast.note)
+
+
+def flowcon_policy() -> FlowConPolicy:
+    return FlowConPolicy.model_validate({
+        "apiVersion": API_VERSION, "kind": "FlowCon", "metadata": {"name": "fc"},
+        "spec": {"interval_seconds": 20}})
 
 
 def test_with_migrate_a_waiting_job_moves_to_a_worker_with_cores_to_spare() -> None:
