@@ -15,12 +15,15 @@ It also reports the CPU seconds of each cycle, this process's and the server's (
 machine they move less than the wall times.
 The first cycle warms the connection and the imports' caches and is reported apart. With
 `--node` the cycles are a node agent's: every query narrowed to that node (the exporter's series
-carry `node`, as deploy/kubernetes/podmonitor-training.yaml makes them).
+carry `node`, as deploy/kubernetes/podmonitor-training.yaml makes them). With `--freeze` what
+start-up loaded is frozen out of the garbage collector's passes first (`gc.freeze()`), as
+`policyd run` does.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import resource
@@ -49,6 +52,9 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--policy", type=Path, default=ROOT / "policies" / "flowcon.yaml")
     parser.add_argument("--node", default=None)
+    parser.add_argument("--freeze", action="store_true",
+                        help="freeze what start-up loaded out of the garbage collector's "
+                             "passes before the first cycle, as `policyd run` does")
     args = parser.parse_args()
 
     from policyd.engine import decide  # noqa: PLC0415 (the tree on PYTHONPATH)
@@ -83,6 +89,8 @@ def main() -> None:
         return response
 
     session.request = timed
+    if args.freeze:
+        gc.freeze()
     metrics = requests.Session()  # the server's CPU counter, not timed as a query
     cycles = []
     for _ in range(args.cycles + 1):

@@ -2,6 +2,7 @@
 
 Usage: flock /tmp/policyd-slow.lock python benchmarks/prometheus_scale.py
            [--containers 1000 10000] [--runs 3] [--cycles 3] [--baseline DIR] [--work DIR]
+           [--freeze]
 
 For each N: the series of `tests/integration/cluster_series.py` (N containers, 10 a node, the
 kubelet's whole label sets, 20 min at 15 s ending now) are backfilled with `promtool tsdb
@@ -61,12 +62,13 @@ def group(query: str) -> str:
 
 
 def one_run(tree: Path, url: str, now: float, *, cycles: int, policy: Path,
-            node: str | None = None) -> dict[str, Any]:
+            node: str | None = None, freeze: bool = False) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "prometheus_cycle.py"),
                            "--url", url, "--now", str(now), "--cycles", str(cycles),
                            "--policy", str(policy),
-                           *(["--node", node] if node else [])],
+                           *(["--node", node] if node else []),
+                           *(["--freeze"] if freeze else [])],
                           env=env, cwd=tree, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{tree}: the cycle failed:\n{done.stderr[-3000:]}")
@@ -133,9 +135,10 @@ def measure(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     with serving(data) as url:
         for _ in range(args.runs):
             for name, tree in trees.items():
-                runs[name].append(one_run(tree, url, end, cycles=args.cycles, policy=policy))
+                runs[name].append(one_run(tree, url, end, cycles=args.cycles, policy=policy,
+                                          freeze=args.freeze and name == "ours"))
             runs["node agent"].append(one_run(ROOT, url, end, cycles=args.cycles,
-                                              policy=policy, node="w0"))
+                                              policy=policy, node="w0", freeze=args.freeze))
     result: dict[str, Any] = {"containers": n, "backfill_seconds": backfill_seconds,
                               **{name: summary(r) for name, r in runs.items()}}
     print(f"{n} containers (backfill {backfill_seconds:.0f} s), medians of "
@@ -160,6 +163,10 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None,
                         help="keep the data here (and use what an earlier run kept)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument("--freeze", action="store_true",
+                        help="ours and the node agent freeze start-up's objects out of the "
+                             "garbage collector's passes, as `policyd run` does (the baseline "
+                             "does not: `--baseline` this very checkout measures the freeze)")
     args = parser.parse_args()
     print(host_speed_text(), flush=True)
     with tempfile.TemporaryDirectory(prefix="policyd-scale-") as tmp:
