@@ -34,8 +34,10 @@ MAX_SHOWN = 40
 """A bad value is quoted up to this many characters in its note."""
 
 
-def _value(workload_labels: Mapping[str, str], annotations: Mapping[str, str],
-           key: str) -> str | None:
+def declared_value(workload_labels: Mapping[str, str], annotations: Mapping[str, str],
+                   key: str) -> str | None:
+    """What a workload declares under `key`, stripped: the annotation, else the label; None
+    when neither holds anything but blanks."""
     text = annotations.get(key, workload_labels.get(key))
     return None if text is None or not text.strip() else text.strip()
 
@@ -107,7 +109,7 @@ def declared(labels: Mapping[str, str], annotations: Mapping[str, str], *,
     submission as the source saw it, overridden by `policyd.io/submitted-at`."""
     problems: list[str] = []
     submitted = submitted_at
-    text = _value(labels, annotations, keys.SUBMITTED_AT)
+    text = declared_value(labels, annotations, keys.SUBMITTED_AT)
     if text is not None:
         try:
             written = float(text)
@@ -118,7 +120,7 @@ def declared(labels: Mapping[str, str], annotations: Mapping[str, str], *,
         else:
             problems.append(f"{keys.SUBMITTED_AT}={_shown(text)}: not an epoch time")
     deadline = None
-    text = _value(labels, annotations, keys.DEADLINE)
+    text = declared_value(labels, annotations, keys.DEADLINE)
     if text is not None:
         if text[0].isdigit() and len(text) >= 10 and text[4:5] == "-":
             deadline, why = rfc3339_seconds(text)
@@ -133,7 +135,7 @@ def declared(labels: Mapping[str, str], annotations: Mapping[str, str], *,
             deadline = None
     bounds: dict[str, float | None] = {}
     for key in (keys.MIN_CPU, keys.MAX_CPU):
-        text = _value(labels, annotations, key)
+        text = declared_value(labels, annotations, key)
         bounds[key] = None
         if text is not None:
             bounds[key], why = _cores(text)

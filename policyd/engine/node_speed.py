@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from policyd.engine.declarations import declared_value
 from policyd.engine.forecast_output import Forecast
 from policyd.model import Container, Snapshot
 from policyd.model import labels as keys
@@ -101,10 +102,7 @@ class NodeSpeeds:
 
 def workload_of(container: Container) -> str | None:
     """The workload a job declares (`policyd.io/workload`; an annotation wins), or None."""
-    text = container.annotations.get(keys.WORKLOAD, container.labels.get(keys.WORKLOAD))
-    if text is None or not text.strip():
-        return None
-    return text.strip()
+    return declared_value(container.labels, container.annotations, keys.WORKLOAD)
 
 
 def node_speeds(snapshot: Snapshot,
