@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from policyd.engine.flowcon import FlowConPolicy
 from policyd.engine.spec import Selector
 from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.parse import Parsed, parse_cycle
@@ -166,7 +167,9 @@ DOCKER_ID = "/docker/3f2a1b4c5d6e" + "0" * 52
 CAD = {"name": "vae-1", "id": DOCKER_ID, "instance": "10.0.0.5:8080", "cpu": "total"}
 
 
-def docker(evaluation_container: str, labels: dict[str, str], **settings: Any) -> Parsed:
+def docker(evaluation_container: str, labels: dict[str, str], *,
+           policy: FlowConPolicy | None = None, **settings: Any) -> Parsed:
+    """One Docker container through cAdvisor, parsed for `policy` (a default FlowCon)."""
     s = cadvisor_docker(**settings)
     base = {k: v for k, v in CAD.items() if k != "cpu"}
     facts = [fact("capacity", {"instance": "10.0.0.5:8080"}, 8),
@@ -176,7 +179,9 @@ def docker(evaluation_container: str, labels: dict[str, str], **settings: Any) -
                           "container": evaluation_container, "instance": "10.0.0.5:9100"},
                          LOSS)]
     return parse_cycle(evaluation=evaluation, cpu=[series({**CAD, **labels}, [0.7] * 6)],
-                       facts_results=facts_of(*facts), queries=queries(s), settings=s)
+                       facts_results=facts_of(*facts), settings=s,
+                       queries=queries(s) if policy is None else build_queries(
+                           [policy], s, now_seconds=NOW))
 
 
 def test_docker_container_by_name_with_labels_and_markers() -> None:
@@ -208,31 +213,15 @@ def test_a_policys_own_opt_out_key_and_selector_labels_are_read_under_their_own_
     # A custom `selector.opt_out_key` (and a selector label with a dot or slash) reaches the
     # engine sanitised through cAdvisor as well: read as written, the opted-out job would be
     # acted on, and the selected one never chosen.
-    s = cadvisor_docker()
     policy = flowcon(selector={"labels": {"example.com/team": "vision"},
                                "opt_out_key": "example.com/no-policyd"})
     labels = {"container_label_example_com_no_policyd": "TRUE",
               "container_label_example_com_team": "vision"}
-    base = {k: v for k, v in CAD.items() if k != "cpu"}
-    evaluation = [series({"__name__": "policyd_training_loss", "job_name": "vae",
-                          "container": "vae-1", "instance": "10.0.0.5:9100"}, LOSS)]
-    parsed = parse_cycle(
-        evaluation=evaluation, cpu=[series({**CAD, **labels}, [0.7] * 6)],
-        facts_results=facts_of(fact("capacity", {"instance": "10.0.0.5:8080"}, 8),
-                               fact("started_at", {**base, **labels}, 5.0),
-                               fact("shares", {**base, **labels}, 256)),
-        queries=build_queries([policy], s, now_seconds=NOW), settings=s)
-    (c,) = parsed.snapshot.containers
+    (c,) = docker("vae-1", labels, policy=policy).snapshot.containers
     assert c.labels["example.com/no-policyd"] == "TRUE"
     assert policy.spec.selector.selects(c) and policy.spec.selector.opted_out(c)
     # and without the policy's keys (what the parse did before): neither
-    bare = parse_cycle(
-        evaluation=evaluation, cpu=[series({**CAD, **labels}, [0.7] * 6)],
-        facts_results=facts_of(fact("capacity", {"instance": "10.0.0.5:8080"}, 8),
-                               fact("started_at", {**base, **labels}, 5.0),
-                               fact("shares", {**base, **labels}, 256)),
-        queries=queries(s), settings=s)
-    (b,) = bare.snapshot.containers
+    (b,) = docker("vae-1", labels).snapshot.containers
     assert not policy.spec.selector.selects(b) and not policy.spec.selector.opted_out(b)
 
 
