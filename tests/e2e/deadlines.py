@@ -25,6 +25,7 @@ the run's own speed beside the probe's).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from tests.e2e.harness import (
     policyd_run,
     round_prefix,
     run_job,
+    steps_at,
 )
 
 ROLES = ("long-1", "long-2", "urgent")
@@ -54,6 +56,10 @@ DEADLINE_LABEL = "policyd.io/deadline"
 
 
 NAMES = ProbedNames(tag="dl", roles=ROLES, runs=tuple(RUNS))
+
+CI_ATTEMPTS = 3
+"""Deadline runs the CI test may make (tests/e2e/test_deadline_docker.py): the lab names
+that many rounds' jobs."""
 
 
 MODE = "shares"
@@ -133,6 +139,8 @@ class DeadlineJob:
     started: float
     finished: float
     exit_code: int
+    points: tuple[tuple[float, int, float], ...] = ()
+    """(time, step, smoothed loss) of each progress line it logged."""
 
     @property
     def deadline_at(self) -> float:
@@ -167,6 +175,45 @@ class DeadlineRun:
         jobs = self.jobs.values()
         return sum(j.steps for j in jobs) / (max(j.finished for j in jobs)
                                              - min(j.started for j in jobs))
+
+    def _urgent_window(self) -> tuple[float, float] | None:
+        """From the urgent job's first progress line to its last: the time the shape is about
+        (every job is on the core then, steps or start-up)."""
+        points = self.role("urgent").points
+        if len(points) < 2 or points[-1][0] <= points[0][0]:
+            return None
+        return points[0][0], points[-1][0]
+
+    def _work_between(self, start: float, end: float) -> float:
+        return sum(steps_at(j.points, end) - steps_at(j.points, start)
+                   for j in self.jobs.values())
+
+    @property
+    def urgent_core_steps_per_second(self) -> float:
+        """The core's speed while the urgent job stepped: every job's logged steps in that
+        window (they run the same model) over its length. Read from the logs as the probe
+        reads its jobs, so the two compare: their ratio is how much the machine's speed moved
+        between the probe, which sized the jobs and deadlines, and the run."""
+        window = self._urgent_window()
+        if window is None:
+            return math.nan
+        return self._work_between(*window) / (window[1] - window[0])
+
+    @property
+    def speed_over_probe(self) -> float:
+        return self.urgent_core_steps_per_second / self.steps_per_second
+
+    @property
+    def urgent_work_share(self) -> float:
+        """The share of the core's work (every job's logged steps) the urgent job did while
+        it stepped. Equal shares give each of three jobs a third, whatever the machine's
+        speed; a policy serving it first, more."""
+        window = self._urgent_window()
+        if window is None:
+            return math.nan
+        points = self.role("urgent").points
+        done = self._work_between(*window)
+        return (points[-1][1] - points[0][1]) / done if done > 0 else math.nan
 
     def role(self, role: str) -> DeadlineJob:
         return next(j for j in self.jobs.values() if j.name.endswith(f"-{role}"))
@@ -273,7 +320,8 @@ def run_deadlines(lab_: Lab, shape: DeadlineShape, prefix_: str, label: str) -> 
         r = results[name]
         jobs[name] = DeadlineJob(name=name, steps=steps[role], deadline_seconds=deadlines[role],
                                  created=docker_time(inspected[name]["Created"]),
-                                 started=r.started, finished=r.finished, exit_code=r.exit_code)
+                                 started=r.started, finished=r.finished, exit_code=r.exit_code,
+                                 points=tuple(r.points))
     return DeadlineRun(label=label, steps_per_second=speed, jobs=jobs, limits=limits.values,
                        limit_times=limits.times)
 
@@ -281,9 +329,15 @@ def run_deadlines(lab_: Lab, shape: DeadlineShape, prefix_: str, label: str) -> 
 def compare(lab_: Lab, shape: DeadlineShape, directory: Path, *, round_: int = 0
             ) -> dict[str, DeadlineRun]:
     """One NA run (no policyd) and one under `policyd run` with the Deadline policy."""
-    runs = {"NA": run_deadlines(lab_, shape, round_prefix("na", round_), f"NA-dl-{round_}")}
+    return {"NA": run_deadlines(lab_, shape, round_prefix("na", round_), f"NA-dl-{round_}"),
+            "Deadline": under_deadline(lab_, shape, directory, round_=round_)}
+
+
+def under_deadline(lab_: Lab, shape: DeadlineShape, directory: Path, *, round_: int = 0
+                   ) -> DeadlineRun:
+    """One run under `policyd run` with the Deadline policy (its log in
+    `directory/policyd-<prefix>/policyd.log`)."""
     name = round_prefix("dl", round_)
     with policyd_run(directory / f"policyd-{name}", deadline_policy(), engines=lab_.engines,
                      prometheus_url=lab_.prometheus.url):
-        runs["Deadline"] = run_deadlines(lab_, shape, name, f"Deadline-dl-{round_}")
-    return runs
+        return run_deadlines(lab_, shape, name, f"Deadline-dl-{round_}")

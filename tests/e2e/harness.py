@@ -318,6 +318,19 @@ def log_points(container: Container) -> list[tuple[float, int, float]]:
     return out
 
 
+def steps_at(points: Sequence[tuple[float, int, float]], at: float) -> float:
+    """A job's steps done at `at`, interpolated between its logged steps (0 before the first)."""
+    previous: tuple[float, float] | None = None
+    for t, step, _ in points:
+        if t >= at:
+            if previous is None:
+                return 0.0
+            t0, s0 = previous
+            return s0 + (step - s0) * (at - t0) / (t - t0)
+        previous = (t, float(step))
+    return previous[1] if previous is not None else 0.0
+
+
 def find(engines: Sequence[Engine], name: str) -> tuple[Engine, Container] | None:
     for e in engines:
         with contextlib.suppress(docker.errors.NotFound):

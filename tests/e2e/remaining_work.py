@@ -65,6 +65,7 @@ from tests.e2e.harness import (
     predictive_policy,
     round_prefix,
     run_job,
+    steps_at,
     wait_for,
 )
 
@@ -244,23 +245,10 @@ def compare(lab_: Lab, shape: RemainingWorkShape, directory: Path, *, round_: in
 # --- reading the runs ----------------------------------------------------------------------------
 
 
-def _steps_at(points: Sequence[tuple[float, int, float]], at: float) -> float:
-    """A job's steps done at `at`, interpolated between its logged steps (0 before the first)."""
-    previous: tuple[float, float] | None = None
-    for t, step, _ in points:
-        if t >= at:
-            if previous is None:
-                return 0.0
-            t0, s0 = previous
-            return s0 + (step - s0) * (at - t0) / (t - t0)
-        previous = (t, float(step))
-    return previous[1] if previous is not None else 0.0
-
-
 def work_done(run: StaggeredRun, at: float) -> float:
     """Steps every job of `run` had logged by `at`: the work the core had done (every job
     runs the same model, so a step costs the same whoever takes it)."""
-    return sum(_steps_at(j.points, at) for j in run.jobs.values())
+    return sum(steps_at(j.points, at) for j in run.jobs.values())
 
 
 def average_jct_steps(run: StaggeredRun) -> float:
@@ -303,7 +291,7 @@ def favoured(run: StaggeredRun, shape: RemainingWorkShape, every: float = 0.25) 
         running = [j for j in jobs if j.started <= at < j.finished]
         if len(running) >= 2:
             busy += 1
-            left = {j.name: shape.total_of(j.name) - _steps_at(j.points, at) for j in running}
+            left = {j.name: shape.total_of(j.name) - steps_at(j.points, at) for j in running}
             weights = {j.name: _weight_at(run, j.name, at) for j in running}
             shortest = min(left, key=lambda n: left[n])
             top = max(weights.values())
