@@ -33,9 +33,10 @@ import math
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from policyd.engine.forecasting import settings_of, target_loss, with_forecasts
+from policyd.engine.forecasting import settings_of, with_forecasts
 from policyd.engine.guards import action_blocked
 from policyd.engine.registry import KINDS
+from policyd.engine.snapshot_histories import target_loss
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Action, Assessment, Container, Decision, SetCpu, Snapshot, Stop
 from policyd.model import labels as keys

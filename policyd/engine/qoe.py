@@ -60,7 +60,6 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from policyd.engine.forecasting import histories
 from policyd.engine.guards import action_blocked
 from policyd.engine.kind import CpuMode, Intervals, Kind
 from policyd.engine.qoe_allocation import Claim, share
@@ -72,6 +71,7 @@ from policyd.engine.qoe_target import (
     measure,
     read_target,
 )
+from policyd.engine.snapshot_histories import histories
 from policyd.engine.spec import CommonSpec, PolicyDocument, of_kind
 from policyd.engine.speed import SpeedModel, fit_speed
 from policyd.model import Assessment, Container, Decision, QoeStatus, SetCpu, Snapshot
