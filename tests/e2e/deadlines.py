@@ -204,6 +204,23 @@ class DeadlineRun:
         return self.urgent_core_steps_per_second / self.steps_per_second
 
     @property
+    def run_core_steps_per_second(self) -> float:
+        """The core's speed over the whole run: every job's logged steps from the first
+        progress line of any job to the last of any job, over that time. The long jobs'
+        deadlines hang on this one: a run whose core kept its speed while the urgent job
+        stepped and then slowed down (another process took CPU 0) can miss them whatever
+        the policy does."""
+        points = [p for j in self.jobs.values() for p in j.points]
+        if len(points) < 2:
+            return math.nan
+        start, end = min(t for t, _, _ in points), max(t for t, _, _ in points)
+        return self._work_between(start, end) / (end - start) if end > start else math.nan
+
+    @property
+    def run_speed_over_probe(self) -> float:
+        return self.run_core_steps_per_second / self.steps_per_second
+
+    @property
     def urgent_work_share(self) -> float:
         """The share of the core's work (every job's logged steps) the urgent job did while
         it stepped. Equal shares give each of three jobs a third, whatever the machine's

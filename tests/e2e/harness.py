@@ -760,7 +760,7 @@ class Migration:
         return self.new_started - self.old_died
 
 
-def run_specon(lab_: Lab, shape: SpeConShape, policyd_: Policyd, timeout_seconds: float = 200
+def run_specon(lab_: Lab, shape: SpeConShape, policyd_: Policyd, timeout_seconds: float = 360
                ) -> Migration:
     """Start the jobs on e1, let `policyd_` (already running) move the converged one; wait
     until the moved job has finished on its new engine; the figures."""

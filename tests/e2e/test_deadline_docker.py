@@ -15,9 +15,12 @@ urgent deadline at about 1.5 times it, and no allocation meets it below about 0.
 * always claimed, whatever the machine did: every job exits 0; NA touches no weight and its
   urgent job does a third of the core's work (equal shares); Deadline lowers the long jobs'
   weights while the urgent job runs;
-* claimed on a run whose speed stayed within `FAIR` of its probe's: NA misses the urgent
-  deadline; Deadline gives the urgent job most of the core's work and meets all three
-  deadlines. A Deadline run outside it is run again (a fresh probe, fresh names), up to
+* claimed on a run whose speed stayed within `FAIR` of its probe's, both while the urgent
+  job stepped and over the whole run (the long jobs' deadlines come after the urgent one: a
+  core that slowed down once the urgent job was done missed them in a CI run on a loaded
+  machine, at 0.97 of its probe in the urgent window and about 0.6 over the run): NA misses
+  the urgent deadline; Deadline gives the urgent job most of the core's work and meets all
+  three deadlines. A Deadline run outside it is run again (a fresh probe, fresh names), up to
   `ATTEMPTS` times; each run's speed is printed, and one that never comes within `FAIR` is
   said, not hidden.
 
@@ -48,14 +51,19 @@ EQUAL_SHARE = 1 / 3
 
 
 def _fair(run: DeadlineRun) -> bool:
-    return FAIR[0] <= run.speed_over_probe <= FAIR[1]
+    """The core kept within `FAIR` of its probe's speed both while the urgent job stepped
+    (the urgent deadline's window) and over the whole run (the long jobs')."""
+    return all(FAIR[0] <= ratio <= FAIR[1]
+               for ratio in (run.speed_over_probe, run.run_speed_over_probe))
 
 
 def _show(run: DeadlineRun) -> None:
     print(f"\n{run.label}: probe {run.steps_per_second:.0f} steps/s, the core "
           f"{run.urgent_core_steps_per_second:.0f} while the urgent job stepped "
-          f"({run.speed_over_probe:.2f} of the probe: {'fair' if _fair(run) else 'NOT fair'});"
-          f" the urgent job did {run.urgent_work_share:.2f} of the core's work")
+          f"({run.speed_over_probe:.2f} of the probe) and {run.run_core_steps_per_second:.0f} "
+          f"over the whole run ({run.run_speed_over_probe:.2f}): "
+          f"{'fair' if _fair(run) else 'NOT fair'}; the urgent job did "
+          f"{run.urgent_work_share:.2f} of the core's work")
     for row in run.table():
         print(f"  {row}")
 
@@ -87,9 +95,11 @@ def test_deadline_meets_the_deadlines_equal_shares_miss(one_core_lab: Lab,
         if _fair(dl):
             break
     else:
+        speeds = [(round(r.speed_over_probe, 2), round(r.run_speed_over_probe, 2))
+                  for r in runs]
         print(f"\nno Deadline run of {ATTEMPTS} kept within {FAIR} of its probe's speed "
-              f"({[round(r.speed_over_probe, 2) for r in runs]}): the machine, not the "
-              "policy, decided the deadlines; only the claims above were checked")
+              f"(urgent window, whole run: {speeds}): the machine, not the policy, decided "
+              "the deadlines; only the claims above were checked")
         return
     assert dl.urgent_work_share > 0.5, dl.table()
     assert dl.missed() == [], dl.table()
