@@ -8,12 +8,15 @@ For each N: the series of `tests/integration/cluster_series.py` (N containers, 1
 kubelet's whole label sets, 20 min at 15 s ending now) are backfilled with `promtool tsdb
 create-blocks-from openmetrics` (benchmarks/backfill.py) and served by Debian's Prometheus on
 127.0.0.1. Then `--runs` processes of benchmarks/prometheus_cycle.py each time `--cycles` warm
-cycles (queries, parse, decide for `POLICY`, the clock at the data's end). With
+cycles (queries, parse, decide for `POLICY`, the clock at the data's end; the source's
+default `max_concurrent_queries`, so its queries may be out together). With
 `--baseline DIR` (another checkout, e.g. `git archive` of main) its processes run interleaved
 with ours, run for run, against the same server, so both see the same load: compare the ratios
 of one run, not figures across runs (the machine is shared). Figures are medians over every
-cycle of every run: the whole cycle, each query group (the evaluation range, the CPU range, the
-facts, the progress queries) with its answer's bytes, parse, decide, and the peak RSS of a run.
+cycle of every run: the whole cycle, the time any query was out, each query group (the
+evaluation range, the CPU range, the facts, the progress queries: its queries' own times, which
+overlap when they are out together) with its answer's bytes, parse (the rest of observe), of it
+`parse_cycle`, decide, and the peak RSS of a run.
 A node agent's cycles (ours, node w0: its 10 containers) run beside them.
 With `--work DIR` the backfilled data is kept and a later run with the same DIR serves it
 again instead of backfilling (the clock is then the kept data's end).
@@ -90,6 +93,8 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     med = statistics.median
     return {
         "cycle": med(c["cycle"] for c in cycles), "parse": med(c["parse"] for c in cycles),
+        "in_flight": med(c["in_flight"] for c in cycles),
+        "parse_cycle": med(c["parse_cycle"] for c in cycles),
         "decide": med(c["decide"] for c in cycles),
         "queries": med(len(c["queries"]) for c in cycles),
         "bytes": med(sum(q["bytes"] for q in c["queries"]) for c in cycles),
@@ -109,8 +114,10 @@ def show(label: str, s: dict[str, Any]) -> str:
     parts = [f"{name} {g['seconds']:.3f} s / {g['bytes'] / 1e6:.2f} MB ({g['queries']:g} q)"
              for name, g in sorted(s["groups"].items())]
     queried = sum(g["seconds"] for g in s["groups"].values())
-    return (f"  {label}: cycle {s['cycle']:.3f} s = queries {queried:.3f}"
-            f" + parse {s['parse']:.3f} + decide {s['decide']:.3f}; {s['queries']:g} queries, "
+    return (f"  {label}: cycle {s['cycle']:.3f} s = queries out {s['in_flight']:.3f}"
+            f" + parse {s['parse']:.3f} (parse_cycle {s['parse_cycle']:.3f}) + decide "
+            f"{s['decide']:.3f}; the queries' own times add up to {queried:.3f} s; "
+            f"{s['queries']:g} queries, "
             f"{s['bytes'] / 1e6:.2f} MB; {s['containers']:g} containers, {s['actions']:g} "
             f"actions; RSS {s['rss_mib']:.0f} MiB\n    CPU seconds: ours observe "
             f"{s['cpu_observe']:.3f} + decide {s['cpu_decide']:.3f}, the server "
