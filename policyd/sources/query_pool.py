@@ -12,9 +12,9 @@ failure in that order is the one raised, as before.
 `workers == 1` is the sequential cycle as it always was: nothing is sent until its answer is
 asked for, in the calling thread, so a cycle whose evaluation query fails sends nothing more.
 
-Thread safety. requests does not promise that a `Session` may be shared between threads
-(psf/requests issue 2766 asked for the contract and was closed without one); urllib3's
-connection pools are thread-safe, but a session also holds a cookie jar, its mounted adapters
+Thread safety. requests' documentation makes no promise that a `Session` may be shared
+between threads (psf/requests issue 2766 asks for that contract); urllib3 documents its
+connection pools as thread-safe, but a session also holds a cookie jar, its mounted adapters
 and its `auth` object, and policyd's own auth objects keep state unguarded (the bearer token
 file's last contents and stamp, `policyd.clients.http_access`). So no session is shared: every
 thread that runs a query, the pool's and any caller's (the daemon ticks several policies at
