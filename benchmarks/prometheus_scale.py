@@ -2,19 +2,24 @@
 
 Usage: flock /tmp/policyd-slow.lock python benchmarks/prometheus_scale.py
            [--containers 1000 10000] [--runs 3] [--cycles 3] [--baseline DIR] [--work DIR]
-           [--freeze]
+           [--freeze] [--bounds N ...]
 
 For each N: the series of `tests/integration/cluster_series.py` (N containers, 10 a node, the
 kubelet's whole label sets, 20 min at 15 s ending now) are backfilled with `promtool tsdb
 create-blocks-from openmetrics` (benchmarks/backfill.py) and served by Debian's Prometheus on
 127.0.0.1. Then `--runs` processes of benchmarks/prometheus_cycle.py each time `--cycles` warm
-cycles (queries, parse, decide for `POLICY`, the clock at the data's end). With
+cycles (queries, parse, decide for `POLICY`, the clock at the data's end; the source's
+default `max_concurrent_queries`, so its queries may be out together). With
 `--baseline DIR` (another checkout, e.g. `git archive` of main) its processes run interleaved
 with ours, run for run, against the same server, so both see the same load: compare the ratios
 of one run, not figures across runs (the machine is shared). Figures are medians over every
-cycle of every run: the whole cycle, each query group (the evaluation range, the CPU range, the
-facts, the progress queries) with its answer's bytes, parse, decide, and the peak RSS of a run.
-A node agent's cycles (ours, node w0: its 10 containers) run beside them.
+cycle of every run: the whole cycle, the time any query was out, each query group (the
+evaluation range, the CPU range, the facts, the progress queries: its queries' own times, which
+overlap when they are out together) with its answer's bytes, parse (the rest of observe), of it
+`parse_cycle`, decide, and the peak RSS of a run.
+A node agent's cycles (ours, node w0: its 10 containers) run beside them. With `--bounds 1 2`
+ours also runs with those `max_concurrent_queries` (1: its queries one after the other), in the
+same interleaving.
 With `--work DIR` the backfilled data is kept and a later run with the same DIR serves it
 again instead of backfilling (the clock is then the kept data's end).
 Heavy (10,000 containers: ~6 GB of text written and deleted in chunks, ~1 GB of TSDB): never
@@ -62,13 +67,15 @@ def group(query: str) -> str:
 
 
 def one_run(tree: Path, url: str, now: float, *, cycles: int, policy: Path,
-            node: str | None = None, freeze: bool = False) -> dict[str, Any]:
+            node: str | None = None, freeze: bool = False,
+            bound: int | None = None) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "prometheus_cycle.py"),
                            "--url", url, "--now", str(now), "--cycles", str(cycles),
                            "--policy", str(policy),
                            *(["--node", node] if node else []),
-                           *(["--freeze"] if freeze else [])],
+                           *(["--freeze"] if freeze else []),
+                           *(["--max-concurrent-queries", str(bound)] if bound else [])],
                           env=env, cwd=tree, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{tree}: the cycle failed:\n{done.stderr[-3000:]}")
@@ -90,6 +97,8 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     med = statistics.median
     return {
         "cycle": med(c["cycle"] for c in cycles), "parse": med(c["parse"] for c in cycles),
+        "in_flight": med(c["in_flight"] for c in cycles),
+        "parse_cycle": med(c["parse_cycle"] for c in cycles),
         "decide": med(c["decide"] for c in cycles),
         "queries": med(len(c["queries"]) for c in cycles),
         "bytes": med(sum(q["bytes"] for q in c["queries"]) for c in cycles),
@@ -109,8 +118,10 @@ def show(label: str, s: dict[str, Any]) -> str:
     parts = [f"{name} {g['seconds']:.3f} s / {g['bytes'] / 1e6:.2f} MB ({g['queries']:g} q)"
              for name, g in sorted(s["groups"].items())]
     queried = sum(g["seconds"] for g in s["groups"].values())
-    return (f"  {label}: cycle {s['cycle']:.3f} s = queries {queried:.3f}"
-            f" + parse {s['parse']:.3f} + decide {s['decide']:.3f}; {s['queries']:g} queries, "
+    return (f"  {label}: cycle {s['cycle']:.3f} s = queries out {s['in_flight']:.3f}"
+            f" + parse {s['parse']:.3f} (parse_cycle {s['parse_cycle']:.3f}) + decide "
+            f"{s['decide']:.3f}; the queries' own times add up to {queried:.3f} s; "
+            f"{s['queries']:g} queries, "
             f"{s['bytes'] / 1e6:.2f} MB; {s['containers']:g} containers, {s['actions']:g} "
             f"actions; RSS {s['rss_mib']:.0f} MiB\n    CPU seconds: ours observe "
             f"{s['cpu_observe']:.3f} + decide {s['cpu_decide']:.3f}, the server "
@@ -128,29 +139,37 @@ def measure(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         print(f"{n} containers: backfilling {cluster.nodes} nodes ...", flush=True)
         backfill_seconds = backfill(cluster, data, log=work / f"promtool-{n}.log")
         ended.write_text(str(end))
-    trees = {"ours": ROOT, **({"baseline": args.baseline} if args.baseline else {})}
+    trees: dict[str, tuple[Path, int | None]] = {
+        "ours": (ROOT, None), **{f"ours, {b} at once": (ROOT, b) for b in args.bounds},
+        **({"baseline": (args.baseline, None)} if args.baseline else {})}
     policy = work / "policy.yaml"
     policy.write_text(POLICY)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in (*trees, "node agent")}
     with serving(data) as url:
         for _ in range(args.runs):
-            for name, tree in trees.items():
+            for name, (tree, bound) in trees.items():
                 runs[name].append(one_run(tree, url, end, cycles=args.cycles, policy=policy,
-                                          freeze=args.freeze and name == "ours"))
+                                          freeze=args.freeze and name == "ours", bound=bound))
             runs["node agent"].append(one_run(ROOT, url, end, cycles=args.cycles,
                                               policy=policy, node="w0", freeze=args.freeze))
     result: dict[str, Any] = {"containers": n, "backfill_seconds": backfill_seconds,
                               **{name: summary(r) for name, r in runs.items()}}
     print(f"{n} containers (backfill {backfill_seconds:.0f} s), medians of "
-          f"{args.runs} runs x {args.cycles} cycles:")
+          f"{args.runs} runs x {args.cycles} cycles; load average now "
+          + " / ".join(f"{x:.1f}" for x in os.getloadavg()) + ":")
     for name in runs:
         print(show(name, result[name]))
     if "baseline" in result:
-        ours, base = result["ours"], result["baseline"]
-        print(f"  baseline / ours: cycle {base['cycle'] / ours['cycle']:.2f}x, bytes "
-              f"{base['bytes'] / ours['bytes']:.2f}x, facts seconds "
-              f"{base['groups']['facts']['seconds'] / ours['groups']['facts']['seconds']:.2f}x, "
-              f"RSS {base['rss_mib'] / ours['rss_mib']:.2f}x")
+        base = result["baseline"]
+        for name in trees:
+            if name == "baseline":
+                continue
+            ours = result[name]
+            print(f"  {name} / baseline: cycle {ours['cycle'] / base['cycle']:.2f}x, queries "
+                  f"out {ours['in_flight'] / base['in_flight']:.2f}x, parse "
+                  f"{ours['parse'] / base['parse']:.2f}x, bytes "
+                  f"{ours['bytes'] / base['bytes']:.2f}x, RSS "
+                  f"{ours['rss_mib'] / base['rss_mib']:.2f}x")
     return result
 
 
@@ -163,12 +182,16 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None,
                         help="keep the data here (and use what an earlier run kept)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument("--bounds", type=int, nargs="*", default=[],
+                        help="also run ours with these max_concurrent_queries (1: the queries "
+                             "one after the other), interleaved with the others")
     parser.add_argument("--freeze", action="store_true",
                         help="ours and the node agent freeze start-up's objects out of the "
                              "garbage collector's passes, as `policyd run` does (the baseline "
                              "does not: `--baseline` this very checkout measures the freeze)")
     args = parser.parse_args()
-    print(host_speed_text(), flush=True)
+    print(host_speed_text() + "; load average " + " / ".join(
+        f"{x:.1f}" for x in os.getloadavg()), flush=True)
     with tempfile.TemporaryDirectory(prefix="policyd-scale-") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)

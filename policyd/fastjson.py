@@ -39,6 +39,7 @@ import contextlib
 import gc
 import json
 import math
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -47,18 +48,46 @@ import orjson
 _INDENTED = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
 
 
+class _Pauses:
+    """The pauses open now, in every thread (the collector is the interpreter's, not a
+    thread's): it is disabled when the first one opens and its state restored when the last one
+    closes, so that pauses that overlap out of order (a source's query threads decoding while
+    its cycle's thread builds the snapshot, two policies' cycles at once) never re-enable it
+    under one that is still open."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open = 0
+        self.was_enabled = False
+
+    def enter(self) -> None:
+        with self.lock:
+            if self.open == 0:
+                self.was_enabled = gc.isenabled()
+                gc.disable()
+            self.open += 1
+
+    def leave(self) -> None:
+        with self.lock:
+            self.open -= 1
+            if self.open == 0 and self.was_enabled:
+                gc.enable()
+
+
+_PAUSES = _Pauses()
+
+
 @contextlib.contextmanager
 def paused_gc() -> Iterator[None]:
-    """No cyclic garbage collection inside (the previous state is restored on leaving); for
-    code that makes millions of objects without cycles, such as decoding a document and
-    building a snapshot from it."""
-    enabled = gc.isenabled()
-    gc.disable()
+    """No cyclic garbage collection inside (the state found when no pause was open is restored
+    when the last one closes, whatever thread opened it: `_Pauses`); for code that makes
+    millions of objects without cycles, such as decoding a document and building a snapshot
+    from it."""
+    _PAUSES.enter()
     try:
         yield
     finally:
-        if enabled:
-            gc.enable()
+        _PAUSES.leave()
 
 
 def loads(data: bytes | str, *, fallback: Callable[[], Any] | None = None) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -119,6 +120,30 @@ def test_the_collector_is_paused_inside_and_restored_after() -> None:
     finally:
         gc.enable()
 
+
+
+def test_pauses_that_overlap_out_of_order_keep_the_collector_off_until_the_last_ends() -> None:
+    # A query thread decoding while the cycle's thread builds the snapshot: whichever ends
+    # first, the collector stays off for the other (the old save-and-restore turned it back on
+    # under a pause still open when the first one to open closed first).
+    first_opened, second_opened, first_closed = (threading.Event() for _ in range(3))
+    seen: list[bool] = []
+
+    def first() -> None:
+        with fastjson.paused_gc():
+            first_opened.set()
+            second_opened.wait(5)
+        first_closed.set()
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    first_opened.wait(5)
+    with fastjson.paused_gc():
+        second_opened.set()
+        first_closed.wait(5)
+        seen.append(gc.isenabled())
+    thread.join(5)
+    assert seen == [False] and gc.isenabled()
 
 FINITE_DOCUMENTS = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)

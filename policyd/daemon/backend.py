@@ -114,6 +114,7 @@ def prometheus_source(prometheus: PrometheusSettings) -> Source:
     assert prometheus.url is not None
     return PrometheusSource(prometheus.url, source_settings(prometheus),
                             timeout_seconds=prometheus.timeout_seconds,
+                            max_concurrent_queries=prometheus.max_concurrent_queries,
                             access=checked_access(prometheus, "prometheus"))
 
 

@@ -88,12 +88,16 @@ class PrometheusSettings(HttpAccessFields):
     puts on the exporter's series, so that a node agent asks for its node's loss only.
     `bearer_token_file`, `basic_auth`, `tls_config` and
     `headers` say how to get through to a Prometheus (or Thanos, Mimir, VictoriaMetrics) behind
-    TLS and authentication (`policyd.clients.access_settings`).
+    TLS and authentication (`policyd.clients.access_settings`). `max_concurrent_queries`: how
+    many of a cycle's queries are in flight at once (`policyd.sources.query_pool`; 1 sends them
+    one after the other; at most `query_pool.MAX_WORKERS`, the default
+    `prometheus.MAX_CONCURRENT_QUERIES`).
     """
 
     url: HttpUrl | None = None
     profile: Annotated[Profile, _one_of(lambda: PROFILES)] = "cadvisor-docker"
     timeout_seconds: PositiveFloat = 10.0
+    max_concurrent_queries: Annotated[int, Field(ge=1, le=16)] = 4
     scrape_interval_seconds: PositiveFloat = 15.0
     node_names: Annotated[Mapping[str, str], ReadOnly] = {}
     capacity_cores: PositiveFloat | None = None

@@ -3,11 +3,12 @@ each profile reads.
 
 Layout: `settings` (where things are in Prometheus: profiles), `promql` (the few queries of a
 cycle, pure), `matrix` + `facts` + `parse` (responses -> Snapshot, pure), `prometheus` (the
-HTTP, the clock, the error counters). The cadvisor-rest profile, for Docker hosts whose cAdvisor
-Prometheus does not scrape: `cadvisor` (the REST calls), `cadvisor_info` (its payloads, pure),
-`cpu_counter` (cumulative counters -> cores per interval, pure), `cadvisor_snapshot` (the join,
-pure) and `cadvisor_source` (the source). `docker_labels` reads policyd's markers from Docker
-labels. Sources may import the engine, the model and the tick, never actuators, the simulator,
+HTTP, the clock, the error counters), `query_pool` (a cycle's queries in flight together). The
+cadvisor-rest profile, for Docker hosts whose cAdvisor Prometheus does not scrape: `cadvisor`
+(the REST calls), `cadvisor_info` (its payloads, pure), `cpu_counter` (cumulative counters ->
+cores per interval, pure), `cadvisor_snapshot` (the join, pure) and `cadvisor_source` (the
+source). `docker_labels` reads policyd's markers from Docker labels.
+Sources may import the engine, the model and the tick, never actuators, the simulator,
 the daemon or the CLI.
 """
 

@@ -1,10 +1,12 @@
 """`PrometheusSource`: the cluster as Prometheus sees it, one snapshot per call, a few queries
 (`promql`).
 
-This class owns the HTTP (through prometheus-api-client, on a session that authenticates as
+This class owns the HTTP (through prometheus-api-client, on sessions that authenticate as
 `policyd.clients.http_access` says) and the clock; the queries come from
-`promql` and the parsing from `parse`, both pure. It keeps no state between calls except
-counters: a failed call raises one `SourceError` and the next call simply tries again.
+`promql` and the parsing from `parse`, both pure. A cycle's queries are in flight together on a
+few threads of the source's own (`query_pool`), their answers taken in the order they were
+once sent in one after the other. It keeps no state between calls except counters and the
+threads' clients: a failed call raises one `SourceError` and the next call simply tries again.
 
 Time: `now` is the injected clock's reading rounded down to a whole second, so that the range
 queries' steps fall exactly on the engine's boundaries (prometheus-api-client rounds range
@@ -16,6 +18,7 @@ client sends in place of its rounded ones.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import logging
 import math
@@ -29,7 +32,7 @@ from typing import Any, Protocol, cast
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
 from policyd import fastjson
-from policyd.clients.http_access import HttpAccess, session
+from policyd.clients.http_access import HttpAccess, check_files, session
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.sources.errors import SourceError
@@ -41,6 +44,7 @@ from policyd.sources.progress import ProgressTable, parse_progress
 from policyd.sources.prometheus_http import FastPrometheusConnect
 from policyd.sources.promql import CycleQueries, build_queries
 from policyd.sources.qoe_metrics import attach_metrics
+from policyd.sources.query_pool import Batch, QueryPool
 from policyd.sources.settings import SourceSettings
 
 LOG = logging.getLogger(__name__)
@@ -51,6 +55,10 @@ IDENTITY = "identity"
 10,000-container cycle's 36 MB was 45 % of Prometheus's CPU time for the cycle (0.9 of 2.0 s,
 benchmarks/README.md), while loopback or a cluster network carries the plain bytes in tens of
 milliseconds."""
+
+MAX_CONCURRENT_QUERIES = 4
+"""A cycle's queries in flight at once by default (`prometheus.max_concurrent_queries`): a
+FlowCon cycle on Kubernetes is eight, the biggest three of them range queries."""
 
 _STATUS = re.compile(r"HTTP Status Code (\d+) \((.*)\)\s*$", re.DOTALL)
 
@@ -140,42 +148,76 @@ def log_warnings(source: str, warnings: tuple[str, ...]) -> tuple[str, ...]:
     return warnings
 
 
-def read_progress(client: PrometheusClient, url: str,
-                  queries: CycleQueries) -> tuple[ProgressTable, tuple[str, ...]]:
-    """The cycle's two progress queries (`policyd.sources.progress`; none when no policy needs
-    steps), and why they gave nothing when they failed. Progress only informs the forecasts, so
-    a failure here is a warning for the cycle, never a lost decision."""
+Call = Callable[[PrometheusClient], Any]
+"""One query, sent on the client it is given (on a pool's thread: `query_pool`)."""
+
+Answer = Callable[[], Any]
+"""A query's answer once it is in (or its SourceError)."""
+
+
+def range_call(url: str, query: str, queries: CycleQueries) -> Call:
+    """The range query `query` over the cycle's window and steps."""
+    return lambda client: query_range(client, url, query, start_seconds=queries.start_seconds,
+                                      end_seconds=queries.now_seconds,
+                                      step_seconds=queries.step_seconds)
+
+
+def instant_call(url: str, query: str, queries: CycleQueries) -> Call:
+    """The instant query `query` at the cycle's time."""
+    return lambda client: ask(url, "query", query, lambda: client.custom_query(
+        query, params={"time": _seconds(queries.now_seconds)}))
+
+
+def progress_calls(url: str, queries: CycleQueries) -> tuple[Call, Call] | None:
+    """The cycle's two progress queries (`policyd.sources.progress`: the steps range, the ratio
+    instant), or None when no policy needs steps."""
     if queries.steps is None or queries.progress is None:
+        return None
+    return range_call(url, queries.steps, queries), instant_call(url, queries.progress, queries)
+
+
+def progress_from(queries: CycleQueries, answers: tuple[Answer, Answer] | None
+                  ) -> tuple[ProgressTable, tuple[str, ...]]:
+    """The jobs' progress from the two progress answers (`progress_calls`), and why they gave
+    nothing when they failed. Progress only informs the forecasts, so a failure here is a
+    warning for the cycle, never a lost decision."""
+    if answers is None:
         return EMPTY_PROGRESS, ()
-    progress = queries.progress
+    steps, ratios = answers
     try:
-        steps = query_range(client, url, queries.steps, start_seconds=queries.start_seconds,
-                            end_seconds=queries.now_seconds,
-                            step_seconds=queries.step_seconds, what="query_range")
-        ratios = ask(url, "query", progress, lambda: client.custom_query(
-            progress, params={"time": _seconds(queries.now_seconds)}))
-        return parse_progress(steps, ratios), ()
+        return parse_progress(steps(), ratios()), ()
     except SourceError as err:
         return EMPTY_PROGRESS, (f"no job's progress this cycle (forecasts say so): {err}",)
     except ResponseShapeError as exc:
         return EMPTY_PROGRESS, (f"no job's progress this cycle (forecasts say so): the answer "
-                                f"to {queries.steps!r} or {progress!r} is not a query result: "
-                                f"{exc}",)
+                                f"to {queries.steps!r} or {queries.progress!r} is not a query "
+                                f"result: {exc}",)
 
 
-def read_metrics(client: PrometheusClient, url: str, queries: CycleQueries, snapshot: Snapshot,
+def read_progress(client: PrometheusClient, url: str,
+                  queries: CycleQueries) -> tuple[ProgressTable, tuple[str, ...]]:
+    """`progress_from` the two progress queries sent now, one after the other, on `client`."""
+    calls = progress_calls(url, queries)
+    return progress_from(queries, None if calls is None else (
+        functools.partial(calls[0], client), functools.partial(calls[1], client)))
+
+
+def metric_calls(url: str, queries: CycleQueries) -> list[tuple[str, Call]]:
+    """The policies' per-job metrics (`queries.metrics`), one range query each, by name."""
+    return [(name, range_call(url, query, queries)) for name, query in queries.metrics]
+
+
+def metrics_from(answers: Sequence[tuple[str, Answer]], snapshot: Snapshot,
                  identity: tuple[str, ...]) -> tuple[Snapshot, tuple[str, ...]]:
-    """`snapshot` with the policies' per-job metrics on its containers (`queries.metrics`, one
-    range query each; `policyd.sources.qoe_metrics`), and the warnings. A metric whose query
-    fails is a warning and no value for the cycle (its targets are not measured), never a lost
-    decision for the other jobs."""
+    """`snapshot` with the metrics' answers (`metric_calls`) on its containers
+    (`policyd.sources.qoe_metrics`), and the warnings. A metric whose query fails is a warning
+    and no value for the cycle (its targets are not measured), never a lost decision for the
+    other jobs."""
     results: dict[str, Any] = {}
     warnings: list[str] = []
-    for name, query in queries.metrics:
+    for name, answer in answers:
         try:
-            results[name] = query_range(client, url, query, start_seconds=queries.start_seconds,
-                                        end_seconds=queries.now_seconds,
-                                        step_seconds=queries.step_seconds, what="query_range")
+            results[name] = answer()
         except SourceError as err:
             warnings.append(f"metric {name}: not measured this cycle: {err}")
     try:
@@ -184,6 +226,13 @@ def read_metrics(client: PrometheusClient, url: str, queries: CycleQueries, snap
         return snapshot, (*warnings, f"metrics not measured this cycle: an answer is not a "
                                      f"query result: {exc}")
     return snapshot, (*warnings, *placed)
+
+
+def read_metrics(client: PrometheusClient, url: str, queries: CycleQueries, snapshot: Snapshot,
+                 identity: tuple[str, ...]) -> tuple[Snapshot, tuple[str, ...]]:
+    """`metrics_from` the metric queries sent now, one after the other, on `client`."""
+    return metrics_from([(name, functools.partial(call, client))
+                         for name, call in metric_calls(url, queries)], snapshot, identity)
 
 
 def connect_prometheus(url: str, *, timeout_seconds: float, retries: int,
@@ -205,12 +254,20 @@ def connect_prometheus(url: str, *, timeout_seconds: float, retries: int,
 
 
 class PrometheusSource:
-    """The `policyd.tick.Source` reading Prometheus (see the module docstring)."""
+    """The `policyd.tick.Source` reading Prometheus (see the module docstring).
+
+    A cycle's queries are sent together on up to `max_concurrent_queries` threads
+    (`policyd.sources.query_pool`: each thread on its own client, made as `connect_prometheus`
+    makes one), so that Prometheus evaluates them in parallel and the decoding of one answer
+    overlaps the evaluation of the next; 1 sends them one after the other in the calling
+    thread, as before. A `client` passed in is used by every thread.
+    """
 
     def __init__(self, url: str, settings: SourceSettings, *, timeout_seconds: float = 10,
                  retries: int = 2, retry_backoff_seconds: float = 0.5,
                  client: PrometheusClient | None = None, disable_ssl: bool = False,
                  access: HttpAccess | None = None, node: str | None = None,
+                 max_concurrent_queries: int = MAX_CONCURRENT_QUERIES,
                  clock: Callable[[], float] = time.time) -> None:
         if not timeout_seconds > 0:
             raise ValueError("timeout_seconds must be positive")
@@ -221,25 +278,37 @@ class PrometheusSource:
         self.node = node
         """A node agent's node: every query asks for its containers only (`promql`)."""
         self._clock = clock
+        connect: Callable[[], PrometheusClient]
         if client is None:
-            client = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
-                                        retries=retries,
-                                        retry_backoff_seconds=retry_backoff_seconds,
-                                        disable_ssl=disable_ssl, access=access)
-        self._client: PrometheusClient = client
+            if access is not None:
+                check_files(access)  # now, not at a thread's first query
+            connect = functools.partial(
+                self._connect, timeout_seconds=timeout_seconds, retries=retries,
+                retry_backoff_seconds=retry_backoff_seconds, disable_ssl=disable_ssl,
+                access=access)
+        else:
+            given = client
+
+            def connect() -> PrometheusClient:
+                return given
+        self._pool = QueryPool(connect, workers=max_concurrent_queries,
+                               name="prometheus-query")
         self.errors_total: Counter[str] = Counter()
         self.last_warnings: tuple[str, ...] = ()
 
-    def _ask(self, what: str, query: str, call: Callable[[], Any]) -> Any:
-        return ask(self.url, what, query, call)
+    @property
+    def max_concurrent_queries(self) -> int:
+        """How many of a cycle's queries may be out at once."""
+        return self._pool.workers
 
-    def _range(self, what: str, query: str, q: CycleQueries) -> Any:
-        return query_range(self._client, self.url, query, start_seconds=q.start_seconds,
-                           end_seconds=q.now_seconds, step_seconds=q.step_seconds, what=what)
-
-    def _instant(self, query: str, q: CycleQueries) -> Any:
-        return self._ask("query", query, lambda: self._client.custom_query(
-            query, params={"time": _seconds(q.now_seconds)}))
+    def _connect(self, **options: Any) -> PrometheusClient:
+        """A thread's client; a certificate, key or CA file gone since the start is this
+        cycle's SourceError."""
+        try:
+            return connect_prometheus(self.url, **options)
+        except ValueError as exc:
+            raise SourceError(kind="tls", url=self.url, what="connect", query="",
+                              detail=str(exc)) from exc
 
     def observe(self, policies: Sequence[PolicyDocument], *,
                 intervals: Mapping[str, float] | None = None) -> Parsed:
@@ -247,30 +316,41 @@ class PrometheusSource:
         now = float(math.floor(self._clock()))
         queries = build_queries(policies, self.settings, now_seconds=now, intervals=intervals,
                                 node=self.node)
-        # Three decoded answers and the snapshot built from them: millions of objects, no
-        # cycles, so no garbage collection until they are done (policyd.fastjson).
-        with fastjson.paused_gc():
-            return self._observe(queries, intervals)
+        # The decoded answers and the snapshot built from them: millions of objects, no
+        # cycles, so no garbage collection until they are done (policyd.fastjson). The query
+        # threads decode inside this pause: a batch is settled before the cycle returns.
+        with fastjson.paused_gc(), self._pool.batch() as batch:
+            return self._observe(queries, intervals, batch)
 
-    def _observe(self, queries: CycleQueries, intervals: Mapping[str, float] | None) -> Parsed:
-        try:
-            evaluation = self._range("query_range", queries.evaluation, queries)
-            cpu = (self._range("query_range", queries.cpu, queries)
-                   if queries.cpu is not None else [])
-            facts = {fact: self._instant(query, queries) for fact, query in queries.facts}
-            progress, missed = read_progress(self._client, self.url, queries)
+    def _observe(self, queries: CycleQueries, intervals: Mapping[str, float] | None,
+                 batch: Batch[PrometheusClient]) -> Parsed:
+        url = self.url
+        evaluation = batch.send(range_call(url, queries.evaluation, queries))
+        cpu = (batch.send(range_call(url, queries.cpu, queries))
+               if queries.cpu is not None else None)
+        facts = [(fact, batch.send(instant_call(url, query, queries)))
+                 for fact, query in queries.facts]
+        progress_sent = progress_calls(url, queries)
+        progress_answers = (None if progress_sent is None else
+                            (batch.send(progress_sent[0]), batch.send(progress_sent[1])))
+        metrics = [(name, batch.send(call)) for name, call in metric_calls(url, queries)]
+        try:  # the answers taken in the order they were once sent in: the first failure wins
+            evaluated = evaluation()
+            used = cpu() if cpu is not None else []
+            found = {fact: answer() for fact, answer in facts}
+            progress, missed = progress_from(queries, progress_answers)
             try:
-                parsed = parse_cycle(evaluation=evaluation, cpu=cpu, facts_results=facts,
+                parsed = parse_cycle(evaluation=evaluated, cpu=used, facts_results=found,
                                      queries=queries, settings=self.settings,
                                      intervals=intervals, progress=progress)
             except ResponseShapeError as exc:
-                raise SourceError(kind="bad_response", url=self.url, what="cycle",
+                raise SourceError(kind="bad_response", url=url, what="cycle",
                                   query=queries.evaluation, detail=str(exc)) from exc
         except SourceError as err:
             self.errors_total[err.kind] += 1
             LOG.error("prometheus source: %s", err)
             raise
-        snapshot, measured = read_metrics(self._client, self.url, queries, parsed.snapshot,
+        snapshot, measured = metrics_from(metrics, parsed.snapshot,
                                           self.settings.evaluation_identity_labels)
         parsed = Parsed(snapshot=snapshot, warnings=(*missed, *parsed.warnings, *measured))
         self.last_warnings = log_warnings("prometheus source", parsed.warnings)

@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from policyd.cli import main
@@ -126,6 +127,17 @@ def test_the_simulated_daemon_times_its_ticks() -> None:
     total = registry.get_sample_value("policyd_tick_duration_seconds_sum",
                                       {"policy": "flowcon-fixed-3"})
     assert count == 1 and total is not None and total > 0
+
+
+@pytest.mark.parametrize("bound", [1, 4])
+def test_the_prometheus_source_sends_as_many_queries_at_once_as_the_settings_say(
+        bound: int) -> None:
+    from policyd.daemon.backend import prometheus_source  # noqa: PLC0415
+    from policyd.sources.prometheus import PrometheusSource  # noqa: PLC0415
+
+    source = prometheus_source(PrometheusSettings(url="http://127.0.0.1:9", profile="process",
+                                                  max_concurrent_queries=bound))
+    assert isinstance(source, PrometheusSource) and source.max_concurrent_queries == bound
 
 
 def test_the_docker_backend_reads_cadvisor_rest_when_the_settings_say_so(tmp_path: Path) -> None:

@@ -302,6 +302,9 @@ ERRORS = {
         ["s.yaml:2: prometheus.url: 'prom:9090' must start with http:// or https://",
          "s.yaml:3: prometheus.timeout_seconds: 0 is not allowed: must be greater than 0",
          "s.yaml:4: alertmanager.url: required field is missing"]),
+    "queries-out-at-once": (
+        "prometheus:\n  max_concurrent_queries: 0\n",
+        ["s.yaml:2: prometheus.max_concurrent_queries: 0 is not allowed: must be at least 1"]),
     "docker-hosts": (
         "docker:\n  hosts:\n    w1: 3\n    w2: {url: 'tcp://h:2376', tls: {cert: c.pem}}\n",
         ["s.yaml:3: docker.hosts.w1: must be a Docker engine URL or a mapping with url (and "
@@ -422,6 +425,17 @@ def test_values_check_themselves() -> None:
         PrometheusSettings(url="prom:9090", profile="cadvisor", timeout_seconds=0)  # type: ignore[arg-type]
     assert errors_of(caught) == [("url", "value_error"), ("profile", "value_error"),
                                  ("timeout_seconds", "greater_than")]
+
+
+def test_the_bound_on_queries_out_at_once_is_the_sources_own() -> None:
+    from policyd.sources.prometheus import MAX_CONCURRENT_QUERIES  # noqa: PLC0415
+    from policyd.sources.query_pool import MAX_WORKERS  # noqa: PLC0415
+
+    assert PrometheusSettings().max_concurrent_queries == MAX_CONCURRENT_QUERIES
+    PrometheusSettings(max_concurrent_queries=MAX_WORKERS)
+    with pytest.raises(ValidationError) as caught:
+        PrometheusSettings(max_concurrent_queries=MAX_WORKERS + 1)
+    assert errors_of(caught) == [("max_concurrent_queries", "less_than_equal")]
 
 
 def test_values_are_frozen() -> None:

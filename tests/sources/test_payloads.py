@@ -27,19 +27,22 @@ def load(name: str) -> Any:
 @responses.activate
 def test_docker_profile_on_recorded_prometheus_answers() -> None:
     url = "http://prometheus.test:9090"
-    for name in ("evaluation", "cpu"):
-        responses.add(responses.GET, f"{url}/api/v1/query_range",
-                      json=load(f"prometheus_docker_{name}.json"))
-    # one answer per fact query (mode quota: the limit, not the shares), whatever the order
-    answers = {"machine_cpu_cores": "capacity", "container_start_time_seconds": "started_at",
-               "container_spec_cpu_quota": "limit_cores"}
+    # one answer per query (mode quota: the limit, not the shares), whatever the order the
+    # source asks in (the cycle's queries are in flight together)
+    answers = {"query_range": {"policyd_training_loss": "evaluation",
+                               "container_cpu_usage_seconds_total": "cpu"},
+               "query": {"machine_cpu_cores": "capacity",
+                         "container_start_time_seconds": "started_at",
+                         "container_spec_cpu_quota": "limit_cores"}}
 
-    def fact_answer(request: Any) -> tuple[int, dict[str, str], str]:
+    def answer(request: Any) -> tuple[int, dict[str, str], str]:
         (query,) = parse_qs(urlparse(request.url).query)["query"]
-        (fact,) = [f for metric, f in answers.items() if metric in query]
-        return 200, {}, json.dumps(load(f"prometheus_docker_{fact}.json"))
+        endpoint = urlparse(request.url).path.rsplit("/", 1)[1]
+        (name,) = [f for metric, f in answers[endpoint].items() if metric in query]
+        return 200, {}, json.dumps(load(f"prometheus_docker_{name}.json"))
 
-    responses.add_callback(responses.GET, f"{url}/api/v1/query", callback=fact_answer)
+    for endpoint in answers:
+        responses.add_callback(responses.GET, f"{url}/api/v1/{endpoint}", callback=answer)
     src = PrometheusSource(url, cadvisor_docker(node_names={"10.0.0.5:8080": "w1"}),
                            clock=lambda: NOW)
     snap = src.snapshot([flowcon(mode="quota")])

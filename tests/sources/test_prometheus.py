@@ -26,11 +26,33 @@ def source() -> PrometheusSource:
                             clock=lambda: NOW + 0.7)
 
 
+def asked_query(request: Any) -> str:
+    (query,) = parse_qs(urlparse(request.url).query)["query"]
+    return str(query)
+
+
+def range_answers(rsps: responses.RequestsMock, answers: dict[str, list[tuple[int, Any]]]
+                  ) -> None:
+    """Answer each range query with the (status, body) of the first metric of `answers` it
+    names, whatever the order the source asks in (the cycle's queries are in flight together);
+    where a metric has several, each call takes the next, the last one repeating."""
+    def answer(request: Any) -> tuple[int, dict[str, str], str]:
+        query = asked_query(request)
+        found = next(given for metric, given in answers.items() if metric in query)
+        status, body = found.pop(0) if len(found) > 1 else found[0]
+        return status, {}, body if isinstance(body, str) else json.dumps(body)
+    rsps.add_callback(responses.GET, RANGE, callback=answer)
+
+
+LOSS, CPU, STEPS = ("policyd_training_loss", "container_cpu_usage_seconds_total",
+                    "policyd_training_steps_total")
+
+
 def instant_answers(rsps: responses.RequestsMock, answers: dict[str, list[Any]]) -> None:
     """Answer each instant query with the samples of the first metric of `answers` it names
     (none: the empty vector), whatever the order the source asks in."""
     def answer(request: Any) -> tuple[int, dict[str, str], str]:
-        (query,) = parse_qs(urlparse(request.url).query)["query"]
+        query = asked_query(request)
         found = next((v for metric, v in answers.items() if metric in query), [])
         return 200, {}, json.dumps(envelope(found, "vector"))
     rsps.add_callback(responses.GET, INSTANT, callback=answer)
@@ -40,10 +62,14 @@ FACTS = {"machine_cpu_cores": [fact("capacity", {"node": "w1"}, 16)[1]],
          "container_start_time_seconds": [fact("started_at", POD, 1.0)[1]]}
 
 
+HEALTHY_RANGES = {
+    LOSS: envelope([series(POD, [2, 1.8, 1.6, 1.5, 1.4, 1.3])]),
+    CPU: envelope([series({**POD, "cpu": "total"}, [1.0] * 6)]),
+    STEPS: envelope([series(POD, [0, 40, 80, 120, 160, 200])])}
+
+
 def healthy(rsps: responses.RequestsMock) -> None:
-    rsps.add(responses.GET, RANGE, json=envelope([series(POD, [2, 1.8, 1.6, 1.5, 1.4, 1.3])]))
-    rsps.add(responses.GET, RANGE, json=envelope([series({**POD, "cpu": "total"}, [1.0] * 6)]))
-    rsps.add(responses.GET, RANGE, json=envelope([series(POD, [0, 40, 80, 120, 160, 200])]))
+    range_answers(rsps, {metric: [(200, body)] for metric, body in HEALTHY_RANGES.items()})
     ratio = {"metric": {"__name__": "policyd_training_progress_ratio", **POD},
              "value": [NOW, "0.1"]}
     instant_answers(rsps, {**FACTS, "policyd_training_progress_ratio": [ratio]})
@@ -56,20 +82,21 @@ def test_one_cycle_is_eight_small_queries_on_whole_second_steps() -> None:
     # loss, CPU, four facts (capacity, start, shares, annotations), steps, progress ratio
     assert len(responses.calls) == 8
     assert snap.time == NOW and len(snap.containers) == 1
-    evaluation = parse_qs(urlparse(responses.calls[0].request.url).query)
-    assert evaluation["query"] == ["policyd_training_loss"]
+    asked = {q["query"][0]: q for q in (parse_qs(urlparse(c.request.url).query)
+                                        for c in responses.calls)}
+    evaluation = asked["policyd_training_loss"]
     assert (evaluation["start"], evaluation["end"], evaluation["step"]) == (
         [str(int(NOW - 100))], [str(int(NOW))], ["20"])
-    asked = [parse_qs(urlparse(c.request.url).query) for c in responses.calls]
-    assert [q["time"] for q in asked[2:6]] == [[str(int(NOW))]] * 4
-    assert [q["query"][0].split(") (", 1)[0] + ")" for q in asked[2:6]] == [
-        "max by (node)", "max by (namespace, pod, container, node, id)",
-        "max by (namespace, pod, container, node, id)",
+    instants = [q for q in asked.values() if "step" not in q]
+    assert [q["time"] for q in instants] == [[str(int(NOW))]] * 5
+    assert sorted(query.split(") (", 1)[0] + ")" for query in asked
+                  if query.startswith("max by") and "rate(" not in query) == [
         "max by (namespace, pod, annotation_policyd_io_migrated, "
         "annotation_policyd_io_rebalanced, annotation_policyd_io_converged_at, "
-        "annotation_policyd_io_last_action_at)"]
-    steps = asked[6]
-    assert steps["query"] == ["policyd_training_steps_total"] and steps["step"] == ["20"]
+        "annotation_policyd_io_last_action_at)",
+        "max by (namespace, pod, container, node, id)",
+        "max by (namespace, pod, container, node, id)", "max by (node)"]
+    assert asked["policyd_training_steps_total"]["step"] == ["20"]
     (job,) = snap.containers
     assert job.steps.values.tolist() == [0, 40, 80, 120, 160, 200]
     assert job.total_steps == 2000.0  # 200 steps done at a progress ratio of 0.1
@@ -78,11 +105,10 @@ def test_one_cycle_is_eight_small_queries_on_whole_second_steps() -> None:
 @responses.activate
 def test_a_cycle_without_progress_still_decides_and_says_so() -> None:
     rsps = responses.mock
-    rsps.add(responses.GET, RANGE, json=envelope([series(POD, [2, 1.8, 1.6, 1.5, 1.4, 1.3])]))
-    rsps.add(responses.GET, RANGE, json=envelope([series({**POD, "cpu": "total"}, [1.0] * 6)]))
+    range_answers(rsps, {LOSS: [(200, HEALTHY_RANGES[LOSS])], CPU: [(200, HEALTHY_RANGES[CPU])],
+                         STEPS: [(400, {"status": "error", "errorType": "bad_data",
+                                        "error": "unknown function"})]})
     instant_answers(rsps, FACTS)
-    rsps.add(responses.GET, RANGE, status=400, json={"status": "error", "errorType": "bad_data",
-                                                     "error": "unknown function"})
     src = source()
     snap = src.snapshot([flowcon()])
     (job,) = snap.containers
@@ -144,12 +170,10 @@ def test_bad_data_message_quotes_prometheus() -> None:
 
 
 def test_500_then_success_is_retried() -> None:
-    with responses.RequestsMock(registry=responses.registries.OrderedRegistry) as rsps:
-        rsps.add(responses.GET, RANGE, status=500, body="overloaded")
-        rsps.add(responses.GET, RANGE, json=envelope([series(POD, [2, 1.8, 1.6, 1.5, 1.4, 1.3])]))
-        rsps.add(responses.GET, RANGE, json=envelope([]))
-        for _fact in range(4):  # the ordered registry answers each once
-            instant_answers(rsps, {"machine_cpu_cores": FACTS["machine_cpu_cores"]})
+    with responses.RequestsMock() as rsps:
+        range_answers(rsps, {LOSS: [(500, "overloaded"), (200, HEALTHY_RANGES[LOSS])],
+                             CPU: [(200, envelope([]))], STEPS: [(200, envelope([]))]})
+        instant_answers(rsps, {"machine_cpu_cores": FACTS["machine_cpu_cores"]})
         src = source()
         snap = src.snapshot([flowcon()])
     assert len(snap.containers) == 1 and not src.errors_total

@@ -1,0 +1,65 @@
+"""QueryPool: every thread that runs a query has a client of its own (no session is shared
+between threads), made once and kept; one worker sends nothing until asked."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import pytest
+
+from policyd.sources.query_pool import MAX_WORKERS, QueryPool
+
+
+class Client:
+    """What `connect` makes: a numbered object that notes the threads using it."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.threads: set[str] = set()
+
+
+def counting_connect() -> tuple[list[Client], QueryPool[Client]]:
+    made: list[Client] = []
+    numbers = itertools.count()
+
+    def connect() -> Client:
+        made.append(Client(next(numbers)))
+        return made[-1]
+
+    return made, QueryPool(connect, workers=3)
+
+
+def test_each_query_thread_has_its_own_client_made_once() -> None:
+    made, pool = counting_connect()
+    together = threading.Barrier(3, timeout=10)  # three queries in flight at once
+
+    def query(client: Client) -> int:
+        client.threads.add(threading.current_thread().name)
+        together.wait()
+        return client.number
+
+    for _cycle in range(2):
+        with pool.batch() as batch:
+            answers = [batch.send(query) for _ in range(3)]
+            assert sorted(answer() for answer in answers) == [0, 1, 2]
+    assert len(made) == 3  # the second cycle's threads kept their clients
+    assert all(len(client.threads) == 1 for client in made)  # and never lent them out
+
+
+def test_one_worker_sends_nothing_until_the_answer_is_asked_for() -> None:
+    asked: list[str] = []
+    pool = QueryPool(lambda: Client(0), workers=1)
+    with pool.batch() as batch:
+        first = batch.send(lambda client: asked.append("first"))
+        batch.send(lambda client: asked.append("never asked for"))
+        assert asked == []
+        first()
+        first()  # asked twice, sent once
+    assert asked == ["first"]
+
+
+@pytest.mark.parametrize("workers", [0, MAX_WORKERS + 1])
+def test_the_bound_is_1_to_max_workers(workers: int) -> None:
+    with pytest.raises(ValueError, match=f"workers must be 1 to {MAX_WORKERS}"):
+        QueryPool(lambda: Client(0), workers=workers)
