@@ -44,6 +44,8 @@ from policyd.clients.settings import (
     show,
 )
 from policyd.policy.messages import did_you_mean
+from policyd.sources.prometheus import MAX_CONCURRENT_QUERIES
+from policyd.sources.query_pool import MAX_WORKERS
 
 Backend = Literal["simulated", "docker", "kubernetes"]
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
@@ -97,7 +99,7 @@ class PrometheusSettings(HttpAccessFields):
     url: HttpUrl | None = None
     profile: Annotated[Profile, _one_of(lambda: PROFILES)] = "cadvisor-docker"
     timeout_seconds: PositiveFloat = 10.0
-    max_concurrent_queries: Annotated[int, Field(ge=1, le=16)] = 4
+    max_concurrent_queries: Annotated[int, Field(ge=1, le=MAX_WORKERS)] = MAX_CONCURRENT_QUERIES
     scrape_interval_seconds: PositiveFloat = 15.0
     node_names: Annotated[Mapping[str, str], ReadOnly] = {}
     capacity_cores: PositiveFloat | None = None

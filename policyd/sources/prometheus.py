@@ -56,9 +56,13 @@ IDENTITY = "identity"
 benchmarks/README.md), while loopback or a cluster network carries the plain bytes in tens of
 milliseconds."""
 
-MAX_CONCURRENT_QUERIES = 4
-"""A cycle's queries in flight at once by default (`prometheus.max_concurrent_queries`): a
-FlowCon cycle on Kubernetes is eight, the biggest three of them range queries."""
+MAX_CONCURRENT_QUERIES = 1
+"""A cycle's queries in flight at once by default (`prometheus.max_concurrent_queries`): one
+after the other. Four at once (a FlowCon cycle on Kubernetes is eight queries, the biggest
+three of them range queries) made a 10,000-container cycle 0.91-0.92x as long with Prometheus
+on a core of its own, 0.93-1.06x on two cores it shared with policyd, and raised the process's
+peak memory from 275 to 478 MiB (benchmarks/README.md, prometheus_scale.py, "Twelfth
+session"): worth it for a Prometheus on its own machine, which a user opts into."""
 
 _STATUS = re.compile(r"HTTP Status Code (\d+) \((.*)\)\s*$", re.DOTALL)
 

@@ -274,7 +274,7 @@ def test_a_rotated_bearer_token_is_sent_by_every_query_thread(tmp_path: Any) -> 
     token = tmp_path / "token"
     token.write_text("first\n")
     src = PrometheusSource(URL, kubernetes(), clock=lambda: NOW, retries=0,
-                           access=HttpAccess(bearer_token_file=token))
+                           access=HttpAccess(bearer_token_file=token), max_concurrent_queries=4)
     sent: list[tuple[str, str]] = []
 
     def answer(request: Any) -> tuple[int, dict[str, str], str]:
