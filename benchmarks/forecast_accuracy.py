@@ -1,6 +1,6 @@
 """How accurate the forecast of remaining time is, on real training curves (issue 13, 5a).
 
-Usage: python benchmarks/forecast_accuracy.py [--development] [--cases]
+Usage: python benchmarks/forecast_accuracy.py [--development | --curves FILE] [--cases]
 
 Plays each held-out recording (`benchmarks/data/heldout_curves.json`, made by
 `tools/record_heldout.py`, never used to fit or tune anything) as a monitored job, cuts it at 10,
@@ -11,8 +11,9 @@ converged under the policy's alpha and interval when they are not. Prints per ru
 cut: the median absolute % error of remaining time, how often the truth lies in [low, high],
 and how many cases got a forecast (the others got a note, counted apart).
 `--development` runs the same protocol on the simulator's six curves (what the forecast was
-developed on). `--cases` prints every case. Also checks the speed model on each recording's
-speed check (1 thread, then 2 threads).
+developed on); `--curves FILE` on another recording of `tools/record_heldout.py` (the second
+held-out set, `benchmarks/data/heldout2_curves.json`). `--cases` prints every case. Also
+checks the speed model on each recording's speed check (1 thread, then 2 threads).
 """
 
 from __future__ import annotations
@@ -119,9 +120,11 @@ def speed_check(path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--development", action="store_true")
+    parser.add_argument("--curves", type=Path, default=fj.HELDOUT,
+                        help="a held-out recording (default: benchmarks/data/heldout_curves.json)")
     parser.add_argument("--cases", action="store_true")
     args = parser.parse_args()
-    runs = fj.development_runs() if args.development else fj.heldout_runs()
+    runs = fj.development_runs() if args.development else fj.heldout_runs(args.curves)
     rows = evaluate(runs, args.cases)
     print(f"\n{'rule':26} {'basis':13} {'cut':>4}  {'median |err|':>12}  {'in range':>8}  "
           f"forecasts")
@@ -135,7 +138,7 @@ def main() -> None:
         if never:
             print(f"{rule.name}: never converged in the recording (no truth): {never}")
     if not args.development:
-        speed_check(fj.HELDOUT)
+        speed_check(args.curves)
 
 
 if __name__ == "__main__":
