@@ -3,10 +3,11 @@
 
 This class owns the HTTP (through prometheus-api-client, on sessions that authenticate as
 `policyd.clients.http_access` says) and the clock; the queries come from
-`promql` and the parsing from `parse`, both pure. A cycle's queries are in flight together on a
-few threads of the source's own (`query_pool`), their answers taken in the order they were
-once sent in one after the other. It keeps no state between calls except counters and the
-threads' clients: a failed call raises one `SourceError` and the next call simply tries again.
+`promql` and the parsing from `parse`, both pure. A cycle's queries go one after the other, or
+(`max_concurrent_queries` above 1) several at once on threads of the source's own
+(`query_pool`), their answers taken in the same order either way. It keeps no state between
+calls except counters and the threads' clients: a failed call raises one `SourceError` and the
+next call simply tries again.
 
 Time: `now` is the injected clock's reading rounded down to a whole second, so that the range
 queries' steps fall exactly on the engine's boundaries (prometheus-api-client rounds range
@@ -260,11 +261,11 @@ def connect_prometheus(url: str, *, timeout_seconds: float, retries: int,
 class PrometheusSource:
     """The `policyd.tick.Source` reading Prometheus (see the module docstring).
 
-    A cycle's queries are sent together on up to `max_concurrent_queries` threads
+    A cycle's queries are sent on up to `max_concurrent_queries` threads at once
     (`policyd.sources.query_pool`: each thread on its own client, made as `connect_prometheus`
     makes one), so that Prometheus evaluates them in parallel and the decoding of one answer
-    overlaps the evaluation of the next; 1 sends them one after the other in the calling
-    thread, as before. A `client` passed in is used by every thread.
+    overlaps the evaluation of the next; 1, the default, sends them one after the other in the
+    calling thread. A `client` passed in is used by every thread.
     """
 
     def __init__(self, url: str, settings: SourceSettings, *, timeout_seconds: float = 10,
