@@ -24,6 +24,14 @@ and the benchmark's long version.
   average JCT about 12 % below NA's and FlowCon's; at M = 150,000 about 17 % (the start-up
   and the two intervals weigh less). The makespan is the same for all (the work is the same
   and every policy keeps the core busy).
+* Sized in seconds, not steps: the shape was designed at 4,000 steps/s (the core of the hosts
+  it was first run on), and the CI test runs it at the speed of the host it is on
+  (`RemainingWorkShape.at_speed`, from `probe_speed`: one job alone on the core, as job 1
+  runs first), so every job takes the seconds it was designed to take: on a host at a third
+  of that speed, 75,000 steps would take three times as long (8.5 minutes for the test
+  instead of 3) and the start-up and the policy's interval would weigh less than designed.
+  Never scaled up: a faster host runs the designed steps. Both runs of a comparison run the
+  same steps, so the comparison is between the same jobs.
 * Arrivals from observed progress, not wall-clock seconds (the FlowCon proof's lesson: fixed
   starts failed on both fast and slow moments of this shared machine): job 2 starts when job 1's
   log shows `stagger_steps` steps; job 3 when jobs 1 and 2 together have logged `stagger_steps`
@@ -75,13 +83,22 @@ POLICIES = {"na": "NA", "fc": "FlowCon", "pd": "Predictive"}
 previous run's series of a job of the same name in Prometheus."""
 
 
+PROBE = "rw-probe"
+"""The job `probe_speed` runs."""
+
+DESIGN_STEPS_PER_SECOND = 4000.0
+"""The one core's speed the shape was designed at (module docstring)."""
+
+
 def job_names(prefix: str) -> tuple[str, ...]:
     return tuple(f"{prefix}-{role}" for role in ROLES)
 
 
 def all_job_names(repeats: int = 1) -> list[str]:
-    """Every job name of `repeats` rounds of the three runs (the lab's scrape targets)."""
-    return [n for r in range(repeats) for p in POLICIES for n in job_names(round_prefix(p, r))]
+    """Every job name of `repeats` rounds of the three runs and the probe (the lab's scrape
+    targets)."""
+    return [PROBE, *(n for r in range(repeats) for p in POLICIES
+                     for n in job_names(round_prefix(p, r)))]
 
 
 @dataclass(frozen=True)
@@ -97,10 +114,20 @@ class RemainingWorkShape:
     smoothing: int = 500
     quality: float = 0.25
     """Time-to-quality: until the smoothed loss (the exporter's mean) is at most this."""
+    print_every: int = 1000
+    """Steps between the trainer's progress lines (what the arrivals and the figures read)."""
 
     def scaled(self, factor: float) -> RemainingWorkShape:
         return replace(self, **{k: round(getattr(self, k) * factor) for k in (
             "medium_steps", "long_steps", "short_steps", "stagger_steps")})
+
+    def at_speed(self, steps_per_second: float) -> RemainingWorkShape:
+        """This shape with every job taking the seconds it takes at the design speed on a core
+        of `steps_per_second` (never more steps than designed), progress lines as often in
+        seconds (at least every 100 steps)."""
+        factor = min(1.0, steps_per_second / DESIGN_STEPS_PER_SECOND)
+        return replace(self.scaled(factor),
+                       print_every=max(100, round(self.print_every * factor)))
 
     @property
     def steps(self) -> tuple[int, int, int]:
@@ -112,8 +139,26 @@ class RemainingWorkShape:
 
     def specs(self, prefix_: str) -> tuple[JobSpec, ...]:
         return tuple(JobSpec(name, steps=steps, lr=self.lr, smoothing=self.smoothing,
-                             cpuset="0", print_every=1000)
+                             cpuset="0", print_every=self.print_every)
                      for name, steps in zip(job_names(prefix_), self.steps, strict=True))
+
+
+def probe_speed(lab_: Lab, directory: Path, steps: int = 6000) -> float:
+    """The one core's steps/s for a job alone on it (as job 1 runs first): a job of `steps`
+    (the shape's model and settings) on e1, its speed from its log, first to last logged step
+    (so that its start-up does not count)."""
+    shape = RemainingWorkShape()
+    spec = JobSpec(PROBE, steps=steps, lr=shape.lr, smoothing=shape.smoothing, cpuset="0",
+                   print_every=100)
+    container = run_job(lab_.engine("e1"), spec, lab_.ports[PROBE], directory)
+    try:
+        container.wait(timeout=300)
+        points = log_points(container)
+    finally:
+        container.remove(force=True)
+    assert len(points) >= 2, f"{PROBE} logged {len(points)} progress lines"
+    (t0, s0, _), (t1, s1, _) = points[0], points[-1]
+    return (s1 - s0) / max(1e-9, t1 - t0)
 
 
 def last_step(container: Container) -> int:
