@@ -9,12 +9,13 @@ interval:
    can use on this worker (`Forecast.remaining_seconds_at`): the remaining *work*, in the job's
    own speed, so jobs of different models compare fairly.
 2. Order the jobs by key, shortest first, as the oracle of `policyd simulate` orders them by
-   their true remaining work. A job that has just started and has no forecast yet goes first
-   (it is new: FlowCon's NL gets 1 too), and it gets its forecast within two intervals. A job
-   that cannot be forecast for another reason goes last. Hysteresis: a job already served
-   (its limit above the floor) keeps its place unless another job's key is shorter by more
-   than `hysteresis` (a fraction), so two jobs of nearly equal remaining time do not trade
-   places every interval.
+   their true remaining work. A job that has just started and has no forecast yet ranks after
+   the forecast jobs (its whole run is still ahead of it) until its forecast, which comes
+   within two intervals; a job that cannot be forecast for another reason goes last. (Ranking
+   the new job first, as FlowCon serves its NL jobs, was measured worse: benchmarks/README.md,
+   predictive.py.) Hysteresis: a job already served (its limit above the floor) keeps its
+   place unless another job's key is shorter by more than `hysteresis` (a fraction), so two
+   jobs of nearly equal remaining time do not trade places every interval.
 3. Give cores in that order as the oracle does, because a job's first core is worth more than
    its second (Amdahl): one core each (or less, when a job cannot use a whole one), then the
    cores left over, again in order, up to what each job can use (its speed model's cap).
@@ -54,7 +55,7 @@ NEW_KEY = 1e300
 
 SERVED, FLOOR, NEW, FREE = "SERVED", "FLOOR", "NEW", "FREE"
 """Categories: granted cores above the floor; waiting at the floor; just started, no forecast
-yet (served first); no job on the worker has a forecast (free competition)."""
+yet (ranked after the forecast jobs); no job on the worker has a forecast (free competition)."""
 
 
 class PredictiveSpec(MoveGain, CommonSpec):
