@@ -40,6 +40,7 @@ from tests.e2e.harness import (
     docker_time,
     finish_jobs,
     log_points,
+    logged_speed,
     policyd_run,
     round_prefix,
     run_job,
@@ -302,8 +303,7 @@ def probe(lab_: Lab, shape: DeadlineShape, prefix_: str, directory: Path) -> flo
             c.wait(timeout=300)
             points = log_points(c)
             assert len(points) >= 2, f"{c.name} logged {len(points)} progress lines"
-            (t0, s0, _), (t1, s1, _) = points[0], points[-1]
-            speeds.append((s1 - s0) / max(1e-9, t1 - t0))
+            speeds.append(logged_speed(points))
     finally:
         for c in containers:
             c.remove(force=True)

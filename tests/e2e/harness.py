@@ -318,6 +318,13 @@ def log_points(container: Container) -> list[tuple[float, int, float]]:
     return out
 
 
+def logged_speed(points: Sequence[tuple[float, int, float]]) -> float:
+    """Steps/s from a job's first to its last logged progress line (`log_points`): its speed
+    with its start-up left out."""
+    (t0, s0, _), (t1, s1, _) = points[0], points[-1]
+    return (s1 - s0) / max(1e-9, t1 - t0)
+
+
 def steps_at(points: Sequence[tuple[float, int, float]], at: float) -> float:
     """A job's steps done at `at`, interpolated between its logged steps (0 before the first)."""
     previous: tuple[float, float] | None = None
@@ -688,8 +695,7 @@ def run_flowcon_jobs(lab_: Lab, shape: FlowConShape, label: str,
                       what=f"{one} at step {shape.stagger_steps} and converged",
                       state=lambda: log_points(containers[one])[-1:])
     stagger = time.time() - origin
-    first, last = points[0], points[-1]
-    alone_rate = (last[1] - first[1]) / max(1e-9, last[0] - first[0])
+    alone_rate = logged_speed(points)
     start(two)
     while time.time() < origin + 2 * stagger:
         time.sleep(min(0.2, max(0.0, origin + 2 * stagger - time.time())))
@@ -700,7 +706,7 @@ def run_flowcon_jobs(lab_: Lab, shape: FlowConShape, label: str,
                                   deadline=origin + timeout_seconds, quality=shape.quality)
     return StaggeredRun(label=label, origin=origin, jobs=results, shares=shares,
                         stagger_seconds=stagger, alone_steps_per_second=alone_rate,
-                        step_at_stagger=last[1])
+                        step_at_stagger=points[-1][1])
 
 
 # --- scenario (b): SpeCon across two engines ---------------------------------------------------

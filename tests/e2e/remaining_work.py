@@ -69,6 +69,7 @@ from tests.e2e.harness import (
     finish_jobs,
     flowcon_policy,
     log_points,
+    logged_speed,
     policyd_run,
     predictive_policy,
     round_prefix,
@@ -157,8 +158,7 @@ def probe_speed(lab_: Lab, directory: Path, steps: int = 6000) -> float:
     finally:
         container.remove(force=True)
     assert len(points) >= 2, f"{PROBE} logged {len(points)} progress lines"
-    (t0, s0, _), (t1, s1, _) = points[0], points[-1]
-    return (s1 - s0) / max(1e-9, t1 - t0)
+    return logged_speed(points)
 
 
 def last_step(container: Container) -> int:
@@ -188,8 +188,8 @@ def run_remaining_work(lab_: Lab, shape: RemainingWorkShape, prefix_: str, label
                       what=f"{one} at step {shape.stagger_steps}",
                       state=lambda: log_points(containers[one])[-1:])
     stagger = time.time() - origin
-    first, last = points[0], points[-1]
-    alone_rate = (last[1] - first[1]) / max(1e-9, last[0] - first[0])
+    last = points[-1]
+    alone_rate = logged_speed(points)
     start(specs[1])
     wait_for(lambda: last_step(containers[one]) + last_step(containers[two])
              >= last[1] + shape.stagger_steps, timeout_seconds=600, every=0.2,
