@@ -23,7 +23,11 @@ interval:
    its cores over the largest grant on the worker, so the served jobs run at full weight and
    share the CPU as granted; `mode: quota` (hard caps): cores over the worker's capacity.
    Every job keeps at least the floor 1 / (beta * n) (n jobs on the worker), so none starves:
-   a forecast that is wrong costs a job time, never its progress. A limit that would move by
+   a forecast that is wrong costs a job time, never its progress. With quotas the floor is a
+   cap of that part of the worker; with shares it is a weight of 1 / (beta * n) beside the
+   served jobs' (the largest 1), so while they are busy a job at the floor gets less than
+   that part (docs/design.md, "Predictive": setting the floor's cores aside first was
+   measured and costs the average JCT). A limit that would move by
    no more than `min_change` stays.
 5. When no job on the worker has a forecast (none reports its steps, say), every limit goes
    back to 1: free competition, and the note says why.
@@ -72,7 +76,10 @@ class PredictiveSpec(MoveGain, CommonSpec):
     )
     beta: float = Field(
         default=2.0, ge=1, le=100,
-        description="Floor: every job keeps at least 1 / (beta * n) of its worker (n jobs).",
+        description=(
+            "Floor: every job keeps a limit of at least 1 / (beta * n) (n jobs on the worker): "
+            "with quota that part of the worker; with shares a weight of it beside the served "
+            "jobs' weight 1, less of the worker while they are busy."),
     )
     mode: Literal["shares", "quota"] = Field(
         default="shares", description="shares: soft, work-conserving limits; quota: hard caps.")
