@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -317,15 +318,19 @@ class StatsSeen(FakeApi):
         return super().stats(cid, stream, one_shot)
 
 
-def on_engines(prometheus: Stub, workers: int) -> tuple[Any, StatsSeen, Any]:
-    """(a context serving `prometheus`, the engine a, the source's maker)."""
+@contextmanager
+def on_engines(prometheus: Stub, workers: int
+               ) -> Iterator[tuple[DockerSnapshotSource, StatsSeen]]:
+    """The source on `prometheus` (served on 127.0.0.1) and on the engine a it yields."""
     engine = StatsSeen(prometheus)
-
-    def make(url: str) -> DockerSnapshotSource:
-        return DockerSnapshotSource(url, SETTINGS, clients=clients(a=engine, b=FakeApi({})),
-                                    retries=0, max_concurrent_queries=workers,
-                                    clock=lambda: 1_700_000_400.0)
-    return serving(prometheus), engine, make
+    with serving(prometheus) as url:
+        source = DockerSnapshotSource(url, SETTINGS, clients=clients(a=engine, b=FakeApi({})),
+                                      retries=0, max_concurrent_queries=workers,
+                                      clock=lambda: 1_700_000_400.0)
+        try:
+            yield source, engine
+        finally:
+            source.close()
 
 
 def job_loss() -> dict[str, Any]:
@@ -338,13 +343,8 @@ def job_loss() -> dict[str, Any]:
 def test_the_queries_go_together_up_to_the_bound_and_the_engines_are_polled_meanwhile(
         workers: int, at_once: int, seen: tuple[bool, int]) -> None:
     prometheus = Stub(prometheus=job_loss(), query_delay_seconds=DELAY_SECONDS)
-    served, engine, make = on_engines(prometheus, workers)
-    with served as url:
-        source = make(url)
-        try:
-            snap = source.snapshot([flowcon()])
-        finally:
-            source.close()
+    with on_engines(prometheus, workers) as (source, engine):
+        snap = source.snapshot([flowcon()])
     assert prometheus.most_in_flight == at_once and prometheus.answered == QUERIES
     assert engine.seen == [seen]
     assert [c.id for c in snap.containers] == ["job"] and "c1" in source.stats.rings
@@ -356,26 +356,16 @@ def test_a_failed_evaluation_query_leaves_the_cpu_rings_as_they_were(
     # Together, the engines were polled beside the queries; the samples are not kept.
     prometheus = Stub(prometheus=job_loss(), query_faults={
         "policyd_training_loss": refused("no loss", DELAY_SECONDS)})
-    served, engine, make = on_engines(prometheus, workers)
-    with served as url:
-        source = make(url)
-        try:
-            with pytest.raises(SourceError, match="no loss"):
-                source.snapshot([flowcon()])
-        finally:
-            source.close()
+    with on_engines(prometheus, workers) as (source, engine), \
+            pytest.raises(SourceError, match="no loss"):
+        source.snapshot([flowcon()])
     assert bool(engine.stats_calls) == polled and source.stats.rings == {}
 
 
 def test_a_failed_progress_query_is_still_a_warning_with_the_queries_together() -> None:
     prometheus = Stub(prometheus=job_loss(), query_faults={
         "policyd_training_steps_total": refused("no steps")})
-    served, _, make = on_engines(prometheus, 4)
-    with served as url:
-        source = make(url)
-        try:
-            snap = source.snapshot([flowcon()])
-        finally:
-            source.close()
+    with on_engines(prometheus, 4) as (source, _):
+        snap = source.snapshot([flowcon()])
     assert [c.id for c in snap.containers] == ["job"]
     assert source.last_warnings[0].startswith("no job's progress this cycle (forecasts say so)")
