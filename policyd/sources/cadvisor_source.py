@@ -11,11 +11,15 @@ call is one snapshot, built from a fixed number of requests whatever the number 
   (since the window's start, the first time);
 * each cAdvisor, once for the life of the source: `GET /api/v1.3/machine` (the node's cores).
 
-The hosts are asked at once (a thread each). cAdvisor keeps its samples for `--storage_duration`
-(two minutes by default), less than a policy's window, so the source keeps each container's
-counter samples in a ring between calls (`cpu_counter.CounterRings`) and turns them into cores
-per interval at the engine's boundaries. A restart of policyd loses the rings: its first cycle
-sees what cAdvisor still holds, and the window fills from there.
+The hosts are asked at once (a thread each), alongside the Prometheus queries (the evaluation
+range, the progress pair, the metrics), which go on the source's `query_pool`
+(`max_concurrent_queries`; one worker: the queries one after the other and the hosts after the
+evaluation and progress queries, as always). The answers are taken in that order, so a failed
+evaluation query is the cycle's error even when a host failed first. cAdvisor keeps its samples
+for `--storage_duration` (two minutes by default), less than a policy's window, so the source
+keeps each container's counter samples in a ring between calls (`cpu_counter.CounterRings`) and
+turns them into cores per interval at the engine's boundaries. A restart of policyd loses the
+rings: its first cycle sees what cAdvisor still holds, and the window fills from there.
 
 A host that does not answer, or answers something that is not cAdvisor's documented shape, and
 a failing Prometheus, end the call with one `SourceError` naming the URL (and the node): no

@@ -16,7 +16,12 @@ For Docker hosts without cAdvisor. Two parts:
   errors classified as `PrometheusSource` does), matched to containers by the exporter's
   `container` label = the container's name, merged with the poll. The snapshot's container id
   is the container's name: it is what the exporter labels, and it survives a migration (the
-  replacement has the same name on another engine).
+  replacement has the same name on another engine). The Prometheus queries (evaluation, the
+  progress pair, the metrics) go on the source's `query_pool` (`max_concurrent_queries`), and
+  the engines are polled alongside them in the cycle's own thread (one worker: after the
+  evaluation and progress queries, as always). The poll is read first and kept second
+  (`DockerStats.read`, `keep`): its samples enter the rings only once the evaluation query
+  has answered, so a cycle that fails leaves them as they were.
 
 What a restart of policyd loses: the CPU rings (memory only). The first cycle after a restart
 has no CPU samples (the engine takes no CPU-based action for one cycle), and FlowCon's window

@@ -4,8 +4,14 @@ Per cycle, a constant number of calls whatever the number of pods: one pod list
 (`list_pod_for_all_namespaces`, or one `list_namespaced_pod` per configured namespace, with
 the label selector, and on a node agent the field selector of its node), one node list
 (allocatable CPU = capacity), and the two Prometheus range queries of `promql.build_queries`
-(evaluation, CPU); with a Jobs API (the manager), one Job list for the held Jobs
-(`kubernetes_jobs`). The pod list gives what kube-state-metrics
+(evaluation, CPU), the progress pair when a policy needs steps and one per QoE metric; with a
+Jobs API (the manager), one Job list for the held Jobs (`kubernetes_jobs`). The Prometheus
+queries go on the source's `query_pool` (`prometheus.max_concurrent_queries`: one after the
+other by default, else that many at once), and the API lists are made alongside them in the
+cycle's own thread (one worker: after the queries they follow, as always); the answers are
+taken in the order evaluation, CPU, progress, pods and nodes, metrics, Jobs, so the first
+failure in that order is the cycle's error, and progress and metrics failures are warnings.
+The pod list gives what kube-state-metrics
 would need an allowlist for: node, start time, labels, annotations (the markers
 `policyd.io/migrated` etc., written by the actuator), and the CPU request / limit (the current
 allocation: the CPU the kubelet has *applied*, `status.containerStatuses[].resources`, not the

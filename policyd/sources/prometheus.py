@@ -9,6 +9,12 @@ This class owns the HTTP (through prometheus-api-client, on sessions that authen
 calls except counters and the threads' clients: a failed call raises one `SourceError` and the
 next call simply tries again.
 
+Every source that reads Prometheus (this one, and the kubernetes, docker-stats and
+cadvisor-rest sources, which read the CPU and the facts elsewhere) makes its pool with
+`prometheus_pool` and sends a cycle's queries with `send_cycle`, and reads the answers with the
+same functions (`progress_from`, `metrics_from`, `evaluation_matrix`): the same setting, the
+same threads' clients, the same order of failures for all of them.
+
 Time: `now` is the injected clock's reading rounded down to a whole second, so that the range
 queries' steps fall exactly on the engine's boundaries (prometheus-api-client rounds range
 ends to whole seconds anyway). Datetimes handed to the client are UTC-aware (it reads naive
@@ -58,12 +64,13 @@ benchmarks/README.md), while loopback or a cluster network carries the plain byt
 milliseconds."""
 
 MAX_CONCURRENT_QUERIES = 1
-"""A cycle's queries in flight at once by default (`prometheus.max_concurrent_queries`): one
-after the other. Four at once (a FlowCon cycle on Kubernetes is eight queries, the biggest
-three of them range queries) made a 10,000-container cycle 0.91-0.92x as long with Prometheus
-on a core of its own, 0.93-1.06x on two cores it shared with policyd, and raised the process's
-peak memory from 275 to 478 MiB (benchmarks/README.md, prometheus_scale.py, "Twelfth
-session"): worth it for a Prometheus on its own machine, which a user opts into."""
+"""A cycle's queries in flight at once by default (`prometheus.max_concurrent_queries`, for
+every source that reads Prometheus): one after the other. Four at once (a FlowCon cycle on
+Kubernetes is eight queries, the biggest three of them range queries) made a 10,000-container
+cycle 0.91-0.92x as long with Prometheus on a core of its own, 0.93-1.06x on two cores it
+shared with policyd, and raised the process's peak memory from 275 to 478 MiB
+(benchmarks/README.md, prometheus_scale.py, "Twelfth session"): worth it for a Prometheus on
+its own machine, which a user opts into."""
 
 _STATUS = re.compile(r"HTTP Status Code (\d+) \((.*)\)\s*$", re.DOTALL)
 
