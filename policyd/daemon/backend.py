@@ -146,6 +146,7 @@ def docker_parts(settings: DaemonSettings) -> Parts:
         source = DockerSnapshotSource(prometheus.url, docker,
                                       extra_markers=actuator.recorded_markers,
                                       timeout_seconds=prometheus.timeout_seconds,
+                                      max_concurrent_queries=prometheus.max_concurrent_queries,
                                       access=checked_access(prometheus, "prometheus"))
     elif prometheus.profile == "cadvisor-rest":
         from policyd.sources.cadvisor_source import cadvisor_rest_source  # noqa: PLC0415
@@ -154,6 +155,7 @@ def docker_parts(settings: DaemonSettings) -> Parts:
             source = cadvisor_rest_source(
                 prometheus.url, {node: str(url) for node, url in prometheus.cadvisor.items()},
                 timeout_seconds=prometheus.timeout_seconds,
+                max_concurrent_queries=prometheus.max_concurrent_queries,
                 extra_markers=actuator.recorded_markers,
                 access=checked_access(prometheus, "prometheus"))
         except ValueError as exc:
@@ -215,6 +217,7 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
     batch = None if node is not None else k8s.BatchV1Api(shared)  # Jobs: the manager's
     source = KubernetesPodSource(prometheus.url, scope, core=core,
                                  timeout_seconds=prometheus.timeout_seconds,
+                                 max_concurrent_queries=prometheus.max_concurrent_queries,
                                  access=checked_access(prometheus, "prometheus"),
                                  evaluation_node_label=prometheus.evaluation_node_label,
                                  batch=batch)

@@ -91,9 +91,9 @@ class PrometheusSettings(HttpAccessFields):
     `bearer_token_file`, `basic_auth`, `tls_config` and
     `headers` say how to get through to a Prometheus (or Thanos, Mimir, VictoriaMetrics) behind
     TLS and authentication (`policyd.clients.access_settings`). `max_concurrent_queries`: how
-    many of a cycle's queries are in flight at once (`policyd.sources.query_pool`; 1 sends them
-    one after the other; at most `query_pool.MAX_WORKERS`, the default
-    `prometheus.MAX_CONCURRENT_QUERIES`).
+    many of a cycle's Prometheus queries are in flight at once, whatever the profile or backend
+    (`policyd.sources.query_pool`; 1 sends them one after the other; at most
+    `query_pool.MAX_WORKERS`, the default `prometheus.MAX_CONCURRENT_QUERIES`).
     """
 
     url: HttpUrl | None = None

@@ -11,11 +11,15 @@ call is one snapshot, built from a fixed number of requests whatever the number 
   (since the window's start, the first time);
 * each cAdvisor, once for the life of the source: `GET /api/v1.3/machine` (the node's cores).
 
-The hosts are asked at once (a thread each). cAdvisor keeps its samples for `--storage_duration`
-(two minutes by default), less than a policy's window, so the source keeps each container's
-counter samples in a ring between calls (`cpu_counter.CounterRings`) and turns them into cores
-per interval at the engine's boundaries. A restart of policyd loses the rings: its first cycle
-sees what cAdvisor still holds, and the window fills from there.
+The hosts are asked at once (a thread each), alongside the Prometheus queries (the evaluation
+range, the progress pair, the metrics), which go on the source's `query_pool`
+(`max_concurrent_queries`; one worker: the queries one after the other and the hosts after the
+evaluation and progress queries, as always). The answers are taken in that order, so a failed
+evaluation query is the cycle's error even when a host failed first. cAdvisor keeps its samples
+for `--storage_duration` (two minutes by default), less than a policy's window, so the source
+keeps each container's counter samples in a ring between calls (`cpu_counter.CounterRings`) and
+turns them into cores per interval at the engine's boundaries. A restart of policyd loses the
+rings: its first cycle sees what cAdvisor still holds, and the window fills from there.
 
 A host that does not answer, or answers something that is not cAdvisor's documented shape, and
 a failing Prometheus, end the call with one `SourceError` naming the URL (and the node): no
@@ -26,13 +30,14 @@ look gone and its capacity free. The next call simply tries again. Joining and b
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -46,15 +51,16 @@ from policyd.sources.cadvisor_info import machine_cores, read_docker_containers
 from policyd.sources.cadvisor_snapshot import SETTINGS, HostReading, assemble
 from policyd.sources.cpu_counter import CounterRings, cores_over_intervals
 from policyd.sources.errors import SourceError
-from policyd.sources.matrix import ResponseShapeError, read_matrix
 from policyd.sources.parse import Parsed
 from policyd.sources.prometheus import (
+    MAX_CONCURRENT_QUERIES,
     PrometheusClient,
-    connect_prometheus,
+    evaluation_matrix,
     log_warnings,
-    query_range,
-    read_metrics,
-    read_progress,
+    metrics_from,
+    progress_from,
+    prometheus_pool,
+    send_cycle,
 )
 from policyd.sources.promql import CycleQueries, build_queries
 
@@ -99,7 +105,8 @@ class CadvisorRestSource:
                  retry_backoff_seconds: float = 0.5, prometheus: PrometheusClient | None = None,
                  extra_markers: Callable[[], Mapping[str, Markers]] | None = None,
                  clock: Callable[[], float] = time.time, max_samples: int = 4096,
-                 access: HttpAccess | None = None) -> None:
+                 access: HttpAccess | None = None,
+                 max_concurrent_queries: int = MAX_CONCURRENT_QUERIES) -> None:
         problems = url_problems(cadvisor_urls)
         if problems:
             raise ValueError("; ".join(problems))
@@ -108,12 +115,11 @@ class CadvisorRestSource:
                                              retries=retries,
                                              retry_backoff_seconds=retry_backoff_seconds)
                         for node, url in sorted(cadvisor_urls.items())}
-        if prometheus is None:
-            prometheus = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
-                                            retries=retries,
-                                            retry_backoff_seconds=retry_backoff_seconds,
-                                            access=access)
-        self._prometheus: PrometheusClient = prometheus
+        self._queries = prometheus_pool(self.url, workers=max_concurrent_queries,
+                                        name="cadvisor-query", timeout_seconds=timeout_seconds,
+                                        retries=retries,
+                                        retry_backoff_seconds=retry_backoff_seconds,
+                                        access=access, client=prometheus)
         self._extra = extra_markers
         self._clock = clock
         self._pool = ThreadPoolExecutor(len(self.clients), thread_name_prefix="cadvisor")
@@ -124,6 +130,11 @@ class CadvisorRestSource:
         self.rings = CounterRings(max_samples)
         self.errors_total: Counter[str] = Counter()
         self.last_warnings: tuple[str, ...] = ()
+
+    @property
+    def max_concurrent_queries(self) -> int:
+        """How many of a cycle's Prometheus queries may be out at once."""
+        return self._queries.workers
 
     def close(self) -> None:
         """Stop the host threads and close the HTTP sessions."""
@@ -154,14 +165,21 @@ class CadvisorRestSource:
         newest = self._newest.get(node)
         return horizon if newest is None else max(horizon, newest - OVERLAP_SECONDS)
 
-    def _hosts(self, horizon: float) -> tuple[list[HostReading], list[str]]:
-        """Every host at once; the first failure (in node order) is raised, the others logged."""
-        futures = {node: self._pool.submit(self._read_host, node, self._since(node, horizon))
-                   for node in self.clients}
+    def _ask_hosts(self, horizon: float) -> list[Future[tuple[HostReading, list[str]]]]:
+        """Every host at once (in node order), each answer done when this returns."""
+        futures = [self._pool.submit(self._read_host, node, self._since(node, horizon))
+                   for node in self.clients]
+        wait(futures)
+        return futures
+
+    def _hosts(self, answers: Sequence[Future[tuple[HostReading, list[str]]]]
+               ) -> tuple[list[HostReading], list[str]]:
+        """The hosts' answers; the first failure (in node order) is raised, the others
+        logged."""
         readings: list[HostReading] = []
         warnings: list[str] = []
         failed: list[SourceError] = []
-        for future in futures.values():
+        for future in answers:
             try:
                 reading, found = future.result()
             except SourceError as exc:
@@ -210,23 +228,21 @@ class CadvisorRestSource:
                  intervals: Mapping[str, float] | None) -> Parsed:
         now = float(math.floor(self._clock()))
         q = build_queries(policies, SETTINGS, now_seconds=now, intervals=intervals)
-        raw = query_range(self._prometheus, self.url, q.evaluation, start_seconds=q.start_seconds,
-                          end_seconds=q.now_seconds, step_seconds=q.step_seconds)
-        try:
-            evaluation = read_matrix(raw)
-        except ResponseShapeError as exc:
-            raise SourceError(kind="bad_response", url=self.url, what="query_range",
-                              query=q.evaluation, detail=str(exc)) from exc
-        progress, missed = read_progress(self._prometheus, self.url, q)
-        readings, warnings = self._hosts(float(boundaries(q)[0]))
-        warnings = [*missed, *warnings]
-        cpu = self._cpu(readings, q, now)
-        extra = dict(self._extra()) if self._extra is not None else {}
-        parsed = assemble(evaluation=evaluation, hosts=readings, cpu=cpu, queries=q,
-                          extra_markers=extra, intervals=intervals, warnings=warnings,
-                          progress=progress)
-        snapshot, measured = read_metrics(self._prometheus, self.url, q, parsed.snapshot,
-                                          SETTINGS.evaluation_identity_labels)
+        with self._queries.batch() as batch:
+            sent = send_cycle(batch, self.url, q, cpu=False, facts=False)  # from the cAdvisors
+            asked = batch.alongside(functools.partial(self._ask_hosts, float(boundaries(q)[0])))
+            # the answers taken in the order they were once asked for: the first failure wins
+            evaluation = evaluation_matrix(sent, self.url, q)
+            progress, missed = progress_from(q, sent.progress)
+            readings, warnings = self._hosts(asked())
+            warnings = [*missed, *warnings]
+            cpu = self._cpu(readings, q, now)
+            extra = dict(self._extra()) if self._extra is not None else {}
+            parsed = assemble(evaluation=evaluation, hosts=readings, cpu=cpu, queries=q,
+                              extra_markers=extra, intervals=intervals, warnings=warnings,
+                              progress=progress)
+            snapshot, measured = metrics_from(sent.metrics, parsed.snapshot,
+                                              SETTINGS.evaluation_identity_labels)
         return Parsed(snapshot=snapshot, warnings=(*parsed.warnings, *measured))
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
@@ -239,10 +255,13 @@ class CadvisorRestSource:
 def cadvisor_rest_source(prometheus_url: str, cadvisor_urls: Mapping[str, str], *,
                          timeout_seconds: float = 10, retries: int = 2,
                          extra_markers: Callable[[], Mapping[str, Markers]] | None = None,
-                         access: HttpAccess | None = None) -> CadvisorRestSource:
+                         access: HttpAccess | None = None,
+                         max_concurrent_queries: int = MAX_CONCURRENT_QUERIES
+                         ) -> CadvisorRestSource:
     """The daemon's factory for `prometheus.profile: cadvisor-rest`: `cadvisor_urls` maps each
     Docker node (named as the Docker actuator names it) to its cAdvisor's base URL; pass the
     Docker actuator's `recorded_markers` as `extra_markers`. Raises ValueError listing every
     problem with the map."""
     return CadvisorRestSource(prometheus_url, cadvisor_urls, timeout_seconds=timeout_seconds,
-                              retries=retries, extra_markers=extra_markers, access=access)
+                              retries=retries, extra_markers=extra_markers, access=access,
+                              max_concurrent_queries=max_concurrent_queries)

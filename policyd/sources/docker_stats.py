@@ -16,7 +16,12 @@ For Docker hosts without cAdvisor. Two parts:
   errors classified as `PrometheusSource` does), matched to containers by the exporter's
   `container` label = the container's name, merged with the poll. The snapshot's container id
   is the container's name: it is what the exporter labels, and it survives a migration (the
-  replacement has the same name on another engine).
+  replacement has the same name on another engine). The Prometheus queries (evaluation, the
+  progress pair, the metrics) go on the source's `query_pool` (`max_concurrent_queries`), and
+  the engines are polled alongside them in the cycle's own thread (one worker: after the
+  evaluation and progress queries, as always). The poll is read first and kept second
+  (`DockerStats.read`, `keep`): its samples enter the rings only once the evaluation query
+  has answered, so a cycle that fails leaves them as they were.
 
 What a restart of policyd loses: the CPU rings (memory only). The first cycle after a restart
 has no CPU samples (the engine takes no CPU-based action for one cycle), and FlowCon's window
@@ -31,6 +36,7 @@ client comes from `policyd.clients.docker_engine`, which both use.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -53,17 +59,18 @@ from policyd.sources import facts
 from policyd.sources.cadvisor_info import parse_timestamp
 from policyd.sources.docker_held import HELD_STATUS, HeldFacts, held_of, pending_jobs
 from policyd.sources.docker_labels import label_markers
-from policyd.sources.errors import SourceError
-from policyd.sources.matrix import Matrix, ResponseShapeError, read_matrix
-from policyd.sources.progress import NO_PROGRESS
+from policyd.sources.matrix import Matrix
+from policyd.sources.progress import NO_PROGRESS, ProgressTable
 from policyd.sources.prometheus import (
+    MAX_CONCURRENT_QUERIES,
     PrometheusClient,
-    connect_prometheus,
-    query_range,
-    read_metrics,
-    read_progress,
+    evaluation_matrix,
+    metrics_from,
+    progress_from,
+    prometheus_pool,
+    send_cycle,
 )
-from policyd.sources.promql import build_queries
+from policyd.sources.promql import CycleQueries, build_queries
 from policyd.sources.settings import cadvisor_docker
 from policyd.sources.speed_label import parse_speed
 
@@ -113,12 +120,16 @@ class HostReading:
     held: tuple[HeldFacts, ...] = ()
     speed: float | None = None
     """Its `policyd.io/speed` engine label (None: not stated, or not a positive number)."""
+    samples: tuple[tuple[str, float, float], ...] = ()
+    """Each container's CPU counter: (id, the stats' read time s, total_usage ns)."""
 
 
 @dataclass
 class Poll:
-    """Every host that answered, and what went wrong with the others (and with containers)."""
+    """Every host that answered, and what went wrong with the others (and with containers),
+    for the cycle at time `at`."""
 
+    at: float = 0.0
     hosts: list[HostReading] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -177,10 +188,15 @@ class DockerStats:
         self._made.clear()
 
     def poll(self, at: float) -> Poll:
+        """Every host at once, for the cycle at time `at`, its samples kept in the rings."""
+        return self.keep(self.read(at))
+
+    def read(self, at: float) -> Poll:
         """Every host at once, for the cycle at time `at`; a host that fails is left out with
-        a warning."""
-        result = Poll()
-        futures = {n: self._hosts_pool.submit(self._poll_host, n, at) for n in self.nodes}
+        a warning. The rings are left as they were (`keep` folds the samples in), so a cycle
+        that fails after reading leaves no trace."""
+        result = Poll(at=at)
+        futures = {n: self._hosts_pool.submit(self._poll_host, n) for n in self.nodes}
         for node, future in futures.items():
             try:
                 reading, warnings = future.result()
@@ -190,14 +206,25 @@ class DockerStats:
                 continue
             result.hosts.append(reading)
             result.warnings.extend(warnings)
-        alive = {c.id for h in result.hosts for c in h.containers}
-        polled = {h.node for h in result.hosts}
+        return result
+
+    def keep(self, poll: Poll) -> Poll:
+        """`poll`'s samples folded into the rings (at its cycle time; none for a cycle no
+        later than the ring's last), and the containers it did not see forgotten when every
+        host answered; returns `poll`."""
+        for host in poll.hosts:
+            for cid, read_seconds, total in host.samples:
+                ring = self.rings.setdefault(cid, deque(maxlen=self._ring_samples))
+                if not ring or poll.at > ring[-1][0]:
+                    ring.append((poll.at, read_seconds, total))
+        alive = {c.id for h in poll.hosts for c in h.containers}
+        polled = {h.node for h in poll.hosts}
         for cid in list(self.rings):
             if cid not in alive and polled == set(self.nodes):
                 del self.rings[cid]  # gone (forget it only when every host answered)
-        return result
+        return poll
 
-    def _poll_host(self, node: str, at: float) -> tuple[HostReading, list[str]]:
+    def _poll_host(self, node: str) -> tuple[HostReading, list[str]]:
         client = self.client(node)
         warnings: list[str] = []
         if node not in self._cores:
@@ -210,31 +237,33 @@ class DockerStats:
         held = client.api.containers(all=True, filters={"label": self.targets.managed_label,
                                                         "status": HELD_STATUS})
         pool = self._pools[node]
-        jobs = [pool.submit(self._one, client, node, str(c["Id"]), at) for c in listed]
+        jobs = [pool.submit(self._one, client, node, str(c["Id"])) for c in listed]
         found: list[ContainerFacts] = []
+        samples: list[tuple[str, float, float]] = []
         for job in jobs:
             try:
-                found.append(job.result())
+                facts_found, sample = job.result()
             except docker.errors.NotFound:
                 continue  # it stopped between the list and the inspect
             except (docker.errors.DockerException, OSError, KeyError, ValueError) as exc:
                 warnings.append(f"node {node}: a container could not be read "
                                 f"({type(exc).__name__}: {exc})")
+                continue
+            found.append(facts_found)
+            samples.append(sample)
         return HostReading(node=node, cores=self._cores[node], containers=tuple(found),
                            held=tuple(held_of(h, node) for h in held),
-                           speed=self._speed.get(node)), warnings
+                           speed=self._speed.get(node), samples=tuple(samples)), warnings
 
-    def _one(self, client: docker.DockerClient, node: str, cid: str, at: float
-             ) -> ContainerFacts:
+    def _one(self, client: docker.DockerClient, node: str, cid: str
+             ) -> tuple[ContainerFacts, tuple[str, float, float]]:
+        """A container's facts and its CPU counter sample (id, read time s, total ns)."""
         attrs = client.api.inspect_container(cid)
         stats = client.api.stats(cid, stream=False, one_shot=True)
         total = float(stats["cpu_stats"]["cpu_usage"]["total_usage"])
         read = stats.get("read")
         read_seconds = parse_timestamp(read) if read else time.time()
-        ring = self.rings.setdefault(cid, deque(maxlen=self._ring_samples))
-        if not ring or at > ring[-1][0]:
-            ring.append((at, read_seconds, total))
-        return facts_of(attrs, node)
+        return facts_of(attrs, node), (cid, read_seconds, total)
 
     def cores(self, container_id: str) -> Series:
         """Cores between consecutive polls, timed at the later poll's cycle time."""
@@ -303,39 +332,54 @@ class DockerSnapshotSource:
                  extra_markers: Callable[[], Mapping[str, Markers]] | None = None,
                  timeout_seconds: float = 10, retries: int = 2,
                  access: HttpAccess | None = None,
+                 max_concurrent_queries: int = MAX_CONCURRENT_QUERIES,
                  clock: Callable[[], float] = time.time) -> None:
         self.url = prometheus_url.rstrip("/")
         self.stats = DockerStats(targets, clients=clients)
         self._extra = extra_markers
         self._clock = clock
         self._settings = cadvisor_docker()  # only its allocation reading is used
-        if prometheus is None:
-            prometheus = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
-                                            retries=retries, access=access)
-        self._prometheus: PrometheusClient = prometheus
+        self._pool = prometheus_pool(self.url, workers=max_concurrent_queries,
+                                     name="docker-query", timeout_seconds=timeout_seconds,
+                                     retries=retries, access=access, client=prometheus)
         self.last_warnings: tuple[str, ...] = ()
+
+    @property
+    def max_concurrent_queries(self) -> int:
+        """How many of a cycle's Prometheus queries may be out at once."""
+        return self._pool.workers
 
     def close(self) -> None:
         self.stats.close()
-
-    def _evaluation(self, query: str, start: float, end: float, step: float) -> Any:
-        return query_range(self._prometheus, self.url, query, start_seconds=start,
-                           end_seconds=end, step_seconds=step)
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:
         now = float(math.floor(self._clock()))
         q = build_queries(policies, self._settings, now_seconds=now, intervals=intervals)
-        raw = self._evaluation(q.evaluation, q.start_seconds, q.now_seconds, q.step_seconds)
-        try:
-            evaluation = merged_evaluation(read_matrix(raw))
-        except ResponseShapeError as exc:
-            raise SourceError(kind="bad_response", url=self.url, what="query_range",
-                              query=q.evaluation, detail=str(exc)) from exc
-        progress, missed = read_progress(self._prometheus, self.url, q)
+        with self._pool.batch() as batch:
+            sent = send_cycle(batch, self.url, q, cpu=False, facts=False)  # both: the engines'
+            polled = batch.alongside(functools.partial(self.stats.read, now))
+            # the answers taken in the order they were once asked for: the first failure wins
+            evaluation = merged_evaluation(evaluation_matrix(sent, self.url, q))
+            progress, missed = progress_from(q, sent.progress)
+            poll = self.stats.keep(polled())  # the rings change only once Prometheus answered
+            snapshot, warnings = self._merged(policies, intervals, q, evaluation=evaluation,
+                                              progress=progress, poll=poll)
+            snapshot, measured = metrics_from(sent.metrics, snapshot, (EVALUATION_LABEL,))
+        self.last_warnings = (*missed, *warnings, *measured)
+        for line in self.last_warnings:
+            LOG.warning("docker source: %s", line)
+        return snapshot
+
+    def _merged(self, policies: Sequence[PolicyDocument],
+                intervals: Mapping[str, float] | None, q: CycleQueries, *,
+                evaluation: dict[str, Series], progress: ProgressTable, poll: Poll
+                ) -> tuple[Snapshot, list[str]]:
+        """The loss series and the engines' poll -> the snapshot (without the metrics) and
+        its warnings."""
+        now = q.now_seconds
         steps = progress.by_label(EVALUATION_LABEL)
-        poll = self.stats.poll(now)
-        warnings = [*missed, *poll.warnings]
+        warnings = list(poll.warnings)
         extra = dict(self._extra()) if self._extra is not None else {}
         chosen: dict[str, tuple[ContainerFacts, float]] = {}
         for host in poll.hosts:
@@ -382,12 +426,5 @@ class DockerSnapshotSource:
                       for h in sorted(poll.hosts, key=lambda h: h.node))
         pending = pending_jobs([h for host in poll.hosts for h in host.held], set(chosen),
                                warnings)
-        snapshot, measured = read_metrics(
-            self._prometheus, self.url, q, Snapshot(
-                time=now, nodes=nodes, containers=tuple(containers),
-                intervals=dict(intervals or {}), pending=pending), (EVALUATION_LABEL,))
-        warnings.extend(measured)
-        self.last_warnings = tuple(warnings)
-        for line in warnings:
-            LOG.warning("docker source: %s", line)
-        return snapshot
+        return Snapshot(time=now, nodes=nodes, containers=tuple(containers),
+                        intervals=dict(intervals or {}), pending=pending), warnings

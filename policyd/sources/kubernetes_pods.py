@@ -4,8 +4,14 @@ Per cycle, a constant number of calls whatever the number of pods: one pod list
 (`list_pod_for_all_namespaces`, or one `list_namespaced_pod` per configured namespace, with
 the label selector, and on a node agent the field selector of its node), one node list
 (allocatable CPU = capacity), and the two Prometheus range queries of `promql.build_queries`
-(evaluation, CPU); with a Jobs API (the manager), one Job list for the held Jobs
-(`kubernetes_jobs`). The pod list gives what kube-state-metrics
+(evaluation, CPU), the progress pair when a policy needs steps and one per QoE metric; with a
+Jobs API (the manager), one Job list for the held Jobs (`kubernetes_jobs`). The Prometheus
+queries go on the source's `query_pool` (`prometheus.max_concurrent_queries`: one after the
+other by default, else that many at once), and the API lists are made alongside them in the
+cycle's own thread (one worker: after the queries they follow, as always); the answers are
+taken in the order evaluation, CPU, progress, pods and nodes, metrics, Jobs, so the first
+failure in that order is the cycle's error, and progress and metrics failures are warnings.
+The pod list gives what kube-state-metrics
 would need an allowlist for: node, start time, labels, annotations (the markers
 `policyd.io/migrated` etc., written by the actuator), and the CPU request / limit (the current
 allocation: the CPU the kubelet has *applied*, `status.containerStatuses[].resources`, not the
@@ -26,6 +32,7 @@ Settings come through `PodScope`, a structural Protocol that the actuator's
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -52,11 +59,12 @@ from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.parse import Parsed, parse_cycle
 from policyd.sources.progress import ProgressTable
 from policyd.sources.prometheus import (
+    MAX_CONCURRENT_QUERIES,
     PrometheusClient,
-    connect_prometheus,
-    query_range,
-    read_metrics,
-    read_progress,
+    metrics_from,
+    progress_from,
+    prometheus_pool,
+    send_cycle,
 )
 from policyd.sources.settings import SourceSettings, kubernetes
 from policyd.sources.speed_label import node_speeds
@@ -247,20 +255,21 @@ class KubernetesPodSource:
                  prometheus: PrometheusClient | None = None, timeout_seconds: float = 10,
                  retries: int = 2, access: HttpAccess | None = None,
                  evaluation_node_label: str | None = None,
+                 max_concurrent_queries: int = MAX_CONCURRENT_QUERIES,
                  clock: Callable[[], float] = time.time, batch: Any = None) -> None:
         self.url = prometheus_url.rstrip("/")
         self.scope, self.core, self._clock = scope, core, clock
         self.batch = batch  # a BatchV1Api: held Jobs are listed (not on a node agent)
         self.settings = api_settings(evaluation_node_label)
-        if prometheus is None:
-            prometheus = connect_prometheus(self.url, timeout_seconds=timeout_seconds,
-                                            retries=retries, access=access)
-        self._prometheus: PrometheusClient = prometheus
+        self._pool = prometheus_pool(self.url, workers=max_concurrent_queries,
+                                     name="kubernetes-query", timeout_seconds=timeout_seconds,
+                                     retries=retries, access=access, client=prometheus)
         self.last_warnings: tuple[str, ...] = ()
 
-    def _range(self, query: str, q: promql.CycleQueries) -> Any:
-        return query_range(self._prometheus, self.url, query, start_seconds=q.start_seconds,
-                           end_seconds=q.now_seconds, step_seconds=q.step_seconds)
+    @property
+    def max_concurrent_queries(self) -> int:
+        """How many of a cycle's Prometheus queries may be out at once."""
+        return self._pool.workers
 
     def _from_api(self) -> tuple[list[dict[str, Any]], dict[str, float],
                                  dict[str, dict[str, str]]]:
@@ -283,10 +292,34 @@ class KubernetesPodSource:
         now = float(math.floor(self._clock()))
         q = promql.build_queries(policies, self.settings, now_seconds=now, intervals=intervals,
                                  node=self.scope.node_name)
-        evaluation = self._range(q.evaluation, q)
-        cpu = self._range(q.cpu, q) if q.cpu is not None else []
-        progress, missed = read_progress(self._prometheus, self.url, q)
-        items, allocatable, node_labels = self._from_api()
+        with self._pool.batch() as batch:
+            sent = send_cycle(batch, self.url, q, facts=False)  # the facts: from the API
+            listed = batch.alongside(self._from_api)
+            jobs = (batch.alongside(functools.partial(list_jobs, self.batch, self.scope))
+                    if self.batch is not None and not self.scope.node_name else None)
+            # the answers taken in the order they were once asked for: the first failure wins
+            evaluation = sent.evaluation()
+            cpu = sent.cpu() if sent.cpu is not None else []
+            progress, missed = progress_from(q, sent.progress)
+            items, allocatable, node_labels = listed()
+            snap, warnings = self._merged(q, intervals, evaluation=evaluation, cpu=cpu,
+                                          items=items, allocatable=allocatable,
+                                          node_labels=node_labels, progress=progress)
+            snap, measured = metrics_from(sent.metrics, snap,
+                                          self.settings.evaluation_identity_labels)
+            held: list[str] = []
+            if jobs is not None:
+                snap = replace(snap, pending=held_jobs(jobs(), held))
+        self.last_warnings = (*missed, *warnings, *measured, *held)
+        for line in self.last_warnings:
+            LOG.warning("kubernetes source: %s", line)
+        return snap
+
+    def _merged(self, q: promql.CycleQueries, intervals: Mapping[str, float] | None, *,
+                evaluation: Any, cpu: Any, items: list[dict[str, Any]],
+                allocatable: dict[str, float], node_labels: dict[str, dict[str, str]],
+                progress: ProgressTable) -> tuple[Snapshot, tuple[str, ...]]:
+        """Prometheus's answers and the API's lists -> the snapshot and its warnings."""
         found = [f for f in (pod_facts(p, self.scope.container_name) for p in items)
                  if f is not None and f.running]
         try:
@@ -296,20 +329,12 @@ class KubernetesPodSource:
         except ResponseShapeError as exc:
             raise SourceError(kind="bad_response", url=self.url, what="cycle",
                               query=q.evaluation, detail=str(exc)) from exc
-        held: list[str] = []
         speeds, speed_warnings = node_speeds(node_labels)
         snap = parsed.snapshot
         if speeds:  # the operator's policyd.io/speed on the Node
             snap = replace(snap, nodes=tuple(replace(n, speed=speeds.get(n.name, n.speed))
                                              for n in snap.nodes))
-        snap, measured = read_metrics(self._prometheus, self.url, q, snap,
-                                      self.settings.evaluation_identity_labels)
-        if self.batch is not None and not self.scope.node_name:
-            snap = replace(snap, pending=held_jobs(list_jobs(self.batch, self.scope), held))
-        self.last_warnings = (*missed, *parsed.warnings, *speed_warnings, *measured, *held)
-        for line in self.last_warnings:
-            LOG.warning("kubernetes source: %s", line)
-        return snap
+        return snap, (*parsed.warnings, *speed_warnings)
 
 
 class PodWatch(ListWatch):

@@ -9,6 +9,12 @@ This class owns the HTTP (through prometheus-api-client, on sessions that authen
 calls except counters and the threads' clients: a failed call raises one `SourceError` and the
 next call simply tries again.
 
+Every source that reads Prometheus (this one, and the kubernetes, docker-stats and
+cadvisor-rest sources, which read the CPU and the facts elsewhere) makes its pool with
+`prometheus_pool` and sends a cycle's queries with `send_cycle`, and reads the answers with the
+same functions (`progress_from`, `metrics_from`, `evaluation_matrix`): the same setting, the
+same threads' clients, the same order of failures for all of them.
+
 Time: `now` is the injected clock's reading rounded down to a whole second, so that the range
 queries' steps fall exactly on the engine's boundaries (prometheus-api-client rounds range
 ends to whole seconds anyway). Datetimes handed to the client are UTC-aware (it reads naive
@@ -19,7 +25,6 @@ client sends in place of its rounded ones.
 from __future__ import annotations
 
 import ast
-import functools
 import json
 import logging
 import math
@@ -27,6 +32,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
@@ -38,7 +44,7 @@ from policyd.engine.spec import PolicyDocument
 from policyd.model import Snapshot
 from policyd.sources.errors import SourceError
 from policyd.sources.http import classify_requests, retry_policy
-from policyd.sources.matrix import ResponseShapeError
+from policyd.sources.matrix import Matrix, ResponseShapeError, read_matrix
 from policyd.sources.parse import Parsed, parse_cycle
 from policyd.sources.progress import EMPTY as EMPTY_PROGRESS
 from policyd.sources.progress import ProgressTable, parse_progress
@@ -58,12 +64,13 @@ benchmarks/README.md), while loopback or a cluster network carries the plain byt
 milliseconds."""
 
 MAX_CONCURRENT_QUERIES = 1
-"""A cycle's queries in flight at once by default (`prometheus.max_concurrent_queries`): one
-after the other. Four at once (a FlowCon cycle on Kubernetes is eight queries, the biggest
-three of them range queries) made a 10,000-container cycle 0.91-0.92x as long with Prometheus
-on a core of its own, 0.93-1.06x on two cores it shared with policyd, and raised the process's
-peak memory from 275 to 478 MiB (benchmarks/README.md, prometheus_scale.py, "Twelfth
-session"): worth it for a Prometheus on its own machine, which a user opts into."""
+"""A cycle's queries in flight at once by default (`prometheus.max_concurrent_queries`, for
+every source that reads Prometheus): one after the other. Four at once (a FlowCon cycle on
+Kubernetes is eight queries, the biggest three of them range queries) made a 10,000-container
+cycle 0.91-0.92x as long with Prometheus on a core of its own, 0.93-1.06x on two cores it
+shared with policyd, and raised the process's peak memory from 275 to 478 MiB
+(benchmarks/README.md, prometheus_scale.py, "Twelfth session"): worth it for a Prometheus on
+its own machine, which a user opts into."""
 
 _STATUS = re.compile(r"HTTP Status Code (\d+) \((.*)\)\s*$", re.DOTALL)
 
@@ -199,14 +206,6 @@ def progress_from(queries: CycleQueries, answers: tuple[Answer, Answer] | None
                                 f"result: {exc}",)
 
 
-def read_progress(client: PrometheusClient, url: str,
-                  queries: CycleQueries) -> tuple[ProgressTable, tuple[str, ...]]:
-    """`progress_from` the two progress queries sent now, one after the other, on `client`."""
-    calls = progress_calls(url, queries)
-    return progress_from(queries, None if calls is None else (
-        functools.partial(calls[0], client), functools.partial(calls[1], client)))
-
-
 def metric_calls(url: str, queries: CycleQueries) -> list[tuple[str, Call]]:
     """The policies' per-job metrics (`queries.metrics`), one range query each, by name."""
     return [(name, range_call(url, query, queries)) for name, query in queries.metrics]
@@ -233,11 +232,45 @@ def metrics_from(answers: Sequence[tuple[str, Answer]], snapshot: Snapshot,
     return snapshot, (*warnings, *placed)
 
 
-def read_metrics(client: PrometheusClient, url: str, queries: CycleQueries, snapshot: Snapshot,
-                 identity: tuple[str, ...]) -> tuple[Snapshot, tuple[str, ...]]:
-    """`metrics_from` the metric queries sent now, one after the other, on `client`."""
-    return metrics_from([(name, functools.partial(call, client))
-                         for name, call in metric_calls(url, queries)], snapshot, identity)
+@dataclass(frozen=True, kw_only=True)
+class Sent:
+    """A cycle's queries sent on a batch (`send_cycle`). Their answers are taken in the order
+    the queries were once sent in, one after the other (evaluation, CPU, the facts, the
+    progress pair, the metrics), so that the first failure in that order is the cycle's error
+    whichever failed first in time."""
+
+    evaluation: Answer
+    cpu: Answer | None
+    facts: list[tuple[str, Answer]]
+    progress: tuple[Answer, Answer] | None
+    metrics: list[tuple[str, Answer]]
+
+
+def send_cycle(batch: Batch[PrometheusClient], url: str, queries: CycleQueries, *,
+               cpu: bool = True, facts: bool = True) -> Sent:
+    """The cycle's queries sent on `batch` (`query_pool`: together on several workers, each
+    when its answer is asked for on one): the evaluation range; the CPU range and the facts
+    unless the source reads them elsewhere (`cpu`, `facts` False); the progress pair when a
+    policy needs steps; the policies' metrics."""
+    evaluation = batch.send(range_call(url, queries.evaluation, queries))
+    used = (batch.send(range_call(url, queries.cpu, queries))
+            if cpu and queries.cpu is not None else None)
+    found = [(fact, batch.send(instant_call(url, query, queries)))
+             for fact, query in (queries.facts if facts else ())]
+    pair = progress_calls(url, queries)
+    progress = None if pair is None else (batch.send(pair[0]), batch.send(pair[1]))
+    return Sent(evaluation=evaluation, cpu=used, facts=found, progress=progress,
+                metrics=[(name, batch.send(call)) for name, call in metric_calls(url, queries)])
+
+
+def evaluation_matrix(sent: Sent, url: str, queries: CycleQueries) -> Matrix:
+    """The evaluation query's answer as a `Matrix`; an answer that is not a range result is
+    the cycle's SourceError, as a failed query is."""
+    try:
+        return read_matrix(sent.evaluation())
+    except ResponseShapeError as exc:
+        raise SourceError(kind="bad_response", url=url, what="query_range",
+                          query=queries.evaluation, detail=str(exc)) from exc
 
 
 def connect_prometheus(url: str, *, timeout_seconds: float, retries: int,
@@ -256,6 +289,32 @@ def connect_prometheus(url: str, *, timeout_seconds: float, retries: int,
     return cast(PrometheusClient, FastPrometheusConnect(
         url=url, session=made, retry=retry_policy(retries, retry_backoff_seconds),
         timeout=timeout_seconds))  # type: ignore[arg-type]
+
+
+def prometheus_pool(url: str, *, workers: int, name: str, timeout_seconds: float,
+                    retries: int, retry_backoff_seconds: float = 0.5, disable_ssl: bool = False,
+                    access: HttpAccess | None = None, client: PrometheusClient | None = None
+                    ) -> QueryPool[PrometheusClient]:
+    """The `QueryPool` of a source reading Prometheus at `url` (its `max_concurrent_queries`
+    are `workers`): each thread's client made as `connect_prometheus` makes one, `access`'s
+    certificate, key and CA files checked now rather than at a thread's first query (one gone
+    since is that cycle's SourceError). A `client` passed in (tests) is every thread's."""
+    if client is not None:
+        given = client
+        return QueryPool(lambda: given, workers=workers, name=name)
+    if access is not None:
+        check_files(access)
+
+    def connect() -> PrometheusClient:
+        try:
+            return connect_prometheus(url, timeout_seconds=timeout_seconds, retries=retries,
+                                      retry_backoff_seconds=retry_backoff_seconds,
+                                      disable_ssl=disable_ssl, access=access)
+        except ValueError as exc:
+            raise SourceError(kind="tls", url=url, what="connect", query="",
+                              detail=str(exc)) from exc
+
+    return QueryPool(connect, workers=workers, name=name)
 
 
 class PrometheusSource:
@@ -283,21 +342,11 @@ class PrometheusSource:
         self.node = node
         """A node agent's node: every query asks for its containers only (`promql`)."""
         self._clock = clock
-        connect: Callable[[], PrometheusClient]
-        if client is None:
-            if access is not None:
-                check_files(access)  # now, not at a thread's first query
-            connect = functools.partial(
-                self._connect, timeout_seconds=timeout_seconds, retries=retries,
-                retry_backoff_seconds=retry_backoff_seconds, disable_ssl=disable_ssl,
-                access=access)
-        else:
-            given = client
-
-            def connect() -> PrometheusClient:
-                return given
-        self._pool = QueryPool(connect, workers=max_concurrent_queries,
-                               name="prometheus-query")
+        self._pool = prometheus_pool(self.url, workers=max_concurrent_queries,
+                                     name="prometheus-query", timeout_seconds=timeout_seconds,
+                                     retries=retries,
+                                     retry_backoff_seconds=retry_backoff_seconds,
+                                     disable_ssl=disable_ssl, access=access, client=client)
         self.errors_total: Counter[str] = Counter()
         self.last_warnings: tuple[str, ...] = ()
 
@@ -305,15 +354,6 @@ class PrometheusSource:
     def max_concurrent_queries(self) -> int:
         """How many of a cycle's queries may be out at once."""
         return self._pool.workers
-
-    def _connect(self, **options: Any) -> PrometheusClient:
-        """A thread's client; a certificate, key or CA file gone since the start is this
-        cycle's SourceError."""
-        try:
-            return connect_prometheus(self.url, **options)
-        except ValueError as exc:
-            raise SourceError(kind="tls", url=self.url, what="connect", query="",
-                              detail=str(exc)) from exc
 
     def observe(self, policies: Sequence[PolicyDocument], *,
                 intervals: Mapping[str, float] | None = None) -> Parsed:
@@ -330,20 +370,12 @@ class PrometheusSource:
     def _observe(self, queries: CycleQueries, intervals: Mapping[str, float] | None,
                  batch: Batch[PrometheusClient]) -> Parsed:
         url = self.url
-        evaluation = batch.send(range_call(url, queries.evaluation, queries))
-        cpu = (batch.send(range_call(url, queries.cpu, queries))
-               if queries.cpu is not None else None)
-        facts = [(fact, batch.send(instant_call(url, query, queries)))
-                 for fact, query in queries.facts]
-        progress_sent = progress_calls(url, queries)
-        progress_answers = (None if progress_sent is None else
-                            (batch.send(progress_sent[0]), batch.send(progress_sent[1])))
-        metrics = [(name, batch.send(call)) for name, call in metric_calls(url, queries)]
+        sent = send_cycle(batch, url, queries)
         try:  # the answers taken in the order they were once sent in: the first failure wins
-            evaluated = evaluation()
-            used = cpu() if cpu is not None else []
-            found = {fact: answer() for fact, answer in facts}
-            progress, missed = progress_from(queries, progress_answers)
+            evaluated = sent.evaluation()
+            used = sent.cpu() if sent.cpu is not None else []
+            found = {fact: answer() for fact, answer in sent.facts}
+            progress, missed = progress_from(queries, sent.progress)
             try:
                 parsed = parse_cycle(evaluation=evaluated, cpu=used, facts_results=found,
                                      queries=queries, settings=self.settings,
@@ -355,7 +387,7 @@ class PrometheusSource:
             self.errors_total[err.kind] += 1
             LOG.error("prometheus source: %s", err)
             raise
-        snapshot, measured = metrics_from(metrics, parsed.snapshot,
+        snapshot, measured = metrics_from(sent.metrics, parsed.snapshot,
                                           self.settings.evaluation_identity_labels)
         parsed = Parsed(snapshot=snapshot, warnings=(*missed, *parsed.warnings, *measured))
         self.last_warnings = log_warnings("prometheus source", parsed.warnings)

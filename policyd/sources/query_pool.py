@@ -27,6 +27,12 @@ batch closes, even when it closes on an error: nothing of a cycle runs after the
 returned, so a garbage-collector pause around the cycle (`policyd.fastjson.paused_gc`) covers
 every answer's decoding.
 
+A source whose cycle also reads something else (a Kubernetes API list, the Docker engines'
+stats, the cAdvisors) reads it `alongside` the queries: in the calling thread, which would
+otherwise only wait, while the pool's threads run the queries sent before it; with one worker,
+when its answer is asked for, in the order it always was. Its answer too is taken in that
+order, so an earlier query's failure is still the one raised.
+
 Must not: build queries, decode or parse answers, or decide what a failure means (callers do).
 """
 
@@ -105,6 +111,19 @@ class Batch(Generic[C]):
         future = self._pool.submit(call)
         self._sent.append(future)
         return future.result
+
+    def alongside(self, call: Callable[[], T]) -> Callable[[], T]:
+        """`call()`, which needs no client, run now in the calling thread (on one worker:
+        when its answer is first asked for, as `send`); the function returned gives its
+        result or raises its exception. Send the queries first: they run meanwhile."""
+        if self._pool.workers == 1:
+            return functools.cache(call)
+        done: Future[T] = Future()
+        try:
+            done.set_result(call())
+        except Exception as exc:  # raised when its answer is asked for, in the caller's order
+            done.set_exception(exc)
+        return done.result
 
     def settle(self) -> None:
         """Cancel what no thread has started; wait for the rest (their answers or errors are

@@ -342,8 +342,11 @@ def test_kubernetes_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
     monkeypatch.setattr(KubernetesActuator, "recover", fake_recover)
     settings = k8s_settings(tmp_path, tmp_path / "p.yaml", SPECON)
+    settings = settings.model_copy(update={"prometheus": settings.prometheus.model_copy(
+        update={"max_concurrent_queries": 3})})
     parts = kubernetes_parts(settings, recover=recover, node=node)
     assert isinstance(parts.source, KubernetesPodSource)
+    assert parts.source.max_concurrent_queries == 3  # prometheus.max_concurrent_queries
     if node is None:  # the manager also watches the Jobs, for the held ones
         assert isinstance(parts.events, MergedEvents)
         assert [type(s) for s in parts.events.sources] == [PodWatch, JobWatch]

@@ -140,6 +140,26 @@ def test_the_prometheus_source_sends_as_many_queries_at_once_as_the_settings_say
     assert isinstance(source, PrometheusSource) and source.max_concurrent_queries == bound
 
 
+@pytest.mark.parametrize("profile", ["docker-stats", "cadvisor-rest"])
+def test_the_other_docker_sources_send_as_many_queries_at_once_as_the_settings_say(
+        profile: str, tmp_path: Path) -> None:
+    from policyd.daemon.backend import docker_parts  # noqa: PLC0415
+
+    (tmp_path / "p.yaml").write_text(policy_yaml())
+    cadvisor = {"w1": "http://127.0.0.1:9"} if profile == "cadvisor-rest" else {}
+    settings = DaemonSettings(
+        policies=(tmp_path / "p.yaml",), backend="docker",
+        prometheus=PrometheusSettings(url="http://127.0.0.1:9", profile=profile,
+                                      cadvisor=cadvisor, max_concurrent_queries=3),
+        docker=DockerSection(hosts={"w1": DockerHost(url="tcp://127.0.0.1:9")}),
+        http=HttpSettings(enabled=False))
+    source = docker_parts(settings).source
+    try:
+        assert getattr(source, "max_concurrent_queries", None) == 3
+    finally:
+        source.close()  # type: ignore[attr-defined]
+
+
 def test_the_docker_backend_reads_cadvisor_rest_when_the_settings_say_so(tmp_path: Path) -> None:
     from policyd.daemon.backend import docker_parts  # noqa: PLC0415
     from policyd.sources.cadvisor_source import CadvisorRestSource  # noqa: PLC0415

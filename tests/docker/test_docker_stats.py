@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -24,7 +25,8 @@ from policyd.sources.docker_stats import (
 )
 from policyd.sources.errors import SourceError
 from policyd.sources.matrix import read_matrix
-from tests.sources.builders import flowcon, series
+from tests.sources.builders import envelope, flowcon, series
+from tests.sources.cadvisor_server import Stub, refused, serving
 
 
 def rfc3339(seconds: float) -> str:
@@ -294,3 +296,76 @@ def test_the_engines_speed_reaches_the_snapshots_nodes() -> None:
         stats.close()
     assert {h.node: h.speed for h in poll.hosts} == {"a": 2.0, "b": None}
     assert any("node b: engine label policyd.io/speed='-1'" in w for w in poll.warnings)
+
+
+# --- the cycle's queries in flight together (prometheus.max_concurrent_queries) ---------------
+
+DELAY_SECONDS = 0.3
+QUERIES = 3
+"""A FlowCon cycle's: the loss, the steps and the progress ratio (CPU and facts: the engines)."""
+
+
+class StatsSeen(FakeApi):
+    """An engine noting, at its stats call, what the fake Prometheus was doing."""
+
+    def __init__(self, prometheus: Stub) -> None:
+        super().__init__({"c1": inspect("c1", "job")})
+        self.prometheus = prometheus
+        self.seen: list[tuple[bool, int]] = []
+
+    def stats(self, cid: str, stream: bool, one_shot: bool) -> dict[str, Any]:
+        self.seen.append(self.prometheus.seen_beside(QUERIES))
+        return super().stats(cid, stream, one_shot)
+
+
+@contextmanager
+def on_engines(prometheus: Stub, workers: int
+               ) -> Iterator[tuple[DockerSnapshotSource, StatsSeen]]:
+    """The source on `prometheus` (served on 127.0.0.1) and on the engine a it yields."""
+    engine = StatsSeen(prometheus)
+    with serving(prometheus) as url:
+        source = DockerSnapshotSource(url, SETTINGS, clients=clients(a=engine, b=FakeApi({})),
+                                      retries=0, max_concurrent_queries=workers,
+                                      clock=lambda: 1_700_000_400.0)
+        try:
+            yield source, engine
+        finally:
+            source.close()
+
+
+def job_loss() -> dict[str, Any]:
+    return envelope([series({"container": "job"}, [2.0, 1.5])])
+
+
+@pytest.mark.parametrize(("workers", "at_once", "seen"), [
+    pytest.param(1, 1, (False, QUERIES), id="one-after-the-other"),
+    pytest.param(4, QUERIES, (True, 0), id="together")])
+def test_the_queries_go_together_up_to_the_bound_and_the_engines_are_polled_meanwhile(
+        workers: int, at_once: int, seen: tuple[bool, int]) -> None:
+    prometheus = Stub(prometheus=job_loss(), query_delay_seconds=DELAY_SECONDS)
+    with on_engines(prometheus, workers) as (source, engine):
+        snap = source.snapshot([flowcon()])
+    assert prometheus.most_in_flight == at_once and prometheus.answered == QUERIES
+    assert engine.seen == [seen]
+    assert [c.id for c in snap.containers] == ["job"] and "c1" in source.stats.rings
+
+
+@pytest.mark.parametrize(("workers", "polled"), [(1, False), (4, True)])
+def test_a_failed_evaluation_query_leaves_the_cpu_rings_as_they_were(
+        workers: int, polled: bool) -> None:
+    # Together, the engines were polled beside the queries; the samples are not kept.
+    prometheus = Stub(prometheus=job_loss(), query_faults={
+        "policyd_training_loss": refused("no loss", DELAY_SECONDS)})
+    with on_engines(prometheus, workers) as (source, engine), \
+            pytest.raises(SourceError, match="no loss"):
+        source.snapshot([flowcon()])
+    assert bool(engine.stats_calls) == polled and source.stats.rings == {}
+
+
+def test_a_failed_progress_query_is_still_a_warning_with_the_queries_together() -> None:
+    prometheus = Stub(prometheus=job_loss(), query_faults={
+        "policyd_training_steps_total": refused("no steps")})
+    with on_engines(prometheus, 4) as (source, _):
+        snap = source.snapshot([flowcon()])
+    assert [c.id for c in snap.containers] == ["job"]
+    assert source.last_warnings[0].startswith("no job's progress this cycle (forecasts say so)")

@@ -7,12 +7,12 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any
 
 from policyd.cli import main
 from tests.kubernetes import world
+from tests.kubernetes.world import rs_done_loss as loss
 from tests.kubernetes.world import served
-from tests.sources.builders import envelope, series
+from tests.sources.builders import envelope
 from tests.sources.cadvisor_server import Stub, serving
 
 POLICY = """\
@@ -21,14 +21,6 @@ kind: FlowCon
 metadata: {name: flowcon}
 spec: {interval_seconds: 20, window_intervals: 5}
 """
-
-
-def loss(params: dict[str, str]) -> dict[str, Any]:
-    """rs-done's loss at the query's steps (no kube-state-metrics series anywhere)."""
-    start, end, step = float(params["start"]), float(params["end"]), float(params["step"])
-    times = [start + step * k for k in range(round((end - start) / step) + 1)]
-    labels = {"namespace": world.NS, "pod": "rs-done", "container": "trainer", "node": "w2"}
-    return envelope([series(labels, [3.0 / (1 + k) for k in range(len(times))], times)])
 
 
 def plan(*args: str, policy: Path) -> tuple[int, str, str]:

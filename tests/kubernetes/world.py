@@ -21,6 +21,7 @@ from policyd.model import Decision, Migrate, SetCpu
 from tests.kubernetes.builders import FakeClock
 from tests.kubernetes.fake_apiserver import FakeApiServer
 from tests.kubernetes.fake_cluster import FakeCluster, response
+from tests.sources.builders import envelope, series
 
 Obj = dict[str, Any]
 NS = "training"
@@ -58,6 +59,15 @@ def listed_pod(name: str) -> Obj:
 
 def resize_pod(cluster: FakeCluster, name: str = "rs-done") -> Obj:
     return cluster.add("pods", listed_pod(name))
+
+
+def rs_done_loss(params: dict[str, str]) -> dict[str, Any]:
+    """A fake Prometheus's answer to a range query (`tests.sources.cadvisor_server.Stub`):
+    rs-done's loss at the query's steps (no kube-state-metrics series anywhere)."""
+    start, end, step = float(params["start"]), float(params["end"]), float(params["step"])
+    times = [start + step * k for k in range(round((end - start) / step) + 1)]
+    labels = {"namespace": NS, "pod": "rs-done", "container": "trainer", "node": "w2"}
+    return envelope([series(labels, [3.0 / (1 + k) for k in range(len(times))], times)])
 
 
 def bare_pod(cluster: FakeCluster) -> Obj:

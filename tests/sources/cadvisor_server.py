@@ -8,7 +8,9 @@ stats as cAdvisor's `TimedStore.InTimeRange` does with a start and no end: sampl
 `GET /api/v1/query_range` answers the Prometheus matrix given (or made from the query's
 parameters), `GET /api/v1/query` the instant answer given. Every request is recorded; a
 `fault` makes the server answer badly (status, garbage body, or a delay longer than the
-client's timeout).
+client's timeout). A Prometheus query waits `query_delay_seconds` before its answer (or its
+`query_faults` entry: the fault of the first key its PromQL contains), and the server counts
+how many queries were in flight at once (`most_in_flight`) and how many were answered.
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ class Fault:
     path: str | None = None
 
 
+def refused(error: str, delay_seconds: float = 0.0) -> Fault:
+    """Prometheus's answer to a query it cannot run (400 bad_data: never retried)."""
+    return Fault(status=400, delay_seconds=delay_seconds, body=json.dumps(
+        {"status": "error", "errorType": "bad_data", "error": error}))
+
+
 @dataclass
 class Stub:
     """What the server answers, and what it was asked."""
@@ -55,7 +63,36 @@ class Stub:
     """The answer of Prometheus's instant queries (`/api/v1/query`), when set."""
     fault: Fault | None = None
     docker_body: str | None = None
+    query_delay_seconds: float = 0.0
+    query_faults: dict[str, Fault] = field(default_factory=dict)
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
+    in_flight: int = 0
+    most_in_flight: int = 0
+    answered: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def seen_beside(self, queries: int) -> tuple[bool, int]:
+        """For a read alongside a cycle's `queries`: waits (2 s at most) until one of them is
+        in flight or all were answered; then whether any is in flight, and how many were
+        answered (a cycle that sends them together: True, 0; one after the other: False, all)."""
+        deadline = time.monotonic() + 2.0
+        while self.in_flight == 0 and self.answered < queries and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return self.in_flight > 0, self.answered
+
+    @contextlib.contextmanager
+    def query(self) -> Iterator[None]:
+        """One Prometheus query in flight, counted, for at least `query_delay_seconds`."""
+        with self.lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            time.sleep(self.query_delay_seconds)
+            yield
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+                self.answered += 1
 
     def served_docker(self, body: Any) -> dict[str, Any]:
         start = body.get("start") if isinstance(body, dict) else None
@@ -82,6 +119,10 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
             stub.requests.append((method, path, body))
+            if path.startswith("/api/v1/query"):
+                with stub.query():
+                    self._answer_query(method, path)
+                return
             fault = stub.fault
             if fault is not None and fault.path in (None, path):
                 time.sleep(fault.delay_seconds)
@@ -92,11 +133,21 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
                 self._send(200, text)
             elif method == "GET" and path == "/api/v1.3/machine" and stub.machine is not None:
                 self._send(200, json.dumps(stub.machine))
+            else:
+                self._send(404, "404 page not found")
+
+        def _answer_query(self, method: str, path: str) -> None:
+            params = {k: v[0] for k, v in urllib.parse.parse_qs(
+                urllib.parse.urlsplit(self.path).query).items()}
+            fault = next((f for key, f in stub.query_faults.items()
+                          if key in params.get("query", "")), stub.fault)
+            if fault is not None and fault.path in (None, path):
+                time.sleep(fault.delay_seconds)
+                self._send(fault.status, fault.body if fault.body is not None else "{}")
             elif method == "GET" and path == "/api/v1/query_range" and stub.prometheus:
                 answer = stub.prometheus
                 if callable(answer):
-                    query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
-                    answer = answer({k: v[0] for k, v in query.items()})
+                    answer = answer(params)
                 self._send(200, json.dumps(answer))
             elif method == "GET" and path == "/api/v1/query" and stub.instant is not None:
                 self._send(200, json.dumps(stub.instant))

@@ -21,7 +21,7 @@ from policyd.sources.cadvisor_info import cpu_samples, parse_timestamp
 from policyd.sources.cadvisor_source import CadvisorRestSource, cadvisor_rest_source
 from policyd.sources.errors import SourceError
 from tests.sources.builders import envelope, flowcon, series
-from tests.sources.cadvisor_server import Fault, Stub, load, serving
+from tests.sources.cadvisor_server import Fault, Stub, load, refused, serving
 
 AGENT_NOW = parse_timestamp("2016-06-17T16:07:10Z")
 OTEL_NOW = parse_timestamp("2019-04-09T22:26:43Z")
@@ -227,6 +227,44 @@ def test_prometheus_failing_is_one_error(stack: ExitStack) -> None:
         src.snapshot([flowcon()])
     assert (info.value.kind, info.value.url) == ("connection", prom_url)
     assert host.requests == []
+
+
+@pytest.mark.parametrize(("workers", "at_once", "host_asked"), [
+    pytest.param(1, 1, (False, 3), id="one-after-the-other"),
+    pytest.param(4, 3, (True, 0), id="together")])
+def test_the_queries_go_together_up_to_the_bound_and_the_hosts_are_read_meanwhile(
+        workers: int, at_once: int, host_asked: tuple[bool, int], stack: ExitStack) -> None:
+    # The loss, the steps and the progress ratio, each held 0.3 s.
+    agent = agent_info()
+    prom = Stub(prometheus=envelope([loss(agent["aliases"][0], AGENT_NOW)]),
+                query_delay_seconds=0.3)
+    host = Stub(docker=[agent], machine=load("ddagent_machine_info_1.2.json"))
+    prom_url, host_url = (stack.enter_context(serving(s)) for s in (prom, host))
+    src = source(prom_url, {"w1": host_url}, AGENT_NOW, max_concurrent_queries=workers)
+    stack.callback(src.close)
+    seen: list[tuple[bool, int]] = []
+    asked = src.clients["w1"].machine
+
+    def machine() -> Any:  # the host's first request of the cycle
+        seen.append(prom.seen_beside(3))
+        return asked()
+    src.clients["w1"].machine = machine  # type: ignore[method-assign]
+    snap = src.snapshot([flowcon()])
+    assert prom.most_in_flight == at_once and prom.answered == 3
+    assert seen == [host_asked]
+    assert [c.id for c in snap.containers] == [agent["aliases"][0]]
+
+
+def test_the_evaluation_querys_failure_wins_though_a_host_fails_first(stack: ExitStack) -> None:
+    prom = Stub(prometheus=envelope([]), query_faults={
+        "training_loss": refused("the loss, late", delay_seconds=0.3)})
+    prom_url = stack.enter_context(serving(prom))
+    src = source(prom_url, {"w1": free_url()}, AGENT_NOW, max_concurrent_queries=4)
+    stack.callback(src.close)
+    with pytest.raises(SourceError) as info:
+        src.snapshot([flowcon()])
+    assert (info.value.url, info.value.kind) == (prom_url, "bad_data")
+    assert "the loss, late" in str(info.value) and src.errors_total == {"bad_data": 1}
 
 
 def test_client_sends_cadvisors_request_body(stack: ExitStack) -> None:

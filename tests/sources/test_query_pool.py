@@ -59,6 +59,27 @@ def test_one_worker_sends_nothing_until_the_answer_is_asked_for() -> None:
     assert asked == ["first"]
 
 
+@pytest.mark.parametrize(("workers", "ran_at_once"), [(1, []), (3, ["list"])])
+def test_a_read_alongside_runs_in_the_calling_thread_at_once_or_when_asked_for(
+        workers: int, ran_at_once: list[str]) -> None:
+    # Several workers: now, while the queries sent before it are out; one: where it always
+    # ran. Its error is raised when its answer is asked for, not before.
+    ran: list[str] = []
+    threads: list[str] = []
+
+    def read() -> None:
+        ran.append("list")
+        threads.append(threading.current_thread().name)
+        raise OSError("the API is down")
+
+    with QueryPool(lambda: Client(0), workers=workers).batch() as batch:
+        listed = batch.alongside(read)
+        assert ran == ran_at_once
+        with pytest.raises(OSError, match="the API is down"):
+            listed()
+    assert ran == ["list"] and threads == [threading.current_thread().name]
+
+
 @pytest.mark.parametrize("workers", [0, MAX_WORKERS + 1])
 def test_the_bound_is_1_to_max_workers(workers: int) -> None:
     with pytest.raises(ValueError, match=f"workers must be 1 to {MAX_WORKERS}"):
