@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol, Unpack, cast
+from typing import Any, Protocol, TypeVar, Unpack, cast
 
 import urllib3
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
@@ -248,6 +248,24 @@ def merge(*, evaluation: Any, cpu: Any, found: Sequence[PodFacts],
                   warnings=parsed.warnings)
 
 
+T = TypeVar("T")
+
+
+def _api_call(call: Callable[[], T], api: Any, what: str) -> T:
+    """`call()`, a list from the Kubernetes API, its failures turned into the cycle's one
+    SourceError naming `what` was listed and where (`api`'s host)."""
+    where = str(getattr(getattr(getattr(api, "api_client", None), "configuration", None),
+                        "host", "the Kubernetes API"))
+    try:
+        return call()
+    except ApiException as exc:
+        raise SourceError(kind="http", url=where, what="list", query=what,
+                          detail=f"HTTP {exc.status} {exc.reason or ''}".strip()) from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise SourceError(kind="connection", url=where, what="list", query=what,
+                          detail=str(exc)) from exc
+
+
 class KubernetesPodSource:
     """The `policyd.tick.Source` of a Kubernetes cluster (see the module docstring)."""
 
@@ -275,17 +293,16 @@ class KubernetesPodSource:
                                  dict[str, dict[str, str]]]:
         """The pod list, the nodes' allocatable CPU and their labels; API failures are
         SourceErrors."""
-        where = str(getattr(getattr(getattr(self.core, "api_client", None),
-                                    "configuration", None), "host", "the Kubernetes API"))
-        try:
+        def listed() -> tuple[list[dict[str, Any]], dict[str, float], dict[str, dict[str, str]]]:
             items, _ = list_pods(self.core, self.scope)
             return items, *list_nodes(self.core, self.scope.node_name)
-        except ApiException as exc:
-            raise SourceError(kind="http", url=where, what="list", query="pods, nodes",
-                              detail=f"HTTP {exc.status} {exc.reason or ''}".strip()) from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise SourceError(kind="connection", url=where, what="list", query="pods, nodes",
-                              detail=str(exc)) from exc
+        return _api_call(listed, self.core, "pods, nodes")
+
+    def _held(self) -> list[dict[str, Any]]:
+        """The Jobs that may be held; an API failure is a SourceError, as the pod list's is
+        (a cycle without them would present a partial decision as whole)."""
+        return _api_call(functools.partial(list_jobs, self.batch, self.scope), self.batch,
+                         "jobs")
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:
@@ -295,7 +312,7 @@ class KubernetesPodSource:
         with self._pool.batch() as batch:
             sent = send_cycle(batch, self.url, q, facts=False)  # the facts: from the API
             listed = batch.alongside(self._from_api)
-            jobs = (batch.alongside(functools.partial(list_jobs, self.batch, self.scope))
+            jobs = (batch.alongside(self._held)
                     if self.batch is not None and not self.scope.node_name else None)
             # the answers taken in the order they were once asked for: the first failure wins
             evaluation = sent.evaluation()

@@ -5,9 +5,11 @@ from __future__ import annotations
 import threading
 from typing import Any, ClassVar
 
+import pytest
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from policyd.model.events import ContainerEvent
+from policyd.sources.errors import SourceError
 from policyd.sources.kubernetes_pods import (
     KubernetesPodSource,
     PodWatch,
@@ -129,6 +131,23 @@ def test_with_a_jobs_api_the_held_jobs_come_from_one_job_list() -> None:
     assert batch.list_job_for_all_namespaces.call_count == 1
     assert batch.list_job_for_all_namespaces.call_args.kwargs["label_selector"] == (
         "policyd.io/managed=true")
+
+
+def test_a_job_list_the_api_refuses_is_the_cycles_source_error() -> None:
+    """A Job list the API refuses (RBAC without `jobs`, say) fails the cycle as a pod list
+    does: one SourceError naming what was listed, never the client's own exception, and no
+    decision made without the held jobs."""
+    core, batch, _ = apis()
+    answer(core.list_pod_for_all_namespaces, lambda **k: raw(
+        {"kind": "PodList", "metadata": {"resourceVersion": "5"}, "items": [pod()]}))
+    answer(core.list_node, lambda **k: raw({"kind": "NodeList", "items": [node()]}))
+    batch.list_job_for_all_namespaces.side_effect = api_error(403, reason="Forbidden")
+    source = KubernetesPodSource("http://prom", Scope(), core=core, prometheus=FakePrometheus(),
+                                 clock=lambda: 1030.0, batch=batch)
+    with pytest.raises(SourceError) as caught:
+        source.snapshot([flowcon(interval_seconds=30)])
+    assert (caught.value.kind, caught.value.what, caught.value.query) == ("http", "list", "jobs")
+    assert "HTTP 403 Forbidden" in str(caught.value)
 
 
 def test_a_node_agent_asks_prometheus_for_its_node_only() -> None:
