@@ -389,8 +389,7 @@ def _jobs(policy: QoEPolicy, snapshot: Snapshot, chosen: Sequence[Container]) ->
             jobs.append(_Job(container=c, target=found, measured=got, need=None, cap=cap,
                              note="", pace=pace))
             continue
-        # The cores its limit gives it; an unlimited job (the whole worker) holds nothing yet.
-        held = c.cpu_allocation * capacity[c.node] if c.cpu_allocation < 1.0 else math.nan
+        held = _held(c, capacity[c.node])
         want = (settled(need, found, got, spec.headroom) if pace is None
                 else paced_keep(need, got, pace, spec.headroom, held=held))
         jobs.append(_Job(container=c, target=found, measured=got, need=need, cap=cap,
@@ -464,14 +463,21 @@ def _served(job: _Job) -> bool:
     return job.on_track or gets >= 0.95 * need
 
 
+def _held(container: Container, capacity: float) -> float:
+    """The cores a job's limit gives it; an unlimited job (the whole worker) holds nothing yet."""
+    return container.cpu_allocation * capacity if container.cpu_allocation < 1.0 else math.nan
+
+
 def _node(jobs: list[_Job], capacity: float, spec: QoESpec) -> list[_Outcome]:
     acting = [j for j in jobs if not j.note]
     idle = sum(min(j.container.cpu_allocation * capacity, capacity) for j in jobs if j.note)
     room = max(capacity - idle, 0.0) if acting else 0.0
+    hard = spec.mode == "quota"
     claims = [Claim(key=j.container.id, need=j.need, cap=j.cap, incumbent=_served(j),
-                    want=j.want) for j in acting]
+                    want=j.want, held=_held(j.container, capacity) if hard else None)
+              for j in acting]
     shared = share(claims, room, beta=spec.beta, hysteresis=spec.hysteresis,
-                   soft=spec.mode == "shares") if acting else None
+                   soft=spec.mode == "shares", min_change=spec.min_change) if acting else None
     out = []
     k = 0
     for j in jobs:
