@@ -27,7 +27,10 @@ interval, per worker:
    the worker can meet and which are left short. The chosen jobs then get, room permitting,
    what they `want` beyond their needs (settling, below); with CPU shares what is left goes
    to the jobs without a target and a job left short keeps its floor; with quotas what is
-   left goes to the jobs without a target, then to those left short, then to the satisfied.
+   left goes to the jobs without a target, then to those left short, then to the satisfied,
+   each job first keeping the cap it holds while that fits (`qoe_allocation`, 4), and the
+   cores a job can use, for its need, are the largest it used in the window once it was held
+   back or given more than it now has (`_speed`).
    Settling, from each job's current limit: a paced job's limit rises only when it is behind
    its pace (to its need and `headroom` more) and falls only when it is on pace with more
    than three headrooms of cores to spare (to its need and `headroom` more) (`paced_keep`);

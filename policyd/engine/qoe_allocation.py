@@ -27,6 +27,14 @@ least the floor, capacity / (beta * n), so none starves. Then:
    cores nobody was given to every busy job in proportion to its weight anyway. Were the
    left-out jobs to share what is left, their limits would follow every small move of the
    chosen jobs' needs, down and up, and never settle.
+4. Settling under hard limits (`held`: the cores each job's cap gives it now). Caps are not
+   work-conserving, so what is left must be handed out, but not anew every interval: a chosen
+   job whose cores are within `min_change` of its cap keeps its cap (its limit would not move
+   anyway, and the room must not be counted as given to it); after the jobs without a
+   target, the left-out jobs and then the chosen ones keep the caps they hold while those
+   fit, in that order (a shortfall falls on as few jobs as possible: the last); only what is
+   still left is spread as in 3. So a limit grows into cores nobody holds and falls only
+   when a target's need, a floor or a newcomer takes them back.
 
 Pure arithmetic on plain numbers: no snapshot, no I/O.
 """
