@@ -27,7 +27,10 @@ interval, per worker:
    the worker can meet and which are left short. The chosen jobs then get, room permitting,
    what they `want` beyond their needs (settling, below); with CPU shares what is left goes
    to the jobs without a target and a job left short keeps its floor; with quotas what is
-   left goes to the jobs without a target, then to those left short, then to the satisfied.
+   left goes to the jobs without a target, then to those left short, then to the satisfied,
+   each job first keeping the cap it holds while that fits (`qoe_allocation`, 4), and the
+   cores a job can use, for its need, are the largest it used in the window once it was held
+   back or given more than it now has (`_speed`).
    Settling, from each job's current limit: a paced job's limit rises only when it is behind
    its pace (to its need and `headroom` more) and falls only when it is on pace with more
    than three headrooms of cores to spare (to its need and `headroom` more) (`paced_keep`);
@@ -194,26 +197,43 @@ class _Job:
 
 
 def _speed(snapshot: Snapshot, containers: Sequence[Container], *,
-           soft: bool) -> dict[str, SpeedModel]:
-    """Each container's fitted speed model (one row each), from the forecast's histories.
+           soft: bool) -> tuple[dict[str, SpeedModel], dict[str, float]]:
+    """Each container's fitted speed model (one row each), from the forecast's histories, and
+    the most cores it is given room to grow to (`Claim.cap`; the model's cap unless below).
 
     With soft limits (`shares`), the most cores a job can use is read from the intervals its
     node had cores to spare: CPU shares are work-conserving, so a job then used all it could.
     It is the largest such use in the window (the model's own reading, from the last interval
-    only, would forget it as soon as the job is given less); with none, the model's."""
+    only, would forget it as soon as the job is given less); with none, the model's.
+
+    With hard limits (`quota`) a job used, in those intervals, its limit or all it could,
+    whichever was less: the largest such use is what it can use when it was held back in its
+    last interval (the model's reading, a mean over the window, is lower), and the least it
+    can use otherwise. When that largest use is above the limit the job has now (it was given
+    more, and the window still shows it), the model takes it as the most the job can use, so
+    that whether its target is within reach is not read anew from every interval: a job left
+    out for being infeasible, held to its floor, uses all of it and would otherwise read as
+    able to use the whole worker, be chosen, be held back, and be left out again. It may still
+    grow into what is left beyond that (its growth cap is the model's own reading)."""
     if not containers:
-        return {}
+        return {}, {}
     h = histories(snapshot, containers)
     model = fit_speed(steps_made=np.diff(h.steps, axis=1),
                       seconds=np.diff(h.times_seconds, axis=1), cores=h.cores[:, 1:],
                       allocation_cores=h.allocation_cores, max_cores=h.max_cores,
                       busy=h.busy[:, 1:])
     cap = model.cap_cores
+    with np.errstate(invalid="ignore"):
+        spare = (h.busy[:, 1:] == 0) & np.isfinite(h.cores[:, 1:]) & (h.cores[:, 1:] > 0)
+    used = np.max(np.where(spare, h.cores[:, 1:], -np.inf), axis=1, initial=-np.inf)
+    largest = np.minimum(used, h.max_cores)
     if soft:
-        with np.errstate(invalid="ignore"):
-            spare = (h.busy[:, 1:] == 0) & np.isfinite(h.cores[:, 1:]) & (h.cores[:, 1:] > 0)
-        used = np.max(np.where(spare, h.cores[:, 1:], -np.inf), axis=1, initial=-np.inf)
-        cap = np.where(np.isfinite(used), np.minimum(used, h.max_cores), cap)
+        cap = grow = np.where(np.isfinite(used), largest, cap)
+    else:
+        held_back = np.isfinite(used) & (cap < h.max_cores)
+        grow = np.where(held_back, largest, cap)
+        cap = np.where(held_back | (np.isfinite(used) & (used > h.allocation_cores)),
+                       largest, cap)
     model = replace(model, cap_cores=cap)
     out = {}
     for i, c in enumerate(containers):
@@ -223,7 +243,7 @@ def _speed(snapshot: Snapshot, containers: Sequence[Container], *,
             parallel_seconds=model.parallel_seconds[rows],
             cap_cores=model.cap_cores[rows], spread=model.spread[rows],
             usable=model.usable[rows], mean_cores=model.mean_cores[rows])
-    return out
+    return out, {c.id: float(grow[i]) for i, c in enumerate(containers)}
 
 
 def cores_for_rate(model: SpeedModel, rate: float, scale: float) -> float:
@@ -361,8 +381,8 @@ def _jobs(policy: QoEPolicy, snapshot: Snapshot, chosen: Sequence[Container]) ->
     for c in chosen:
         text = declaration(c)
         targets[c.id] = None if text is None else read_target(text, known)
-    models = _speed(snapshot, [c for c in chosen if isinstance(targets[c.id], Target)
-                               and len(c.steps) > 0], soft=spec.mode == "shares")
+    models, grow = _speed(snapshot, [c for c in chosen if isinstance(targets[c.id], Target)
+                                     and len(c.steps) > 0], soft=spec.mode == "shares")
     jobs = []
     for c in chosen:
         cap = capacity[c.node]
@@ -372,8 +392,10 @@ def _jobs(policy: QoEPolicy, snapshot: Snapshot, chosen: Sequence[Container]) ->
                              note=found or ""))
             continue
         model = models.get(c.id)
+        usable = cap  # the most it can use, for its need
         if model is not None and bool(model.usable[0]):
-            cap = min(cap, max(float(model.cap_cores[0]), 1.0))
+            usable = min(cap, max(float(model.cap_cores[0]), 1.0))
+            cap = min(cap, max(grow[c.id], 1.0))
         got = measure(found, c, now=snapshot.time, window_seconds=spec.window_seconds,
                       stale_seconds=stale)
         if isinstance(got, str):
@@ -383,14 +405,13 @@ def _jobs(policy: QoEPolicy, snapshot: Snapshot, chosen: Sequence[Container]) ->
             continue
         pace = pace_rate(found, c)
         rate = found.value if pace is None else pace
-        need = _need(found, got, model, headroom=spec.headroom, cap=cap, rate=rate,
+        need = _need(found, got, model, headroom=spec.headroom, cap=usable, rate=rate,
                      paced=pace is not None)
         if math.isnan(need):
             jobs.append(_Job(container=c, target=found, measured=got, need=None, cap=cap,
                              note="", pace=pace))
             continue
-        # The cores its limit gives it; an unlimited job (the whole worker) holds nothing yet.
-        held = c.cpu_allocation * capacity[c.node] if c.cpu_allocation < 1.0 else math.nan
+        held = _held(c, capacity[c.node])
         want = (settled(need, found, got, spec.headroom) if pace is None
                 else paced_keep(need, got, pace, spec.headroom, held=held))
         jobs.append(_Job(container=c, target=found, measured=got, need=need, cap=cap,
@@ -464,14 +485,21 @@ def _served(job: _Job) -> bool:
     return job.on_track or gets >= 0.95 * need
 
 
+def _held(container: Container, capacity: float) -> float:
+    """The cores a job's limit gives it; an unlimited job (the whole worker) holds nothing yet."""
+    return container.cpu_allocation * capacity if container.cpu_allocation < 1.0 else math.nan
+
+
 def _node(jobs: list[_Job], capacity: float, spec: QoESpec) -> list[_Outcome]:
     acting = [j for j in jobs if not j.note]
     idle = sum(min(j.container.cpu_allocation * capacity, capacity) for j in jobs if j.note)
     room = max(capacity - idle, 0.0) if acting else 0.0
+    hard = spec.mode == "quota"
     claims = [Claim(key=j.container.id, need=j.need, cap=j.cap, incumbent=_served(j),
-                    want=j.want) for j in acting]
+                    want=j.want, held=j.container.cpu_allocation * capacity if hard else None)
+              for j in acting]
     shared = share(claims, room, beta=spec.beta, hysteresis=spec.hysteresis,
-                   soft=spec.mode == "shares") if acting else None
+                   soft=spec.mode == "shares", min_change=spec.min_change) if acting else None
     out = []
     k = 0
     for j in jobs:

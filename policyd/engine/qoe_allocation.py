@@ -27,6 +27,14 @@ least the floor, capacity / (beta * n), so none starves. Then:
    cores nobody was given to every busy job in proportion to its weight anyway. Were the
    left-out jobs to share what is left, their limits would follow every small move of the
    chosen jobs' needs, down and up, and never settle.
+4. Settling under hard limits (`held`: the cores each job's cap gives it now). Caps are not
+   work-conserving, so what is left must be handed out, but not anew every interval: a chosen
+   job whose cores are within `min_change` of its cap keeps its cap (its limit would not move
+   anyway, and the room must not be counted as given to it); after the jobs without a
+   target, the left-out jobs and then the chosen ones keep the caps they hold while those
+   fit, in that order (a shortfall falls on as few jobs as possible: the last); only what is
+   still left is spread as in 3. So a limit grows into cores nobody holds and falls only
+   when a target's need, a floor or a newcomer takes them back.
 
 Pure arithmetic on plain numbers: no snapshot, no I/O.
 """
@@ -45,13 +53,15 @@ class Claim:
     """One job's claim on its worker: `need` cores to meet its target (inf: infeasible; None:
     no target to meet now), `cap` the most it can use, `incumbent` whether it is served now
     (it meets its target or holds its need), `key` a tie-breaker (its id), `want` the cores
-    it keeps when chosen and there is room (None: its need; never less than its need)."""
+    it keeps when chosen and there is room (None: its need; never less than its need), `held`
+    the cores its current limit gives it (None: unlimited or not known; hard limits only)."""
 
     key: str
     need: float | None
     cap: float
     incumbent: bool = False
     want: float | None = None
+    held: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,7 +104,7 @@ def _top_up(cores: list[float], claims: Sequence[Claim], caps: Sequence[float],
 
 
 def share(claims: Sequence[Claim], capacity: float, *, beta: float,
-          hysteresis: float, soft: bool = False) -> Share:
+          hysteresis: float, soft: bool = False, min_change: float = 0.0) -> Share:
     """Cores per claim (module docstring)."""
     n = len(claims)
     if n == 0:
@@ -139,8 +149,29 @@ def share(claims: Sequence[Claim], capacity: float, *, beta: float,
     if soft:
         fill(cores, [math.inf] * n, free, left)
         return Share(cores=tuple(cores), selected=tuple(selected), floor_cores=floor)
+    for i in chosen:  # a limit within min_change of its cores stays (`policyd.engine.qoe`)
+        held = claims[i].held
+        if held is not None and abs(held - cores[i]) <= min_change * held and \
+                held - cores[i] <= left:
+            left -= held - cores[i]
+            cores[i] = held
     left = fill(cores, caps, free, left)
+    left = _keep(cores, claims, [*left_out, *chosen], left)
     left = fill(cores, caps, left_out, left)
-    fill(cores, caps, chosen, left,
-          weights=[cores[i] for i in chosen])
+    fill(cores, caps, chosen, left, weights=[cores[i] for i in chosen])
     return Share(cores=tuple(cores), selected=tuple(selected), floor_cores=floor)
+
+
+def _keep(cores: list[float], claims: Sequence[Claim], order: Sequence[int],
+          left: float) -> float:
+    """Hard limits (module docstring, 3): the jobs of `order`, in that order, keep what their
+    limits give them now while it fits in `left` (so a shortfall falls on the last); what is
+    still left is returned."""
+    for i in order:
+        held = claims[i].held
+        if held is None or not math.isfinite(held):
+            continue
+        more = min(max(held - cores[i], 0.0), left)
+        cores[i] += more
+        left -= more
+    return left

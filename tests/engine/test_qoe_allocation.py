@@ -97,3 +97,34 @@ def test_what_a_job_wants_beyond_its_need_never_keeps_another_job_out() -> None:
 
 def test_no_claims_share_nothing() -> None:
     assert share([], 8.0, beta=2.0, hysteresis=0.1).cores == ()
+
+
+def test_hard_limits_settle_when_needs_move_a_little_each_interval() -> None:
+    # Two chosen jobs whose needs wobble by 3 % an interval, two left-out jobs sharing what is
+    # left. Each decision starts from the caps the last one set (`held`): the left-out jobs
+    # keep theirs while they fit, and a chosen job's need within min_change of its cap counts
+    # as that cap, so no limit follows the wobble.
+    needs = [(2.0, 1.5), (2.06, 1.455), (1.94, 1.545), (2.06, 1.455), (1.94, 1.545)]
+    held: list[float | None] = [None] * 4
+    seen = []
+    for a, b in needs:
+        c = [Claim(key="a", need=a, cap=8.0, want=a, held=held[0]),
+             Claim(key="b", need=b, cap=8.0, want=b, held=held[1]),
+             Claim(key="x", need=math.inf, cap=8.0, held=held[2]),
+             Claim(key="y", need=math.inf, cap=8.0, held=held[3])]
+        got = share(c, 8.0, beta=4.0, hysteresis=0.1, min_change=0.05)
+        assert got.selected == (True, True, False, False)
+        assert sum(got.cores) <= 8.0 + 1e-9
+        held = list(got.cores)
+        seen.append(got.cores)
+    assert all(cores == pytest.approx(seen[0]) for cores in seen[1:])
+
+
+def test_hard_limits_cut_the_last_job_first_when_what_is_held_no_longer_fits() -> None:
+    # A chosen job's need rises by 1 core: the held caps no longer fit, and the cut falls on
+    # the last left-out job (by key), not on every job a little.
+    c = [Claim(key="a", need=3.0, cap=8.0, want=3.0, held=2.0),
+         Claim(key="x", need=math.inf, cap=8.0, held=3.0),
+         Claim(key="y", need=math.inf, cap=8.0, held=3.0)]
+    got = share(c, 8.0, beta=4.0, hysteresis=0.1, min_change=0.05)
+    assert got.cores == pytest.approx((3.0, 3.0, 2.0))
