@@ -164,7 +164,7 @@ def share(claims: Sequence[Claim], capacity: float, *, beta: float,
 
 def _keep(cores: list[float], claims: Sequence[Claim], order: Sequence[int],
           left: float) -> float:
-    """Hard limits (module docstring, 3): the jobs of `order`, in that order, keep what their
+    """Hard limits (module docstring, 4): the jobs of `order`, in that order, keep what their
     limits give them now while it fits in `left` (so a shortfall falls on the last); what is
     still left is returned."""
     for i in order:
