@@ -39,6 +39,10 @@ and never import a kind's module or test its type (an import-linter contract kee
 * `convergence_alpha(policy)`: what "converged" means for the forecast beside every decision
   (`policyd.engine.forecasting`), for jobs that do not know their total steps: improving by
   less than this per base interval per core.
+* `node_reports(policy, snapshot)`: a cluster-wide kind that can decide from its node agents'
+  reports says what an agent reports of its node (`policyd.model.node_report`); with
+  `node_reports: true` in the daemon's settings, agents publish them and the manager decides
+  from them alone (docs/design.md, "The manager from node reports").
 
 This module holds plain declarations: no I/O, no policy logic.
 """
@@ -56,6 +60,7 @@ from policyd.model import (
     Decision,
     MarkMigrated,
     Migrate,
+    NodeReport,
     SetCpu,
     Snapshot,
     Stop,
@@ -171,6 +176,11 @@ class Kind:
     metric_queries: Callable[[PolicyDocument], Mapping[str, str]] = field(default=_no_metrics)
     """The QoE metrics the policy reads, name -> PromQL selecting one series per container
     (with the "metrics" input)."""
+    node_reports: Callable[[PolicyDocument, Snapshot], tuple[NodeReport, ...]] | None = None
+    """A cluster-wide kind that can decide from its node agents' reports (`Snapshot.
+    node_reports`, `policyd.model.node_report`): what an agent reports of its node's snapshot
+    (one per node); its `plan` decides from a snapshot of reports. None: it needs every
+    container's series."""
 
     def scope_of(self, policy: PolicyDocument) -> Scope:
         """Where `policy` runs: each worker on its own, or the whole cluster. A policy that

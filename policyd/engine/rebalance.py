@@ -38,6 +38,26 @@ _LISTED_WORKERS = 8
 
 
 @dataclass(frozen=True, kw_only=True)
+class Candidate:
+    """A reallocated job Algorithm 5 may choose: its converged duration d_c, id and worker, and
+    why policyd may not move it now (the guards; None: it may)."""
+
+    converged_seconds: float
+    container: str
+    node: str
+    blocked: str | None = None
+
+
+def candidates_of(active: Sequence[Container], spec: CommonSpec, now: float) -> list[Candidate]:
+    """The jobs of `active` (the categorised ones) that Algorithm 5 may choose: marked converged
+    (`converged_at`), not rebalanced before; with the guards' verdict on each."""
+    return [Candidate(converged_seconds=now - c.markers.converged_at, container=c.id,
+                      node=c.node, blocked=guards.action_blocked(c, spec, now, disrupts=True))
+            for c in active
+            if c.markers.converged_at is not None and not c.markers.rebalanced]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Rebalancing:
     """Algorithm 5's outcome: migrations, per-container notes (by id) and notes for the run."""
 
@@ -62,19 +82,20 @@ def _listed(workers: Sequence[str]) -> str:
 def rebalance_cluster(
     *,
     policy: str,
-    spec: CommonSpec,
     now: float,
     load: Mapping[str, int],
-    active: Sequence[Container],
+    candidates: Sequence[Candidate],
     balance_factor: Literal["auto"] | int,
     budget: guards.MigrationBudget,
     grace_seconds: float | None = None,
 ) -> Rebalancing:
-    """Algorithm 5 on the snapshot's state.
+    """Algorithm 5 on the cluster's state.
 
-    `load` is |w| for every worker; `active` the categorised containers (the only ones that may
-    be moved); `budget` is shared with Algorithm 4 of the same cycle; `grace_seconds` goes on
-    every move (the policy's `migration_grace_seconds`).
+    `load` is |w| for every worker; `candidates` the jobs that may be chosen (`candidates_of`
+    the categorised containers, or the node agents' reports: as many per worker as the budget
+    may move off it are enough, since every candidate of a worker past those is refused);
+    `budget` is shared with Algorithm 4 of the same cycle; `grace_seconds` goes on every move
+    (the policy's `migration_grace_seconds`).
     """
     load = dict(load)
     bf = balance_factor_of(balance_factor, load)
@@ -91,17 +112,14 @@ def rebalance_cluster(
                 f"{_listed(targets) or 'none'}")
 
     # D (lines 2-6): converged durations of the jobs that may still be chosen, smallest first.
-    pool = sorted(
-        ((now - c.markers.converged_at, c) for c in active
-         if c.markers.converged_at is not None and not c.markers.rebalanced
-         and c.node not in sources_excluded),
-        key=lambda dc: (dc[0], dc[1].id))
+    pool = sorted((c for c in candidates if c.node not in sources_excluded),
+                  key=lambda c: (c.converged_seconds, c.container))
     actions: list[Migrate] = []
     notes: dict[str, str] = {}
     run_notes = [head]
     # Every reason to pass a candidate over lasts for the whole cycle (taken, blocked, or its
     # worker out of budget), so one walk over D serves all the targets.
-    remaining: Iterator[tuple[float, Container]] = iter(pool)
+    remaining: Iterator[Candidate] = iter(pool)
     for target in targets:
         if load[target] >= ceiling:
             continue
@@ -109,22 +127,23 @@ def rebalance_cluster(
         if refusal is not None:
             run_notes.append(f"rebalance: nothing moved to {target}: {refusal}")
             continue
-        for d, c in remaining:
-            why_not = (guards.action_blocked(c, spec, now, disrupts=True)
-                       or budget.refusal(c.node, target))
+        for c in remaining:
+            d = c.converged_seconds
+            why_not = c.blocked or budget.refusal(c.node, target)
             if why_not is not None:
-                notes.setdefault(c.id, f"rebalance candidate (d={d:.0f} s), no action: {why_not}")
+                notes.setdefault(c.container,
+                                 f"rebalance candidate (d={d:.0f} s), no action: {why_not}")
                 continue
             state = "idle" if not load[target] else f"holds {load[target]} < bf-1={bf - 1}"
             reason = (f"rebalance: {target} {state}, bf={bf}; smallest converged duration "
                       f"d={d:.0f} s (from {c.node}, {load[c.node]} jobs)")
-            actions.append(Migrate(policy=policy, container=c.id, from_node=c.node,
+            actions.append(Migrate(policy=policy, container=c.container, from_node=c.node,
                                    to_node=target, reason=reason, rebalance=True,
                                    converged_at=None, grace_seconds=grace_seconds))
             budget.spend(c.node, target)
             load[c.node] -= 1
             load[target] += 1
-            notes[c.id] = f"rebalanced: moves to {target} (Algorithm 5)"
+            notes[c.container] = f"rebalanced: moves to {target} (Algorithm 5)"
             break
         else:
             run_notes.append(f"rebalance: no movable container left for {target}")

@@ -17,6 +17,7 @@ from policyd.model.decision import (
     Stop,
 )
 from policyd.model.forecast import JobForecast
+from policyd.model.node_report import NodeReport, ReallocationRequest, RebalanceCandidate
 from policyd.model.pending import PendingJob, QueuedJob
 from policyd.model.qoe import Delivery, QoeStatus
 from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
@@ -34,9 +35,12 @@ __all__ = [
     "Markers",
     "Migrate",
     "Node",
+    "NodeReport",
     "PendingJob",
     "QoeStatus",
     "QueuedJob",
+    "ReallocationRequest",
+    "RebalanceCandidate",
     "Series",
     "SetCpu",
     "Snapshot",

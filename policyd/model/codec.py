@@ -26,6 +26,7 @@ from policyd.model.decision import (
     Stop,
 )
 from policyd.model.forecast import JobForecast
+from policyd.model.node_report import NodeReport, ReallocationRequest, RebalanceCandidate
 from policyd.model.pending import PendingJob, QueuedJob
 from policyd.model.qoe import Delivery, QoeStatus
 from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
@@ -262,6 +263,51 @@ def _pending(raw: Any, path: str, problems: list[str]) -> PendingJob | None:
         return None
 
 
+def _node_report(raw: Any, path: str, problems: list[str]) -> NodeReport | None:
+    if not isinstance(raw, dict):
+        problems.append(f"{path}: expected an object")
+        return None
+    before = len(problems)
+    policy = _required_string(raw, "policy", path, problems)
+    node = _required_string(raw, "node", path, problems)
+    figures = {key: _number(raw, key, path, problems)
+               for key in ("time", "cpu_capacity_cores", "cpu_used_cores")}
+    counts = {key: _count(raw, key, path, problems)
+              for key in ("pc", "wc", "cc", "selected", "unreallocated")}
+    requests: list[tuple[str, float]] = []
+    candidates: list[tuple[str, float]] = []
+    for key, out, field_name in (("requests", requests, "gain"),
+                                 ("candidates", candidates, "converged_seconds")):
+        listed = raw.get(key, [])
+        if not isinstance(listed, list):
+            problems.append(f"{path}.{key}: expected a list")
+            continue
+        for i, item in enumerate(listed):
+            where = f"{path}.{key}[{i}]"
+            if not isinstance(item, dict):
+                problems.append(f"{where}: expected an object")
+                continue
+            container = _required_string(item, "container", where, problems)
+            value = _number(item, field_name, where, problems)
+            if value is not None:
+                out.append((container, value))
+    time, capacity, used = (figures[k] for k in ("time", "cpu_capacity_cores",
+                                                 "cpu_used_cores"))
+    if len(problems) > before or time is None or capacity is None or used is None:
+        return None
+    try:
+        return NodeReport(
+            policy=policy, node=node, time=time, cpu_capacity_cores=capacity,
+            cpu_used_cores=used, pc=counts["pc"], wc=counts["wc"], cc=counts["cc"],
+            selected=counts["selected"], unreallocated=counts["unreallocated"],
+            requests=tuple(ReallocationRequest(container=c, gain=g) for c, g in requests),
+            candidates=tuple(RebalanceCandidate(container=c, converged_seconds=d)
+                             for c, d in candidates))
+    except ValueError as exc:
+        problems.append(f"{path}: {exc}")
+        return None
+
+
 def snapshot_from_dict(raw: Any) -> Snapshot:
     """Parse a decoded snapshot document; raises SnapshotError listing every problem found."""
     problems: list[str] = []
@@ -287,6 +333,12 @@ def snapshot_from_dict(raw: Any) -> Snapshot:
         problems.append("$.pending: expected a list of held jobs")
         raw_pending = []
     pending = [_pending(p, f"pending[{i}]", problems) for i, p in enumerate(raw_pending)]
+    raw_reports = raw.get("node_reports", [])
+    if not isinstance(raw_reports, list):
+        problems.append("$.node_reports: expected a list of node reports")
+        raw_reports = []
+    reports = [_node_report(r, f"node_reports[{i}]", problems)
+               for i, r in enumerate(raw_reports)]
     intervals = raw.get("intervals", {})
     if not isinstance(intervals, dict) or not all(
         isinstance(v, int | float) and not isinstance(v, bool) for v in intervals.values()
@@ -303,6 +355,7 @@ def snapshot_from_dict(raw: Any) -> Snapshot:
             containers=tuple(c for c in containers if c is not None),
             intervals={k: float(v) for k, v in intervals.items()},
             pending=tuple(p for p in pending if p is not None),
+            node_reports=tuple(r for r in reports if r is not None),
         )
     except ValueError as exc:
         raise SnapshotError([f"$: {exc}"]) from None
@@ -345,6 +398,21 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
              "annotations": dict(p.annotations)}
             for p in snapshot.pending
         ],
+        **({"node_reports": [node_report_to_dict(r) for r in snapshot.node_reports]}
+           if snapshot.node_reports else {}),
+    }
+
+
+def node_report_to_dict(report: NodeReport) -> dict[str, Any]:
+    """The JSON form of a node agent's report (`policyd.model.node_report`)."""
+    return {
+        "policy": report.policy, "node": report.node, "time": report.time,
+        "cpu_capacity_cores": report.cpu_capacity_cores,
+        "cpu_used_cores": report.cpu_used_cores, "pc": report.pc, "wc": report.wc,
+        "cc": report.cc, "selected": report.selected, "unreallocated": report.unreallocated,
+        "requests": [{"container": r.container, "gain": r.gain} for r in report.requests],
+        "candidates": [{"container": c.container, "converged_seconds": c.converged_seconds}
+                       for c in report.candidates],
     }
 
 

@@ -17,6 +17,7 @@ from types import MappingProxyType
 import numpy as np
 import numpy.typing as npt
 
+from policyd.model.node_report import NodeReport
 from policyd.model.pending import PendingJob
 
 FloatArray = npt.NDArray[np.float64]
@@ -216,14 +217,17 @@ class Container:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Snapshot:
-    """The cluster at `time` (epoch seconds): nodes, containers, each policy's interval, and
-    the held jobs waiting for admission (`pending`, `policyd.model.pending`)."""
+    """The cluster at `time` (epoch seconds): nodes, containers, each policy's interval, the
+    held jobs waiting for admission (`pending`, `policyd.model.pending`), and, for a manager
+    that decides from its node agents' reports, those reports (`node_reports`,
+    `policyd.model.node_report`: a snapshot of reports holds no containers)."""
 
     time: float
     nodes: tuple[Node, ...]
     containers: tuple[Container, ...]
     intervals: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     pending: tuple[PendingJob, ...] = ()
+    node_reports: tuple[NodeReport, ...] = ()
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.time):
@@ -251,6 +255,12 @@ class Snapshot:
             if p.node is not None and p.node not in known:
                 raise ValueError(f"pending job {p.id!r} is held on node {p.node!r}, which is "
                                  f"not one of the nodes: {', '.join(sorted(known)) or '(none)'}")
+        reported = [(r.policy, r.node) for r in self.node_reports]
+        if len(set(reported)) != len(reported):
+            raise ValueError("node reports must be one per policy and node")
+        for r in self.node_reports:
+            if r.node not in known:
+                raise ValueError(f"node report of {r.node!r} names no node of the snapshot")
         for policy, seconds in self.intervals.items():
             if not (seconds > 0 and np.isfinite(seconds)):
                 raise ValueError(f"intervals[{policy!r}] must be a positive number of seconds")

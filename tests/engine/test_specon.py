@@ -21,7 +21,8 @@ from pydantic import ValidationError
 
 from policyd.engine import decide
 from policyd.engine.flowcon import FlowConPolicy
-from policyd.engine.specon import CC, PC, WC, Replay, Weights, plan, replay
+from policyd.engine.specon import Weights, plan
+from policyd.engine.specon_algorithms import CC, PC, WC, Replay, replay
 from policyd.model import (
     Assessment,
     Container,
