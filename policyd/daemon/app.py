@@ -19,7 +19,14 @@ from typing import TextIO
 from prometheus_client import CollectorRegistry
 
 from policyd.daemon import roles
-from policyd.daemon.backend import BackendError, Parts, alerter, docker_parts, kubernetes_parts
+from policyd.daemon.backend import (
+    BackendError,
+    Parts,
+    alerter,
+    checked_access,
+    docker_parts,
+    kubernetes_parts,
+)
 from policyd.daemon.health import Health
 from policyd.daemon.http import StatusServer
 from policyd.daemon.metrics import DaemonMetrics
@@ -30,6 +37,7 @@ from policyd.daemon.settings import DaemonSettings
 from policyd.daemon.simulated import SimulatedRun, SimulationError
 from policyd.engine.spec import PolicyDocument
 from policyd.policy import check_files
+from policyd.tick import Source
 
 LOG = logging.getLogger(__name__)
 
@@ -92,7 +100,9 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
     check_role(settings, node, leader_identity)
     policies = load_policy_set(settings)
     resources_wanted = settings.backend == "kubernetes" and settings.kubernetes.policy_resources
-    if node is not None and not roles.node_agent_policies(policies) and not resources_wanted:
+    split = settings.node_reports
+    if node is not None and not roles.node_agent_policies(policies, node_reports=split) \
+            and not resources_wanted:
         raise StartupError([f"--node {node}: no policy of a node-scoped kind (FlowCon) in "
                             "policies: a node agent runs those only"], "nothing started")
     registry = registry if registry is not None else CollectorRegistry()
@@ -140,7 +150,7 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
             resources.list_all()
             policies = list(sources.policies())
             watcher = sources
-        if node is not None and not roles.node_agent_policies(policies):
+        if node is not None and not roles.node_agent_policies(policies, node_reports=split):
             if resources is None:
                 raise StartupError([f"--node {node}: no policy of a node-scoped kind "
                                     "(FlowCon) in policies: a node agent runs those only"],
@@ -150,6 +160,8 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
         if node is not None:
             source = roles.NodeScopedSource(source, node)
             events = roles.NodeScopedEvents(events, node) if events is not None else None
+        elif settings.node_reports:
+            source = reported_source(settings, source)
         election = None
         if leader_identity is not None:
             if parts.lease_api is None:
@@ -165,7 +177,8 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
                         observer=joined(observer, backend_observer), metrics=metrics,
                         health=health, watcher=watcher,
                         scope=roles.NODE_AGENT_SCOPE if node is not None else None,
-                        settle=parts.settle, sees_held_jobs=parts.sees_held_jobs)
+                        settle=parts.settle, sees_held_jobs=parts.sees_held_jobs,
+                        node_reports=settings.node_reports)
         if once:
             if election is not None and not election.try_once():
                 LOG.info("leader: %s does not hold the lease: deciding, applying nothing",
@@ -191,6 +204,18 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
     finally:
         if server is not None:
             server.close()
+
+
+def reported_source(settings: DaemonSettings, source: Source) -> Source:
+    """The manager's source with `node_reports`: the policies of kinds that decide from node
+    reports read them from Prometheus (`policyd.sources.node_reports`), the others `source`."""
+    from policyd.sources.node_reports import NodeReportSource, ReportedSource  # noqa: PLC0415
+
+    prometheus = settings.prometheus
+    assert prometheus.url is not None
+    return ReportedSource(source, NodeReportSource(
+        prometheus.url, timeout_seconds=prometheus.timeout_seconds,
+        access=checked_access(prometheus, "prometheus")))
 
 
 def describe_report(report: TickReport) -> str:

@@ -25,6 +25,8 @@ Metric names and labels (the contract dashboards and alert rules rely on):
   (event = target | converged; response = notify | deprioritize | stop); a job stays delivered,
   so a notify is counted on every tick it is seen
 * deadlines and admission: `policyd.daemon.deadline_metrics`
+* a node agent's reports for the manager (`node_reports: true`):
+  `policyd.daemon.node_report_metrics`
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from policyd.daemon.deadline_metrics import DeadlineMetrics
+from policyd.daemon.node_report_metrics import NodeReportCollector
 from policyd.model import Assessment, Migrate
 from policyd.tick import Outcome
 
@@ -88,6 +91,8 @@ class DaemonMetrics:
         self.delivered = Counter("policyd_jobs_delivered",
                                  "Ticks that found a job at its target loss or converged.",
                                  ["policy", "event", "response"], registry=registry)
+        self.node_reports = NodeReportCollector()
+        registry.register(self.node_reports)
         self._lock = threading.Lock()
         self._categories: dict[str, set[tuple[str, str, str]]] = {}
         self._qoe: dict[str, set[tuple[str, str, str]]] = {}
@@ -164,6 +169,7 @@ class DaemonMetrics:
         """Remove the series of a policy that is gone (counters keep their history)."""
         self.set_categories(policy, set())
         self.deadlines.forget_policy(policy)
+        self.node_reports.forget(policy)
         self.set_qoe(policy, ())
         with self._lock:
             self._categories.pop(policy, None)

@@ -86,9 +86,13 @@ def watched_kinds(node: str | None, leader: bool) -> list[str]:
     return list(KINDS)
 
 
-def node_agent_policies(policies: Sequence[PolicyDocument]) -> list[PolicyDocument]:
-    """The policies a node agent runs: those whose kind has scope node."""
-    return [p for p in policies if KINDS.of(p).scope_of(p) == NODE_AGENT_SCOPE]
+def node_agent_policies(policies: Sequence[PolicyDocument], *,
+                        node_reports: bool = False) -> list[PolicyDocument]:
+    """The policies a node agent runs: those whose kind has scope node, and with
+    `node_reports` those it reports to the manager (a cluster-wide kind with
+    `Kind.node_reports`)."""
+    return [p for p in policies if KINDS.of(p).scope_of(p) == NODE_AGENT_SCOPE
+            or (node_reports and KINDS.of(p).node_reports is not None)]
 
 
 # --- manager: leader election ----------------------------------------------------------------

@@ -18,7 +18,10 @@ replayed when that tick ends.
 
 Scope: a node agent (`scope="node"`) runs only the policies whose kind decides each node on its
 own; the others are left to the manager (logged at start and on every reload), but still count
-as peers for ownership.
+as peers for ownership. With `node_reports`, a node agent also runs the cluster-wide policies
+whose kind decides from node reports (SpeCon), as reports: each tick takes its node's snapshot,
+asks the kind for the node's report (`Kind.node_reports`) and publishes it on /metrics
+(`policyd.daemon.node_report_metrics`) for the manager; it decides and applies nothing.
 
 Pending moves: before each tick's snapshot, `settle` (the backend's, e.g. the Docker
 actuator's `settle_pending`) finishes or rolls back what a crash or an engine outage left half
@@ -65,7 +68,7 @@ from policyd.model.action_text import describe
 from policyd.model.codec import action_to_dict
 from policyd.model.events import ContainerEvent
 from policyd.sources.errors import SourceError
-from policyd.tick import Actuator, DryRunActuator, EventSource, Outcome, Source, tick
+from policyd.tick import Actuator, DryRunActuator, EventSource, Outcome, Source, observe, tick
 
 LOG = logging.getLogger(__name__)
 
@@ -116,7 +119,7 @@ class Daemon:
                  clock: Callable[[], float] = time.time, max_workers: int = 16,
                  scope: Scope | None = None,
                  settle: Callable[[], object] | None = None,
-                 sees_held_jobs: bool = True) -> None:
+                 sees_held_jobs: bool = True, node_reports: bool = False) -> None:
         if not interval_scale > 0:
             raise ValueError("interval_scale must be positive")
         self.source = source
@@ -132,6 +135,7 @@ class Daemon:
         self._reload_seconds = reload_seconds
         self._clock = clock
         self.scope = scope
+        self.node_reports = node_reports and scope is not None
         self.settle = settle
         self.sees_held_jobs = sees_held_jobs
         self._lock = threading.RLock()
@@ -262,6 +266,8 @@ class Daemon:
     def _tick(self, policy: PolicyDocument, interval: float,
               peers: Sequence[PolicyDocument]) -> TickReport:
         name = policy.name
+        if self._reported(policy):
+            return self._report(policy, interval)
         dry_run = policy.spec.dry_run
         started = time.perf_counter()
         self._settle_pending()
@@ -290,6 +296,38 @@ class Daemon:
             except Exception:
                 LOG.exception("policy %s: alerting failed", name)
         return TickReport(policy=name, result="ok", outcome=outcome)
+
+    def _reported(self, policy: PolicyDocument) -> bool:
+        """Whether this node agent reports `policy` to the manager rather than deciding it."""
+        kind = KINDS.of(policy)
+        return (self.node_reports and kind.scope_of(policy) != self.scope
+                and kind.node_reports is not None)
+
+    def _report(self, policy: PolicyDocument, interval: float) -> TickReport:
+        """A reported policy's tick: its node's report published, nothing decided."""
+        name = policy.name
+        make = KINDS.of(policy).node_reports
+        assert make is not None
+        started = time.perf_counter()
+        try:
+            reports = make(policy, observe(self.source, policy, interval))
+        except SourceError as err:
+            LOG.error("policy %s: no snapshot, no node report this tick (%s): %s",
+                      name, err.kind, err)
+            self.metrics.record_failure(name, "source_error", source_error_kind=err.kind,
+                                        duration_seconds=time.perf_counter() - started)
+            return TickReport(policy=name, result="source_error", error=str(err))
+        except Exception as exc:  # a bug or an unexpected failure: report it, keep running
+            LOG.exception("policy %s: node report failed", name)
+            self.metrics.record_failure(name, "error",
+                                        duration_seconds=time.perf_counter() - started)
+            return TickReport(policy=name, result="error", error=f"{type(exc).__name__}: {exc}")
+        self.metrics.node_reports.publish(name, reports)
+        self.health.snapshot_succeeded()
+        LOG.info("policy %s: node report of %s published (%d requests, %d candidates)", name,
+                 ", ".join(r.node for r in reports) or "no node",
+                 sum(len(r.requests) for r in reports), sum(len(r.candidates) for r in reports))
+        return TickReport(policy=name, result="ok")
 
     def _settle_pending(self) -> None:
         """The backend's pending moves, finished or rolled back before the snapshot (so an
@@ -336,9 +374,13 @@ class Daemon:
                                 p.name, p.kind)
         if self.scope is None:
             return list(policies)
-        kept = [p for p in policies if KINDS.of(p).scope_of(p) == self.scope]
+        kept = [p for p in policies
+                if KINDS.of(p).scope_of(p) == self.scope or self._reported(p)]
         for p in policies:
-            if KINDS.of(p).scope_of(p) != self.scope:
+            if self._reported(p):
+                LOG.info("policy %s (%s): this node agent publishes its node's report for the "
+                         "manager (node_reports)", p.name, p.kind)
+            elif KINDS.of(p).scope_of(p) != self.scope:
                 LOG.warning("policy %s (%s) left out: this daemon runs policies of scope %s, "
                             "%s is of scope %s (it runs in the manager, --leader-elect)",
                             p.name, p.kind, self.scope, p.kind, KINDS.of(p).scope_of(p))

@@ -215,6 +215,10 @@ class DaemonSettings(SettingsModel):
     http: HttpSettings = Field(default_factory=HttpSettings)
     simulation: SimulationSettings = Field(default_factory=SimulationSettings)
     log_level: Annotated[LogLevel, _one_of(lambda: LOG_LEVELS)] = "info"
+    node_reports: bool = False
+    """Split the cluster-wide kinds that can (SpeCon) the way the thesis runs them: node agents
+    (`--node`) publish their node's report on /metrics, and the manager decides from every
+    node's report, read from Prometheus in one query, instead of every container's series."""
 
     @model_validator(mode="after")
     def _backend_needs(self, info: ValidationInfo) -> Self:

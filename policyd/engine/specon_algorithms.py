@@ -111,8 +111,8 @@ class Monitored:
 
 
 def monitor(chosen: Sequence[Container], *, now: float, interval_seconds: float,
-            window_intervals: int, alpha: float,
-            normalization: Literal["relative", "absolute"], gain: Literal["magnitude", "improvement"],
+            window_intervals: int, alpha: float, normalization: Literal["relative", "absolute"],
+            gain: Literal["magnitude", "improvement"],
             direction: Literal["minimize", "maximize"]) -> Monitored:
     """Algorithm 3 replayed over the window for `chosen` (module docstring)."""
     n = len(chosen)

@@ -1,0 +1,179 @@
+"""The manager's source for the kinds that decide from node reports: one instant query.
+
+With `node_reports: true`, node agents publish each node's report of a cluster-wide kind
+(`policyd.daemon.node_report_metrics`: SpeCon's category counts, CPU, requests and rebalance
+candidates) and Prometheus scrapes them; the manager asks for all of them at once:
+
+    {__name__=~"policyd_node_report_.+", policy=~"<the policies>"}
+
+and builds a snapshot of nodes and reports, with no containers (`Snapshot.node_reports`). The
+answer holds one series per node and figure, plus one per request or candidate: its size
+follows the number of workers, not of containers.
+
+A report older than two of its policy's intervals (an agent that stopped, or fell behind) is
+left out with a warning: that node is not in the manager's picture this cycle, as a node the
+source cannot see. When two agents report one node (a rolling update), the newer report wins.
+A failed query is the cycle's SourceError, as for every source: no decision.
+
+Must not: decide anything (`policyd.engine.specon_reports` does), or read containers' series.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from policyd.clients.http_access import HttpAccess
+from policyd.engine.registry import KINDS
+from policyd.engine.spec import PolicyDocument
+from policyd.model import (
+    Node,
+    NodeReport,
+    ReallocationRequest,
+    RebalanceCandidate,
+    Snapshot,
+)
+from policyd.sources.errors import SourceError
+from policyd.sources.prometheus import PrometheusClient, ask, connect_prometheus
+from policyd.sources.promql import render_matchers
+from policyd.sources.settings import Matcher, regex_literal
+from policyd.tick import Source
+
+LOG = logging.getLogger(__name__)
+
+PREFIX = "policyd_node_report_"
+STALE_INTERVALS = 2.0
+"""A report older than this many of its policy's intervals is left out."""
+
+_NODE_FIGURES = {"time_seconds": "time", "cpu_capacity_cores": "cpu_capacity_cores",
+                 "cpu_used_cores": "cpu_used_cores", "selected_jobs": "selected",
+                 "unreallocated_jobs": "unreallocated"}
+_CATEGORIES = {"PC": "pc", "WC": "wc", "CC": "cc"}
+
+
+def reports_query(policies: Sequence[str]) -> str:
+    """The one instant query of a cycle, for `policies` (by name; each an escaped RE2 literal
+    in an escaped PromQL string, so no name can widen the query)."""
+    names = "|".join(regex_literal(name) for name in sorted(set(policies)))
+    return render_matchers((Matcher("__name__", "=~", f"{PREFIX}.+"),
+                            Matcher("policy", "=~", names)))
+
+
+def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
+                  max_age_seconds: Mapping[str, float]
+                  ) -> tuple[list[NodeReport], list[str]]:
+    """The query's `data.result` -> the fresh reports (one per policy and node) and warnings."""
+    figures: defaultdict[tuple[str, str, str], dict[str, float]] = defaultdict(dict)
+    requests: defaultdict[tuple[str, str, str], list[ReallocationRequest]] = defaultdict(list)
+    candidates: defaultdict[tuple[str, str, str], list[RebalanceCandidate]] = defaultdict(list)
+    for series in result:
+        labels = series.get("metric") or {}
+        name = str(labels.get("__name__", ""))
+        policy, node = labels.get("policy"), labels.get("node")
+        value = float((series.get("value") or [0, "nan"])[1])
+        if not name.startswith(PREFIX) or not policy or not node or not math.isfinite(value):
+            continue
+        key = (policy, node, str(labels.get("instance", "")))
+        figure = name[len(PREFIX):]
+        if figure in _NODE_FIGURES:
+            figures[key][_NODE_FIGURES[figure]] = value
+        elif figure == "jobs" and labels.get("category") in _CATEGORIES:
+            figures[key][_CATEGORIES[labels["category"]]] = value
+        elif figure == "request_gain" and labels.get("container"):
+            requests[key].append(ReallocationRequest(container=labels["container"], gain=value))
+        elif figure == "candidate_converged_seconds" and labels.get("container"):
+            candidates[key].append(RebalanceCandidate(container=labels["container"],
+                                                      converged_seconds=value))
+    newest: dict[tuple[str, str], NodeReport] = {}
+    warnings: list[str] = []
+    for key, found in sorted(figures.items()):
+        policy, node, instance = key
+        try:
+            report = NodeReport(
+                policy=policy, node=node, time=found["time"],
+                cpu_capacity_cores=found["cpu_capacity_cores"],
+                cpu_used_cores=found["cpu_used_cores"],
+                pc=int(found.get("pc", 0)), wc=int(found.get("wc", 0)),
+                cc=int(found.get("cc", 0)), selected=int(found.get("selected", 0)),
+                unreallocated=int(found.get("unreallocated", 0)),
+                requests=tuple(sorted(requests[key], key=lambda q: q.container)),
+                candidates=tuple(sorted(candidates[key], key=lambda c: c.container)))
+        except (KeyError, ValueError) as exc:
+            warnings.append(f"node report of {node} for {policy} ({instance or 'no instance'}) "
+                            f"left out: incomplete or inconsistent ({exc})")
+            continue
+        age = now - report.time
+        if age > max_age_seconds.get(policy, math.inf):
+            warnings.append(f"node report of {node} for {policy} is {age:.0f} s old (more than "
+                            f"{max_age_seconds[policy]:.0f} s): left out; is its node agent "
+                            "running?")
+            continue
+        kept = newest.get((policy, node))
+        if kept is None or report.time > kept.time:
+            newest[(policy, node)] = report
+    return sorted(newest.values(), key=lambda r: (r.policy, r.node)), warnings
+
+
+class NodeReportSource:
+    """The `policyd.tick.Source` of the policies decided from node reports (module
+    docstring)."""
+
+    def __init__(self, url: str, *, timeout_seconds: float = 10, retries: int = 2,
+                 access: HttpAccess | None = None, client: PrometheusClient | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.url = url.rstrip("/")
+        self._client = client if client is not None else connect_prometheus(
+            self.url, timeout_seconds=timeout_seconds, retries=retries, access=access)
+        self._clock = clock
+        self.last_warnings: tuple[str, ...] = ()
+
+    def snapshot(self, policies: Sequence[PolicyDocument], *,
+                 intervals: Mapping[str, float] | None = None) -> Snapshot:
+        now = float(math.floor(self._clock()))
+        current = {p.name: float((intervals or {}).get(p.name)
+                                 or KINDS.of(p).intervals(p).base_seconds) for p in policies}
+        query = reports_query([p.name for p in policies])
+        answer = ask(self.url, "query", query, lambda: self._client.custom_query(
+            query, params={"time": f"{now:.3f}"}))
+        if not isinstance(answer, list):
+            raise SourceError(kind="bad_response", url=self.url, what="query", query=query,
+                              detail=f"expected a vector, got {type(answer).__name__}")
+        reports, warnings = parse_reports(answer, now=now, max_age_seconds={
+            name: STALE_INTERVALS * seconds for name, seconds in current.items()})
+        if not reports:
+            warnings.append(f"no node report for {', '.join(current)}: no node agent publishes "
+                            "one (node_reports: true in the agents' settings too?)")
+        self.last_warnings = tuple(warnings)
+        for line in warnings:
+            LOG.warning("node reports: %s", line)
+        nodes: dict[str, Node] = {}
+        for r in reports:
+            nodes.setdefault(r.node, Node(name=r.node, cpu_capacity=r.cpu_capacity_cores,
+                                          cpu_usage=r.cpu_used_cores))
+        return Snapshot(time=now, nodes=tuple(nodes[n] for n in sorted(nodes)), containers=(),
+                        intervals=current, node_reports=tuple(reports))
+
+
+class ReportedSource:
+    """A `policyd.tick.Source` that hands the policies decided from node reports to `reports`
+    and every other policy to `source` (the manager with `node_reports: true`)."""
+
+    def __init__(self, source: Source, reports: NodeReportSource) -> None:
+        self.source, self.reports = source, reports
+
+    def snapshot(self, policies: Sequence[PolicyDocument], *,
+                 intervals: Mapping[str, float] | None = None) -> Snapshot:
+        reported = [p for p in policies if decided_from_reports(p)]
+        if reported and len(reported) == len(policies):
+            return self.reports.snapshot(policies, intervals=intervals)
+        return self.source.snapshot(policies, intervals=intervals)
+
+
+def decided_from_reports(policy: PolicyDocument) -> bool:
+    """Whether `policy` is of a cluster-wide kind that decides from node reports."""
+    kind = KINDS.of(policy)
+    return kind.node_reports is not None and kind.scope_of(policy) == "cluster"

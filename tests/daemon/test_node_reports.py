@@ -1,0 +1,153 @@
+"""Node agents that report SpeCon to the manager (`node_reports: true`): what an agent
+publishes, and what the manager's source reads back (`policyd.sources.node_reports`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from policyd.daemon.metrics import DaemonMetrics
+from policyd.daemon.roles import NodeScopedSource
+from policyd.daemon.scheduler import Daemon
+from policyd.engine import decide
+from policyd.engine.specon_reports import node_reports
+from policyd.model import Action, Decision
+from policyd.sources.errors import SourceError
+from policyd.sources.node_reports import NodeReportSource, parse_reports, reports_query
+from policyd.tick import FixedSource
+from tests.engine.specon_builders import NOW, REQUEST_GAINS, cluster, job, policy, thesis_jobs
+from tests.engine.test_specon_reports import moves
+
+
+class Refusing:
+    def apply(self, action: Action, decision: Decision) -> None:
+        raise AssertionError(f"a reporting agent applied {action}")
+
+
+def samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in registry.collect() for s in family.samples
+            if s.name.startswith("policyd_node_report_")}
+
+
+def test_a_node_agent_publishes_its_nodes_report_and_decides_nothing() -> None:
+    registry = CollectorRegistry()
+    snap = cluster(*thesis_jobs())
+    agent = Daemon([policy()], source=NodeScopedSource(FixedSource(snap), "w4"),
+                   actuator=Refusing(), metrics=DaemonMetrics(registry), scope="node",
+                   node_reports=True)
+    (report,) = agent.run_once()
+    agent.shutdown()
+    assert report.result == "ok"
+    found = samples(registry)
+    at = (("node", "w4"), ("policy", "specon-test"))
+    assert found[("policyd_node_report_jobs", (("category", "PC"), *at))] == 5
+    assert found[("policyd_node_report_jobs", (("category", "CC"), *at))] == 1
+    assert found[("policyd_node_report_selected_jobs", at)] == 6
+    assert found[("policyd_node_report_time_seconds", at)] == NOW
+    assert found[("policyd_node_report_request_gain", (("container", "cc"), *at))] == \
+        pytest.approx(0.004)
+
+
+def test_without_node_reports_a_node_agent_leaves_specon_to_the_manager() -> None:
+    registry = CollectorRegistry()
+    agent = Daemon([policy()], source=FixedSource(cluster(*thesis_jobs())), actuator=Refusing(),
+                   metrics=DaemonMetrics(registry), scope="node")
+    assert agent.run_once() == []
+    agent.shutdown()
+    assert samples(registry) == {}
+
+
+def vector(registry: CollectorRegistry, instance: str = "agent:9100") -> list[dict[str, Any]]:
+    """The registry's node-report samples as Prometheus's instant query returns them."""
+    return [{"metric": {"__name__": s.name, **s.labels, "instance": instance,
+                        "job": "policyd"}, "value": [NOW, repr(s.value)]}
+            for family in registry.collect() for s in family.samples
+            if s.name.startswith("policyd_node_report_")]
+
+
+def published(snapshot_nodes: tuple[str, ...], *, time: float = NOW) -> CollectorRegistry:
+    """What the agents of `snapshot_nodes` publish of the thesis cluster, in one registry."""
+    registry = CollectorRegistry()
+    metrics = DaemonMetrics(registry)
+    snap = cluster(*thesis_jobs(), time=time)
+    p = policy()
+    metrics.node_reports.publish(p.name, tuple(r for r in node_reports(p, snap)
+                                               if r.node in snapshot_nodes))
+    return registry
+
+
+class Answering:
+    """A Prometheus client answering every instant query with `result`."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+        self.queries: list[str] = []
+
+    def custom_query(self, query: str, params: dict[str, Any] | None = None) -> Any:
+        self.queries.append(query)
+        return self.result
+
+    def custom_query_range(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the manager's source asks no range")
+
+
+def test_the_manager_decides_from_the_reports_what_it_decides_from_every_container() -> None:
+    everything = ("w1", "w2", "w3", "w4")
+    client = Answering(vector(published(everything)))
+    source = NodeReportSource("http://prom", client=client, clock=lambda: NOW + 5)
+    p = policy()
+    snap = source.snapshot([p])
+    assert snap.containers == () and [n.name for n in snap.nodes] == list(everything)
+    assert client.queries == [reports_query([p.name])]
+    whole = cluster(*thesis_jobs(), time=NOW + 5)
+    assert moves(decide(p, snap)) == moves(decide(p, whole))
+    assert moves(decide(p, snap))  # the thesis's 6.2.3 example moves its converged job
+
+
+def test_a_stale_report_is_left_out_with_a_warning() -> None:
+    fresh = vector(published(("w1", "w2", "w3")))
+    old = vector(published(("w4",), time=NOW - 600))
+    source = NodeReportSource("http://prom", client=Answering(fresh + old),
+                              clock=lambda: NOW + 5)
+    snap = source.snapshot([policy()])
+    assert [r.node for r in snap.node_reports] == ["w1", "w2", "w3"]
+    assert any("w4" in w and "old" in w for w in source.last_warnings)
+
+
+def test_of_two_agents_reporting_one_node_the_newer_wins() -> None:
+    older = vector(published(("w1",), time=NOW - 10), instance="old:9100")
+    newer = vector(published(("w1",)), instance="new:9100")
+    reports, warnings = parse_reports(older + newer, now=NOW, max_age_seconds={})
+    assert [(r.node, r.time) for r in reports] == [("w1", NOW)] and warnings == []
+
+
+def test_an_incomplete_report_is_a_warning_not_a_decision() -> None:
+    partial = [s for s in vector(published(("w1",)))
+               if s["metric"]["__name__"] != "policyd_node_report_cpu_capacity_cores"]
+    reports, warnings = parse_reports(partial, now=NOW, max_age_seconds={})
+    assert reports == [] and "incomplete" in warnings[0]
+
+
+def test_no_report_at_all_says_why() -> None:
+    source = NodeReportSource("http://prom", client=Answering([]), clock=lambda: NOW)
+    snap = source.snapshot([policy()])
+    assert snap.node_reports == () and "no node agent publishes" in source.last_warnings[0]
+
+
+def test_an_answer_that_is_not_a_vector_is_the_cycles_source_error() -> None:
+    source = NodeReportSource("http://prom", client=Answering({"resultType": "matrix"}),
+                              clock=lambda: NOW)
+    with pytest.raises(SourceError, match="expected a vector"):
+        source.snapshot([policy()])
+
+
+def test_a_reported_job_keeps_its_id_through_the_labels() -> None:
+    snap = cluster(job("ml/train-7/trainer", "w1", REQUEST_GAINS),
+                   job("a", "w1"), job("b", "w1"), nodes=("w1", "w2"))
+    registry = CollectorRegistry()
+    DaemonMetrics(registry).node_reports.publish("specon-test", node_reports(policy(), snap))
+    reports, _ = parse_reports(vector(registry), now=NOW, max_age_seconds={})
+    assert [q.container for r in reports for q in r.requests] == ["ml/train-7/trainer"]

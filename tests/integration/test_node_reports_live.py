@@ -1,0 +1,68 @@
+"""Node reports through a real Prometheus: two node agents' /metrics scraped, the manager's
+source reads every node's report back in one query and decides what one snapshot of every
+container decides (`node_reports: true`)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from policyd.daemon.health import Health
+from policyd.daemon.http import StatusServer
+from policyd.daemon.metrics import DaemonMetrics
+from policyd.engine import decide
+from policyd.engine.specon_reports import node_reports
+from policyd.sources.node_reports import NodeReportSource
+from tests.engine.specon_builders import cluster, policy, thesis_jobs
+from tests.engine.test_specon_reports import moves
+from tests.integration.servers import LOOPBACK, prometheus
+
+pytestmark = pytest.mark.slow
+
+AGENTS = {"agent-a": ("w1", "w2"), "agent-b": ("w3", "w4")}
+
+
+def wait_for_reports(source: NodeReportSource, count: int, timeout_seconds: float) -> None:
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        if len(source.snapshot([policy()]).node_reports) == count:
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"{count} node reports not in Prometheus within {timeout_seconds} s: "
+                         f"{source.last_warnings}")
+
+
+def test_the_manager_reads_every_agents_report_from_prometheus(tmp_path: Path) -> None:
+    p = policy()
+    whole = cluster(*thesis_jobs())
+    reports = node_reports(p, whole)
+    servers = []
+    try:
+        for nodes in AGENTS.values():
+            registry = CollectorRegistry()
+            metrics = DaemonMetrics(registry)
+            server = StatusServer(LOOPBACK, 0, registry=registry, health=Health())
+            server.start()
+            servers.append((server, metrics, nodes))
+        targets = [f"{LOOPBACK}:{server.port}" for server, _, _ in servers]
+        with prometheus(tmp_path, targets, scrape_seconds=0.5) as prom:
+            source = NodeReportSource(prom.url, timeout_seconds=5, retries=0)
+            now = float(int(time.time()))
+            for _, metrics, nodes in servers:  # each agent's reports, made now
+                metrics.node_reports.publish(p.name, tuple(
+                    replace(r, time=now) for r in reports if r.node in nodes))
+            wait_for_reports(source, count=4, timeout_seconds=30)
+            snap = source.snapshot([p])
+    finally:
+        for server, _, _ in servers:
+            server.close()
+    assert [r.node for r in snap.node_reports] == ["w1", "w2", "w3", "w4"]
+    assert [replace(r, time=0.0) for r in snap.node_reports] == \
+        [replace(r, time=0.0) for r in reports]
+    decided = decide(p, snap)
+    assert moves(decided) == moves(decide(p, whole))  # the reports were made of it
+    assert moves(decided), "the thesis's example moves its converged job"
