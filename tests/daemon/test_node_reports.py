@@ -9,16 +9,22 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from policyd.daemon.metrics import DaemonMetrics
-from policyd.daemon.roles import NodeScopedSource
+from policyd.daemon.roles import NodeScopedSource, node_agent_policies
 from policyd.daemon.scheduler import Daemon
 from policyd.engine import decide
 from policyd.engine.specon_reports import node_reports
 from policyd.model import Action, Decision
 from policyd.sources.errors import SourceError
-from policyd.sources.node_reports import NodeReportSource, parse_reports, reports_query
+from policyd.sources.node_reports import (
+    NodeReportSource,
+    ReportedSource,
+    parse_reports,
+    reports_query,
+)
 from policyd.tick import FixedSource
 from tests.engine.specon_builders import NOW, REQUEST_GAINS, cluster, job, policy, thesis_jobs
 from tests.engine.test_specon_reports import moves
+from tests.sources.builders import flowcon
 
 
 class Refusing:
@@ -151,3 +157,27 @@ def test_a_reported_job_keeps_its_id_through_the_labels() -> None:
     DaemonMetrics(registry).node_reports.publish("specon-test", node_reports(policy(), snap))
     reports, _ = parse_reports(vector(registry), now=NOW, max_age_seconds={})
     assert [q.container for r in reports for q in r.requests] == ["ml/train-7/trainer"]
+
+
+class Recording:
+    def __init__(self) -> None:
+        self.asked: list[list[str]] = []
+
+    def snapshot(self, policies: Any, *, intervals: Any = None) -> Any:
+        self.asked.append([p.name for p in policies])
+        return cluster(*thesis_jobs())
+
+
+def test_the_managers_source_routes_specon_to_the_reports_and_flowcon_to_the_cluster() -> None:
+    everything = Recording()
+    reports = NodeReportSource("http://prom", client=Answering(vector(published(("w1",)))),
+                               clock=lambda: NOW)
+    source = ReportedSource(everything, reports)
+    assert [r.node for r in source.snapshot([policy()]).node_reports] == ["w1"]
+    assert source.snapshot([flowcon()]).node_reports == ()
+    assert everything.asked == [["fc"]]
+
+
+def test_a_node_agent_with_only_specon_starts_when_it_reports() -> None:
+    assert node_agent_policies([policy()]) == []
+    assert [p.name for p in node_agent_policies([policy()], node_reports=True)] == ["specon-test"]
