@@ -145,7 +145,8 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
             from policyd.daemon.policy_set import PolicySources  # noqa: PLC0415
 
             resources = PolicyResources(parts.policy_api,
-                                        roles.watched_kinds(node, leader_identity is not None))
+                                        roles.watched_kinds(node, leader_identity is not None,
+                                                                node_reports=split))
             sources = PolicySources(PolicyWatcher(settings.policies), resources, policies)
             resources.list_all()
             policies = list(sources.policies())

@@ -74,15 +74,17 @@ class NodeScopedEvents:
         self.events.watch(mine, stop)
 
 
-def watched_kinds(node: str | None, leader: bool) -> list[str]:
+def watched_kinds(node: str | None, leader: bool, *, node_reports: bool = False) -> list[str]:
     """The kinds whose policy custom resources a process watches, by its role: a node agent
     the kinds of scope node (the only ones it may run), an elected manager and a lone
     `policyd run` every kind: any policy runs cluster-wide when it may stop or move jobs
     (`on_target`/`on_converged: stop`, Predictive's `migrate`: `Kind.scope_of`). Each process
-    runs the policies of its own scope."""
+    runs the policies of its own scope; with `node_reports` a node agent also watches the kinds
+    it reports to the manager (`Kind.node_reports`)."""
     if node is not None:
         return [name for name, kind in KINDS.items()
-                if kind.scope == NODE_AGENT_SCOPE or kind.policy_scope is not None]
+                if kind.scope == NODE_AGENT_SCOPE or kind.policy_scope is not None
+                or (node_reports and kind.node_reports is not None)]
     return list(KINDS)
 
 

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from policyd.daemon.metrics import DaemonMetrics
-from policyd.daemon.roles import NodeScopedSource, node_agent_policies
+from policyd.daemon.roles import NodeScopedSource, node_agent_policies, watched_kinds
 from policyd.daemon.scheduler import Daemon
 from policyd.engine import decide
 from policyd.engine.specon_reports import node_reports
@@ -181,3 +181,8 @@ def test_the_managers_source_routes_specon_to_the_reports_and_flowcon_to_the_clu
 def test_a_node_agent_with_only_specon_starts_when_it_reports() -> None:
     assert node_agent_policies([policy()]) == []
     assert [p.name for p in node_agent_policies([policy()], node_reports=True)] == ["specon-test"]
+
+
+def test_a_reporting_node_agent_watches_the_specon_resources_too() -> None:
+    assert "SpeCon" not in watched_kinds("w1", leader=False)
+    assert "SpeCon" in watched_kinds("w1", leader=False, node_reports=True)
