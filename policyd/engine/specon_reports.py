@@ -21,6 +21,7 @@ containers' own categories are in their agents' metrics. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -63,9 +64,12 @@ def node_reports(policy: SpeConPolicy, snapshot: Snapshot) -> tuple[NodeReport, 
     state, ok, migrated = watched.state, watched.ok, watched.migrated
     last_gain = watched.last_gain
     per_node = min(spec.safety.max_migrations_per_node, spec.safety.max_migrations_per_cycle)
+    on: defaultdict[str, list[int]] = defaultdict(list)
+    for i, c in enumerate(chosen):
+        on[c.node].append(i)
     reports = []
     for node in snapshot.nodes:
-        mine = [i for i, c in enumerate(chosen) if c.node == node.name]
+        mine = on[node.name]
         categorised = [i for i in mine if ok[i]]
         counts = np.bincount(state.category[categorised], minlength=3).tolist()
         requests = tuple(

@@ -1,0 +1,179 @@
+"""SpeCon's manager from node reports against a real Prometheus: what a cycle costs at 1,000 and
+10,000 workers (issue 18; benchmarks/README.md, "node_reports.py").
+
+    flock /tmp/policyd-slow.lock .venv/bin/python benchmarks/node_reports.py [--nodes 1000 10000]
+                                                                            [--cycles 5]
+
+Per size: the synthetic cluster of engine_scale.py (10 jobs a worker, 60 samples a series) under
+the thesis's SpeCon (policies/specon.yaml); every worker's report made by
+`engine/specon_reports.node_reports` (what each node agent makes of its own node); a child
+process publishes all of them on one /metrics (as the agents would, each its own), re-stamped
+every 5 s so that none goes stale; a real Prometheus (127.0.0.1, 5 s scrapes) scrapes it. Then
+the manager's cycles, in this process: `NodeReportSource.snapshot` (the one instant query, its
+answer decoded) and `decide` (Algorithms 4 and 5 from the reports), each timed in wall and CPU
+seconds (the child's and Prometheus's CPU are theirs, not counted); the answer's bytes and
+Prometheus's own evaluation time (`stats=all`) from one raw fetch; the process's peak RSS.
+Also one agent's cycle: `node_reports` on one worker's 10 jobs (median of 200).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import multiprocessing
+import resource
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from synthetic import make_snapshot
+from timing import host_speed_text
+
+from policyd.daemon.health import Health
+from policyd.daemon.http import StatusServer
+from policyd.daemon.node_report_metrics import NodeReportCollector
+from policyd.engine import decide
+from policyd.engine.registry import KINDS
+from policyd.engine.spec import PolicyDocument
+from policyd.model import NodeReport, Snapshot
+from policyd.policy import load_policies
+from policyd.sources.node_reports import NodeReportSource, reports_query
+from tests.integration.servers import LOOPBACK, prometheus
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRAPE_SECONDS = 5.0
+PER_NODE = 10
+
+
+def specon() -> PolicyDocument:
+    """The thesis's SpeCon, selecting the synthetic jobs."""
+    policy = load_policies(ROOT / "policies" / "specon.yaml")[0]
+    spec = policy.spec.model_copy(update={"selector": policy.spec.selector.model_copy(
+        update={"labels": {"app": "train"}})})
+    return policy.model_copy(update={"spec": spec})
+
+
+def reports_of(policy: PolicyDocument, snapshot: Snapshot) -> tuple[NodeReport, ...]:
+    make = KINDS.of(policy).node_reports
+    assert make is not None
+    return make(policy, snapshot)
+
+
+def publish(reports: tuple[NodeReport, ...], policy: str, ready: Connection) -> None:
+    """The child: every report on one /metrics, re-stamped now every 5 s, until killed."""
+    from prometheus_client import CollectorRegistry  # noqa: PLC0415
+
+    registry = CollectorRegistry()
+    collector = NodeReportCollector()
+    registry.register(collector)
+    server = StatusServer(LOOPBACK, 0, registry=registry, health=Health())
+    server.start()
+    collector.publish(policy, tuple(replace(r, time=float(int(time.time()))) for r in reports))
+    ready.send(server.port)
+    while True:
+        time.sleep(SCRAPE_SECONDS)
+        now = float(int(time.time()))
+        collector.publish(policy, tuple(replace(r, time=now) for r in reports))
+
+
+def raw_query(url: str, query: str) -> tuple[int, float, float]:
+    """(bytes, wall seconds, Prometheus's evaluation seconds) of one fetch of `query`."""
+    params = urllib.parse.urlencode({"query": query, "stats": "all"})
+    started = time.perf_counter()
+    with urllib.request.urlopen(f"{url}/api/v1/query?{params}", timeout=60) as response:
+        body = response.read()
+    wall = time.perf_counter() - started
+    timings = json.loads(body)["data"].get("stats", {}).get("timings", {})
+    return len(body), wall, float(timings.get("evalTotalTime", float("nan")))
+
+
+def wait_for(source: NodeReportSource, policy: PolicyDocument, count: int) -> None:
+    """Until Prometheus holds every report (the source's warnings meanwhile not logged)."""
+    logging.getLogger("policyd.sources.node_reports").setLevel(logging.ERROR)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if len(source.snapshot([policy]).node_reports) == count:
+            return
+        time.sleep(1.0)
+    raise RuntimeError(f"{count} node reports not in Prometheus within 180 s: "
+                       f"{source.last_warnings[:3]}")
+
+
+def measure(nodes: int, cycles: int) -> dict[str, float]:
+    policy = specon()
+    snapshot = make_snapshot(nodes * PER_NODE, per_node=PER_NODE)
+    reports = reports_of(policy, snapshot)
+    one = replace(snapshot, nodes=snapshot.nodes[:1],
+                  containers=tuple(c for c in snapshot.containers
+                                   if c.node == snapshot.nodes[0].name))
+    agent = []
+    for _ in range(200):
+        started = time.process_time()
+        reports_of(policy, one)
+        agent.append(time.process_time() - started)
+    series = sum(8 + len(r.requests) + len(r.candidates) for r in reports)
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    publisher = context.Process(target=publish, args=(reports, policy.name, child), daemon=True)
+    publisher.start()
+    try:
+        port = parent.recv()
+        with tempfile.TemporaryDirectory() as work, \
+                prometheus(Path(work), [f"{LOOPBACK}:{port}"],
+                           scrape_seconds=SCRAPE_SECONDS) as prom:
+            source = NodeReportSource(prom.url, timeout_seconds=60, retries=0)
+            wait_for(source, policy, nodes)
+            size, fetch, evaluation = raw_query(prom.url, reports_query([policy.name]))
+            walls, cpus, observes, moves = [], [], [], 0
+            for _ in range(cycles):
+                wall, cpu = time.perf_counter(), time.process_time()
+                seen = source.snapshot([policy])
+                observed = time.perf_counter() - wall
+                decision = decide(policy, seen)
+                walls.append(time.perf_counter() - wall)
+                cpus.append(time.process_time() - cpu)
+                observes.append(observed)
+                moves = len(decision.actions)
+                assert len(seen.node_reports) == nodes, source.last_warnings[:3]
+    finally:
+        publisher.kill()
+        publisher.join()
+    return {"nodes": nodes, "containers": nodes * PER_NODE, "series": series,
+            "requests": sum(len(r.requests) for r in reports),
+            "cycle_wall_s": statistics.median(walls), "cycle_cpu_s": statistics.median(cpus),
+            "observe_wall_s": statistics.median(observes),
+            "answer_mb": size / 1e6, "fetch_s": fetch, "prometheus_eval_s": evaluation,
+            "actions": moves, "agent_cpu_ms": 1000 * statistics.median(agent),
+            "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1_000, 10_000])
+    parser.add_argument("--cycles", type=int, default=5)
+    args = parser.parse_args()
+    print(host_speed_text(), flush=True)
+    print(f"{'workers':>8} {'jobs':>8} {'series':>7} {'answer':>8} {'fetch':>7} {'prom eval':>9} "
+          f"{'observe':>8} {'cycle':>8} {'cycle CPU':>9} {'actions':>7} {'agent':>8} {'RSS':>8}",
+          flush=True)
+    for nodes in args.nodes:
+        r = measure(nodes, args.cycles)
+        print(f"{r['nodes']:>8,} {r['containers']:>8,} {r['series']:>7,} "
+              f"{r['answer_mb']:>6.2f}MB {r['fetch_s']:>6.3f}s {r['prometheus_eval_s']:>8.3f}s "
+              f"{r['observe_wall_s']:>7.3f}s {r['cycle_wall_s']:>7.3f}s {r['cycle_cpu_s']:>8.3f}s "
+              f"{r['actions']:>7} {r['agent_cpu_ms']:>6.2f}ms {r['rss_mib']:>5.0f}MiB", flush=True)
+
+
+if __name__ == "__main__":
+    threading.current_thread().name = "manager"
+    main()
