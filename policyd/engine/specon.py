@@ -127,10 +127,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     itval = snapshot.interval_seconds(policy.name, spec.interval_seconds)
     chosen = tuple(c for c in snapshot.containers if spec.selector.selects(c))
     n = len(chosen)
-    ev = spec.evaluation
-    watched = monitor(chosen, now=now, interval_seconds=itval,
-                      window_intervals=spec.window_intervals, alpha=spec.alpha,
-                      normalization=ev.normalization, gain=ev.gain, direction=ev.direction)
+    watched = monitor(chosen, spec, now=now, interval_seconds=itval)
     gains, state, ok, migrated = watched.gains, watched.state, watched.ok, watched.migrated
 
     names = [node.name for node in snapshot.nodes]

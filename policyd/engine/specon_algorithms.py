@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from policyd.engine import guards, series
+from policyd.engine.spec import Evaluation
 from policyd.model import Action, Container, MarkMigrated, Migrate
 from policyd.model.snapshot import FloatArray
 
@@ -46,6 +47,17 @@ class CategoryWeights(Protocol):
     def wc(self) -> float: ...
     @property
     def cc(self) -> float: ...
+
+
+class MonitorSpec(Protocol):
+    """What Algorithm 3 reads of a policy's spec (`specon.SpeConSpec`)."""
+
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def window_intervals(self) -> int: ...
+    @property
+    def evaluation(self) -> Evaluation: ...
 
 
 # --- Algorithm 3: the container monitor, as a fold over the window's steps --------------------
@@ -110,17 +122,16 @@ class Monitored:
         return self.gains[:, -1].tolist() if self.gains.shape[0] else []
 
 
-def monitor(chosen: Sequence[Container], *, now: float, interval_seconds: float,
-            window_intervals: int, alpha: float, normalization: Literal["relative", "absolute"],
-            gain: Literal["magnitude", "improvement"],
-            direction: Literal["minimize", "maximize"]) -> Monitored:
-    """Algorithm 3 replayed over the window for `chosen` (module docstring)."""
+def monitor(chosen: Sequence[Container], spec: MonitorSpec, *, now: float,
+            interval_seconds: float) -> Monitored:
+    """Algorithm 3 replayed over the window for `chosen` under `spec` (module docstring)."""
     n = len(chosen)
     window = series.sample_window(chosen, now=now, interval_seconds=interval_seconds,
-                                  intervals=window_intervals,
+                                  intervals=spec.window_intervals,
                                   max_sample_age_seconds=2 * interval_seconds)
-    gains = series.gains(window, normalization, gain=gain, direction=direction)
-    state = replay(Replay.initial(n), gains, alpha=alpha)
+    ev = spec.evaluation
+    gains = series.gains(window, ev.normalization, gain=ev.gain, direction=ev.direction)
+    state = replay(Replay.initial(n), gains, alpha=spec.alpha)
     ok = np.fromiter((p is None for p in window.problems), dtype=np.bool_, count=n)
     migrated = np.fromiter((c.markers.migrated for c in chosen), dtype=np.bool_, count=n)
     return Monitored(problems=window.problems, gains=gains, state=state, ok=ok,

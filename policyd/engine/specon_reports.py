@@ -57,10 +57,7 @@ def node_reports(policy: SpeConPolicy, snapshot: Snapshot) -> tuple[NodeReport, 
     spec, now = policy.spec, snapshot.time
     itval = snapshot.interval_seconds(policy.name, spec.interval_seconds)
     chosen = tuple(c for c in snapshot.containers if spec.selector.selects(c))
-    ev = spec.evaluation
-    watched = monitor(chosen, now=now, interval_seconds=itval,
-                      window_intervals=spec.window_intervals, alpha=spec.alpha,
-                      normalization=ev.normalization, gain=ev.gain, direction=ev.direction)
+    watched = monitor(chosen, spec, now=now, interval_seconds=itval)
     state, ok, migrated = watched.state, watched.ok, watched.migrated
     last_gain = watched.last_gain
     per_node = min(spec.safety.max_migrations_per_node, spec.safety.max_migrations_per_cycle)
