@@ -3,11 +3,16 @@ publishes, and what the manager's source reads back (`policyd.sources.node_repor
 
 from __future__ import annotations
 
+import io
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
+from policyd.daemon.app import run
+from policyd.daemon.backend import Parts
 from policyd.daemon.metrics import DaemonMetrics
 from policyd.daemon.roles import NodeScopedSource, node_agent_policies, watched_kinds
 from policyd.daemon.scheduler import Daemon
@@ -22,6 +27,8 @@ from policyd.sources.node_reports import (
     reports_query,
 )
 from policyd.tick import FixedSource
+from tests.daemon.fakes import FakeActuator, FakeSource
+from tests.daemon.test_kubernetes import SPECON, k8s_settings, two_nodes
 from tests.engine.specon_builders import NOW, REQUEST_GAINS, cluster, job, policy, thesis_jobs
 from tests.engine.test_specon_reports import moves
 from tests.sources.builders import flowcon
@@ -186,3 +193,27 @@ def test_a_node_agent_with_only_specon_starts_when_it_reports() -> None:
 def test_a_reporting_node_agent_watches_the_specon_resources_too() -> None:
     assert "SpeCon" not in watched_kinds("w1", leader=False)
     assert "SpeCon" in watched_kinds("w1", leader=False, node_reports=True)
+
+
+# --- `policyd run`: the settings' switch, an agent and a manager ------------------------------
+
+def test_policyd_run_with_node_reports_an_agent_reports_and_the_manager_reads_them(
+        tmp_path: Path) -> None:
+    """A node agent with only the SpeCon policy starts and publishes its node's report; the
+    manager sends its SpeCon tick to Prometheus's node reports (here a closed port: that
+    tick's source error) while FlowCon still reads the cluster."""
+    settings = k8s_settings(tmp_path, tmp_path / "p.yaml", SPECON).model_copy(
+        update={"node_reports": True})
+    agent_settings = k8s_settings(tmp_path, SPECON).model_copy(update={"node_reports": True})
+    registry, out = CollectorRegistry(), io.StringIO()
+    code = run(agent_settings, out=out, stop=threading.Event(), once=True, node="w1",
+               registry=registry,
+               parts=Parts(source=FakeSource(two_nodes), actuator=FakeActuator(), events=None))
+    assert code == 0, out.getvalue()
+    assert {dict(labels)["node"] for _, labels in samples(registry)} == {"w1"}
+    out, actuator = io.StringIO(), FakeActuator()
+    code = run(settings, out=out, stop=threading.Event(), once=True,
+               parts=Parts(source=FakeSource(two_nodes), actuator=actuator, events=None))
+    lines = sorted(out.getvalue().splitlines())
+    assert code == 1 and lines[0].startswith("policy fc: ok"), lines
+    assert "source_error" in lines[1] and "policyd_node_report_" in lines[1], lines
