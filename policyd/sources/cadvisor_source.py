@@ -137,8 +137,9 @@ class CadvisorRestSource:
         return self._queries.workers
 
     def close(self) -> None:
-        """Stop the host threads and close the HTTP sessions."""
+        """Stop the host threads and the query threads, and close the HTTP sessions."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._queries.close()
         for client in self.clients.values():
             client.close()
 

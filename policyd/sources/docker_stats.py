@@ -351,6 +351,7 @@ class DockerSnapshotSource:
 
     def close(self) -> None:
         self.stats.close()
+        self._pool.close()
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:

@@ -86,6 +86,14 @@ class QueryPool(Generic[C]):
                 self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix=self._name)
             return self._executor.submit(self.run_here, call)
 
+    def close(self) -> None:
+        """Stop the pool's threads (a query still out is waited for); a query sent after this
+        starts them again. The source that owns the pool calls it from its own `close`."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+
     @contextlib.contextmanager
     def batch(self) -> Iterator[Batch[C]]:
         """A cycle's queries; every one is done or cancelled when this closes."""

@@ -84,3 +84,24 @@ def test_a_read_alongside_runs_in_the_calling_thread_at_once_or_when_asked_for(
 def test_the_bound_is_1_to_max_workers(workers: int) -> None:
     with pytest.raises(ValueError, match=f"workers must be 1 to {MAX_WORKERS}"):
         QueryPool(lambda: Client(0), workers=workers)
+
+
+def test_closing_the_pool_stops_its_threads_and_a_later_query_starts_them_again() -> None:
+    pool = QueryPool(lambda: Client(0), workers=2, name="closing-test")
+
+    def alive() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.startswith("closing-test")]
+
+    def name(client: Client) -> str:
+        return threading.current_thread().name
+
+    with pool.batch() as batch:
+        assert batch.send(name)().startswith("closing-test")
+    assert alive()
+    pool.close()
+    assert alive() == []
+    pool.close()  # twice is harmless
+    with pool.batch() as batch:
+        assert batch.send(name)().startswith("closing-test")
+    pool.close()
+    assert alive() == []
