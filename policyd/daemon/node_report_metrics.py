@@ -29,8 +29,15 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from policyd.model import NodeReport
+from policyd.model.node_report import CATEGORY_FIELDS, METRIC_PREFIX, NODE_FIGURES
 
-PREFIX = "policyd_node_report_"
+_FIGURE_HELP = {
+    "time_seconds": "When the node report was made (its snapshot time).",
+    "cpu_capacity_cores": "The node's cores.",
+    "cpu_used_cores": "Cores in use on the node.",
+    "selected_jobs": "Jobs the policy selects on the node.",
+    "unreallocated_jobs": "Categorised jobs on the node not reallocated yet.",
+}
 
 
 class NodeReportCollector(Collector):
@@ -53,43 +60,28 @@ class NodeReportCollector(Collector):
         with self._lock:
             reports = [r for published in self._reports.values() for r in published]
         node = ["policy", "node"]
-        families = {
-            "time_seconds": GaugeMetricFamily(
-                f"{PREFIX}time_seconds", "When the node report was made (its snapshot time).",
-                labels=node),
-            "cpu_capacity_cores": GaugeMetricFamily(
-                f"{PREFIX}cpu_capacity_cores", "The node's cores.", labels=node),
-            "cpu_used_cores": GaugeMetricFamily(
-                f"{PREFIX}cpu_used_cores", "Cores in use on the node.", labels=node),
-            "jobs": GaugeMetricFamily(
-                f"{PREFIX}jobs", "Categorised jobs on the node, by category.",
-                labels=[*node, "category"]),
-            "selected_jobs": GaugeMetricFamily(
-                f"{PREFIX}selected_jobs", "Jobs the policy selects on the node.", labels=node),
-            "unreallocated_jobs": GaugeMetricFamily(
-                f"{PREFIX}unreallocated_jobs",
-                "Categorised jobs on the node not reallocated yet.", labels=node),
-            "request_gain": GaugeMetricFamily(
-                f"{PREFIX}request_gain",
-                "A job asking to be reallocated: the gain of its last step.",
-                labels=[*node, "container"]),
-            "candidate_converged_seconds": GaugeMetricFamily(
-                f"{PREFIX}candidate_converged_seconds",
-                "A job the rebalancing may move: seconds since it was marked converged.",
-                labels=[*node, "container"]),
-        }
+        families = {figure: GaugeMetricFamily(f"{METRIC_PREFIX}{figure}", _FIGURE_HELP[figure],
+                                              labels=node)
+                    for figure in NODE_FIGURES}
+        jobs = GaugeMetricFamily(f"{METRIC_PREFIX}jobs",
+                                 "Categorised jobs on the node, by category.",
+                                 labels=[*node, "category"])
+        requests = GaugeMetricFamily(
+            f"{METRIC_PREFIX}request_gain",
+            "A job asking to be reallocated: the gain of its last step.",
+            labels=[*node, "container"])
+        candidates = GaugeMetricFamily(
+            f"{METRIC_PREFIX}candidate_converged_seconds",
+            "A job the rebalancing may move: seconds since it was marked converged.",
+            labels=[*node, "container"])
         for r in reports:
             at = [r.policy, r.node]
-            families["time_seconds"].add_metric(at, r.time)
-            families["cpu_capacity_cores"].add_metric(at, r.cpu_capacity_cores)
-            families["cpu_used_cores"].add_metric(at, r.cpu_used_cores)
-            for category, count in (("PC", r.pc), ("WC", r.wc), ("CC", r.cc)):
-                families["jobs"].add_metric([*at, category], count)
-            families["selected_jobs"].add_metric(at, r.selected)
-            families["unreallocated_jobs"].add_metric(at, r.unreallocated)
+            for figure, field in NODE_FIGURES.items():
+                families[figure].add_metric(at, getattr(r, field))
+            for category, field in CATEGORY_FIELDS.items():
+                jobs.add_metric([*at, category], getattr(r, field))
             for q in r.requests:
-                families["request_gain"].add_metric([*at, q.container], q.gain)
+                requests.add_metric([*at, q.container], q.gain)
             for c in r.candidates:
-                families["candidate_converged_seconds"].add_metric([*at, c.container],
-                                                                   c.converged_seconds)
-        yield from families.values()
+                candidates.add_metric([*at, c.container], c.converged_seconds)
+        yield from (*families.values(), jobs, requests, candidates)

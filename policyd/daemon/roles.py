@@ -94,7 +94,7 @@ def node_agent_policies(policies: Sequence[PolicyDocument], *,
     `node_reports` those it reports to the manager (a cluster-wide kind with
     `Kind.node_reports`)."""
     return [p for p in policies if KINDS.of(p).scope_of(p) == NODE_AGENT_SCOPE
-            or (node_reports and KINDS.of(p).node_reports is not None)]
+            or (node_reports and KINDS.of(p).reports_of(p))]
 
 
 # --- manager: leader election ----------------------------------------------------------------

@@ -274,18 +274,8 @@ class Daemon:
         try:
             outcome = tick(self.source, policy, self.actuator, interval_seconds=interval,
                            peers=peers, dry_run=self.dry_run_actuator)
-        except SourceError as err:
-            took = time.perf_counter() - started
-            LOG.error("policy %s: no snapshot, nothing done this tick (%s): %s",
-                      name, err.kind, err)
-            self.metrics.record_failure(name, "source_error", source_error_kind=err.kind,
-                                        duration_seconds=took)
-            return TickReport(policy=name, result="source_error", error=str(err))
         except Exception as exc:  # a bug or an unexpected failure: report it, keep running
-            took = time.perf_counter() - started
-            LOG.exception("policy %s: tick failed", name)
-            self.metrics.record_failure(name, "error", duration_seconds=took)
-            return TickReport(policy=name, result="error", error=f"{type(exc).__name__}: {exc}")
+            return self._failed(name, exc, started, undone="nothing done", what="tick")
         took = time.perf_counter() - started
         self.health.snapshot_succeeded()
         self.metrics.record_outcome(name, outcome, dry_run=dry_run, duration_seconds=took)
@@ -297,11 +287,25 @@ class Daemon:
                 LOG.exception("policy %s: alerting failed", name)
         return TickReport(policy=name, result="ok", outcome=outcome)
 
+    def _failed(self, name: str, exc: Exception, started: float, *, undone: str,
+                what: str) -> TickReport:
+        """A tick that raised (call it in the `except`): a SourceError is one log line and a
+        count, nothing done (the next run retries); anything else is logged with its
+        traceback and counted, and the daemon goes on."""
+        took = time.perf_counter() - started
+        if isinstance(exc, SourceError):
+            LOG.error("policy %s: no snapshot, %s this tick (%s): %s", name, undone, exc.kind,
+                      exc)
+            self.metrics.record_failure(name, "source_error", source_error_kind=exc.kind,
+                                        duration_seconds=took)
+            return TickReport(policy=name, result="source_error", error=str(exc))
+        LOG.exception("policy %s: %s failed", name, what)
+        self.metrics.record_failure(name, "error", duration_seconds=took)
+        return TickReport(policy=name, result="error", error=f"{type(exc).__name__}: {exc}")
+
     def _reported(self, policy: PolicyDocument) -> bool:
         """Whether this node agent reports `policy` to the manager rather than deciding it."""
-        kind = KINDS.of(policy)
-        return (self.node_reports and kind.scope_of(policy) != self.scope
-                and kind.node_reports is not None)
+        return self.node_reports and KINDS.of(policy).reports_of(policy)
 
     def _report(self, policy: PolicyDocument, interval: float) -> TickReport:
         """A reported policy's tick: its node's report published, nothing decided."""
@@ -311,17 +315,8 @@ class Daemon:
         started = time.perf_counter()
         try:
             reports = make(policy, observe(self.source, policy, interval))
-        except SourceError as err:
-            LOG.error("policy %s: no snapshot, no node report this tick (%s): %s",
-                      name, err.kind, err)
-            self.metrics.record_failure(name, "source_error", source_error_kind=err.kind,
-                                        duration_seconds=time.perf_counter() - started)
-            return TickReport(policy=name, result="source_error", error=str(err))
         except Exception as exc:  # a bug or an unexpected failure: report it, keep running
-            LOG.exception("policy %s: node report failed", name)
-            self.metrics.record_failure(name, "error",
-                                        duration_seconds=time.perf_counter() - started)
-            return TickReport(policy=name, result="error", error=f"{type(exc).__name__}: {exc}")
+            return self._failed(name, exc, started, undone="no node report", what="node report")
         self.metrics.node_reports.publish(name, reports)
         self.health.snapshot_succeeded()
         LOG.info("policy %s: node report of %s published (%d requests, %d candidates)", name,

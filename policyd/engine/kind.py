@@ -191,6 +191,11 @@ class Kind:
             return "cluster"
         return declared
 
+    def reports_of(self, policy: PolicyDocument) -> bool:
+        """Whether `policy` can be decided from its node agents' reports (`node_reports`): a
+        cluster-wide policy of a kind that has them."""
+        return self.node_reports is not None and self.scope_of(policy) == "cluster"
+
     def acts_on_of(self, policy: PolicyDocument) -> frozenset[ActionClass]:
         """The action classes `policy` may emit (for ownership): its kind's, and those of its
         responses to delivered jobs (`delivery_classes`)."""

@@ -21,6 +21,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+METRIC_PREFIX = "policyd_node_report_"
+"""Where agents publish reports and the manager reads them: `policyd_node_report_<figure>`."""
+NODE_FIGURES = {"time_seconds": "time", "cpu_capacity_cores": "cpu_capacity_cores",
+                "cpu_used_cores": "cpu_used_cores", "selected_jobs": "selected",
+                "unreallocated_jobs": "unreallocated"}
+"""The series of one value a node (figure -> `NodeReport` field); beside them `jobs` (by
+category), `request_gain` and `candidate_converged_seconds` (by container)."""
+CATEGORY_FIELDS = {"PC": "pc", "WC": "wc", "CC": "cc"}
+"""`jobs`' category label -> `NodeReport` field."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class ReallocationRequest:

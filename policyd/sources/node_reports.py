@@ -37,6 +37,7 @@ from policyd.model import (
     RebalanceCandidate,
     Snapshot,
 )
+from policyd.model.node_report import CATEGORY_FIELDS, METRIC_PREFIX, NODE_FIGURES
 from policyd.sources.errors import SourceError
 from policyd.sources.prometheus import PrometheusClient, ask, connect_prometheus
 from policyd.sources.promql import render_matchers
@@ -45,16 +46,11 @@ from policyd.tick import Source
 
 LOG = logging.getLogger(__name__)
 
-PREFIX = "policyd_node_report_"
 STALE_INTERVALS = 2.0
 """A report older than this many of its policy's intervals is left out."""
 
-_NODE_FIGURES = {"time_seconds": "time", "cpu_capacity_cores": "cpu_capacity_cores",
-                 "cpu_used_cores": "cpu_used_cores", "selected_jobs": "selected",
-                 "unreallocated_jobs": "unreallocated"}
-_CATEGORIES = {"PC": "pc", "WC": "wc", "CC": "cc"}
-_FIELDS = {f"{PREFIX}{figure}": field for figure, field in (
-    *_NODE_FIGURES.items(), ("jobs", "jobs"), ("request_gain", "request_gain"),
+_FIELDS = {f"{METRIC_PREFIX}{figure}": field for figure, field in (
+    *NODE_FIGURES.items(), ("jobs", "jobs"), ("request_gain", "request_gain"),
     ("candidate_converged_seconds", "candidate_converged_seconds"))}
 """A series' metric name -> the report's field (or the list it goes to)."""
 
@@ -63,7 +59,7 @@ def reports_query(policies: Sequence[str]) -> str:
     """The one instant query of a cycle, for `policies` (by name; each an escaped RE2 literal
     in an escaped PromQL string, so no name can widen the query)."""
     names = "|".join(regex_literal(name) for name in sorted(set(policies)))
-    return render_matchers((Matcher("__name__", "=~", f"{PREFIX}.+"),
+    return render_matchers((Matcher("__name__", "=~", f"{METRIC_PREFIX}.+"),
                             Matcher("policy", "=~", names)))
 
 
@@ -86,7 +82,7 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
             continue
         key = (policy, node, labels.get("instance", ""))
         if field == "jobs":
-            category = _CATEGORIES.get(labels.get("category", ""))
+            category = CATEGORY_FIELDS.get(labels.get("category", ""))
             if category is not None:
                 figures[key][category] = value
         elif field == "request_gain":
@@ -178,13 +174,7 @@ class ReportedSource:
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:
-        reported = [p for p in policies if decided_from_reports(p)]
-        if reported and len(reported) == len(policies):
+        if policies and all(KINDS.of(p).reports_of(p) for p in policies):
             return self.reports.snapshot(policies, intervals=intervals)
         return self.source.snapshot(policies, intervals=intervals)
 
-
-def decided_from_reports(policy: PolicyDocument) -> bool:
-    """Whether `policy` is of a cluster-wide kind that decides from node reports."""
-    kind = KINDS.of(policy)
-    return kind.node_reports is not None and kind.scope_of(policy) == "cluster"
