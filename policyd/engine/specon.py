@@ -45,17 +45,16 @@ from policyd.engine.spec import (
 )
 from policyd.engine.specon_algorithms import (
     CATEGORY_NAMES,
-    CC,
-    PC,
-    WC,
     Board,
     Request,
+    cycle_notes,
     monitor,
+    no_request_note,
     open_jobs,
     reallocate,
 )
 from policyd.engine.specon_reports import node_reports, plan_from_reports
-from policyd.model import Assessment, Decision, Migrate, Snapshot
+from policyd.model import Assessment, Decision, Snapshot
 
 
 class Weights(Strict):
@@ -151,8 +150,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
         notes[chosen[i].id] = "reallocated earlier (markers.migrated): never requests again"
     for i in np.flatnonzero(ok & state.requesting & ~migrated & ~requesting).tolist():
         c = chosen[i]
-        notes[c.id] = (f"converged; {where_open or c.node} has |PC|+|WC| = "
-                       f"{open_[where[i]]:g}: no request (Algorithm 3, line 15)")
+        notes[c.id] = no_request_note(where_open or c.node, open_[where[i]])
     for i in np.flatnonzero(ok & ~np.isfinite(gains[:, -1])).tolist():
         notes[chosen[i].id] = "no gain yet (fewer than two readings): PC (Algorithm 3, line 2)"
 
@@ -168,11 +166,8 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
                          now=now, grace_seconds=spec.migration_grace_seconds)
 
     totals = np.bincount(state.category[ok], minlength=3).tolist()
-    if any(isinstance(a, Migrate) for a in actions):
-        decision_notes.append(f"after the moves, {board.summary()}")
-    decision_notes.append(
-        f"categories: PC {totals[PC]}, WC {totals[WC]}, CC {totals[CC]}; "
-        f"{n - int(ok.sum())} without category; {int(requesting.sum())} request(s)")
+    decision_notes.extend(cycle_notes(board, actions, totals, without=n - int(ok.sum()),
+                                      requests=int(requesting.sum())))
     if spec.rebalance and all_reallocated:
         load = np.bincount(where, minlength=len(names)).tolist()
         outcome = rebalance_cluster(

@@ -258,6 +258,21 @@ def reallocate(requests: Sequence[Request], board: Board, budget: guards.Migrati
     return actions
 
 
+def no_request_note(where: str, open_count: float) -> str:
+    """Why a converged, falling job asks nothing: too few learning jobs where it is counted."""
+    return (f"converged; {where} has |PC|+|WC| = {open_count:g}: no request "
+            "(Algorithm 3, line 15)")
+
+
+def cycle_notes(board: Board, actions: Sequence[Action], totals: Sequence[int], *,
+                without: int, requests: int) -> list[str]:
+    """The decision's notes after Algorithm 4: the board after any move, and the counts."""
+    after = ([f"after the moves, {board.summary()}"]
+             if any(isinstance(a, Migrate) for a in actions) else [])
+    return [*after, f"categories: PC {totals[PC]}, WC {totals[WC]}, CC {totals[CC]}; "
+                    f"{without} without category; {requests} request(s)"]
+
+
 def open_jobs(board: Board, scope: Literal["node", "cluster"]) -> FloatArray:
     """Algorithm 3, line 15's |PC| + |WC| per worker: counted on the worker (`node`) or over
     the cluster (every worker the cluster's sum)."""

@@ -34,14 +34,15 @@ from policyd.engine.specon_algorithms import (
     WC,
     Board,
     Request,
+    cycle_notes,
     monitor,
+    no_request_note,
     open_jobs,
     reallocate,
 )
 from policyd.model import (
     Assessment,
     Decision,
-    Migrate,
     NodeReport,
     ReallocationRequest,
     RebalanceCandidate,
@@ -108,8 +109,7 @@ def plan_from_reports(policy: SpeConPolicy, snapshot: Snapshot) -> Decision:
                 requests.append(Request(container=q.container, node=r.node, gain=q.gain))
             else:
                 where = "the cluster" if spec.request_scope == "cluster" else r.node
-                notes[q.container] = (f"converged; {where} has |PC|+|WC| = {open_[w]:g}: no "
-                                      "request (Algorithm 3, line 15)")
+                notes[q.container] = no_request_note(where, open_[w])
     requests.sort(key=lambda q: q.container)
     categorised = sum(r.categorised for r in reports)
     all_reallocated = categorised > 0 and not any(r.unreallocated for r in reports)
@@ -118,13 +118,10 @@ def plan_from_reports(policy: SpeConPolicy, snapshot: Snapshot) -> Decision:
     budget = guards.MigrationBudget.of(spec)
     actions = reallocate(requests, board, budget, notes, policy=policy.name, alpha=spec.alpha,
                          now=now, grace_seconds=spec.migration_grace_seconds)
-    if any(isinstance(a, Migrate) for a in actions):
-        decision_notes.append(f"after the moves, {board.summary()}")
     totals = counts.sum(axis=0).astype(int).tolist() if reports else [0, 0, 0]
-    decision_notes.append(
-        f"categories: PC {totals[PC]}, WC {totals[WC]}, CC {totals[CC]}; "
-        f"{sum(r.selected for r in reports) - categorised} without category; "
-        f"{len(requests)} request(s)")
+    decision_notes.extend(cycle_notes(
+        board, actions, totals, without=sum(r.selected for r in reports) - categorised,
+        requests=len(requests)))
     node_of = {q.container: r.node for r in reports for q in r.requests}
     node_of.update((c.container, r.node) for r in reports for c in r.candidates)
     if spec.rebalance and all_reallocated:
