@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from policyd.engine.forecast_input import Settings
 from policyd.engine.speed import SpeedModel
+from policyd.model.forecast import seconds_per_step
 from policyd.model.snapshot import FloatArray
 
 BoolArray = npt.NDArray[np.bool_]
@@ -51,12 +52,9 @@ class Forecast:
 
     def seconds_per_step_at(self, cores: float) -> float:
         """The speed model at `cores` (capped at the cores the job can use)."""
-        c = min(cores, self.cap_cores)
-        if c <= 0:
-            return float("inf")
-        if c < 1:
-            return (self.serial_seconds + self.parallel_seconds) / c
-        return self.serial_seconds + self.parallel_seconds / c
+        return seconds_per_step(cores, cap_cores=self.cap_cores,
+                                serial_seconds=self.serial_seconds,
+                                parallel_seconds=self.parallel_seconds)
 
     def remaining_seconds_at(self, cores: float) -> float:
         """Remaining seconds if the job ran on `cores` from its last sample on."""

@@ -17,7 +17,12 @@ from policyd.model.decision import (
     Stop,
 )
 from policyd.model.forecast import JobForecast
-from policyd.model.node_report import NodeReport, ReallocationRequest, RebalanceCandidate
+from policyd.model.node_report import (
+    NodeReport,
+    ReallocationRequest,
+    RebalanceCandidate,
+    WaitingJob,
+)
 from policyd.model.pending import PendingJob, QueuedJob
 from policyd.model.qoe import Delivery, QoeStatus
 from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
@@ -45,4 +50,5 @@ __all__ = [
     "SetCpu",
     "Snapshot",
     "Stop",
+    "WaitingJob",
 ]

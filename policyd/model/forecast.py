@@ -19,6 +19,19 @@ import numpy as np
 import numpy.typing as npt
 
 
+def seconds_per_step(cores: float, *, cap_cores: float, serial_seconds: float,
+                     parallel_seconds: float) -> float:
+    """A job's seconds per step on `cores` (capped at `cap_cores`, what it can use), from its
+    fitted speed model: Amdahl from one core up (`serial + parallel / cores`), time-sliced
+    below one (the one-core time over the fraction). Infinite on no cores."""
+    c = min(cores, cap_cores)
+    if c <= 0:
+        return float("inf")
+    if c < 1:
+        return (serial_seconds + parallel_seconds) / c
+    return serial_seconds + parallel_seconds / c
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobForecast:
     """One job's forecast at the decision's time (seconds count from `Decision.time`)."""

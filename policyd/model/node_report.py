@@ -1,19 +1,24 @@
 """A node agent's report of its worker, for a cluster-wide kind's manager (`Snapshot.node_reports`).
 
-Why. A cluster-wide kind such as SpeCon needs, for its decisions, a few figures per worker and
-a few jobs, not every sample of every container: the thesis's own SpeCon has its workers run
-the container monitor (Algorithm 3) and send the manager their reallocation requests. With
-`node_reports`, each node agent replays the monitor over its own node's containers and
-publishes what the manager's Algorithms 4 and 5 read: the category counts, the CPU in use, how
-many selected jobs the worker holds and how many of its categorised jobs are not reallocated
-yet, the jobs asking to be reallocated (with their last gain), and the jobs Algorithm 5 may
-move first (their converged duration). The manager reads the reports of every worker
+Why. A cluster-wide kind needs, for its decisions, a few figures per worker and a few jobs,
+not every sample of every container. With `node_reports`, each node agent works out its own
+node's part and publishes what the manager reads; the manager reads the reports of every worker
 (`policyd.sources.node_reports`) and decides from them alone: its cost follows the number of
-workers, not of containers.
+workers, not of containers. Every report has the worker's figures (its cores, the CPU in use,
+the jobs the policy selects there); the rest is the kind's:
+
+* SpeCon (the thesis's own split: its workers run the container monitor, Algorithm 3, and send
+  the manager their reallocation requests): the category counts, how many categorised jobs are
+  not reallocated yet, the jobs asking to be reallocated (with their last gain), and the jobs
+  Algorithm 5 may move first (their converged duration).
+* Predictive with `migrate` (the agent sets its node's CPU limits itself): the cores its plan
+  leaves unused (`spare_cores`), and the jobs waiting at the floor that a move could serve
+  sooner (`waiting`: the work ahead of each and its speed model, enough for the manager to
+  price a move to any worker).
 
 Only jobs policyd may act on are listed (the agent applies the guards: opt-out, minimum age,
-cooldown, back-off), and at most as many rebalance candidates per worker as a cycle may move
-off one worker. Plain values: no I/O.
+cooldown, back-off), and at most as many per worker as a cycle may move off one worker. Plain
+values: no I/O.
 """
 
 from __future__ import annotations
@@ -21,13 +26,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from policyd.model.forecast import seconds_per_step
+
 METRIC_PREFIX = "policyd_node_report_"
 """Where agents publish reports and the manager reads them: `policyd_node_report_<figure>`."""
 NODE_FIGURES = {"time_seconds": "time", "cpu_capacity_cores": "cpu_capacity_cores",
                 "cpu_used_cores": "cpu_used_cores", "selected_jobs": "selected",
                 "unreallocated_jobs": "unreallocated"}
 """The series of one value a node (figure -> `NodeReport` field); beside them `jobs` (by
-category), `request_gain` and `candidate_converged_seconds` (by container)."""
+category), `request_gain`, `candidate_converged_seconds` and `waiting_<figure>` (by
+container)."""
+SPARE_FIGURE = "spare_cores"
+"""A node's series that only some kinds report (Predictive): `NodeReport.spare_cores`."""
+WAITING_FIGURES = ("ahead_seconds", "best_cores", "remaining_steps", "serial_seconds",
+                   "parallel_seconds", "cap_cores")
+"""A waiting job's series, `waiting_<figure>` by container: the `WaitingJob` fields."""
 CATEGORY_FIELDS = {"PC": "pc", "WC": "wc", "CC": "cc"}
 """`jobs`' category label -> `NodeReport` field."""
 
@@ -51,6 +64,36 @@ class RebalanceCandidate:
 
 
 @dataclass(frozen=True, kw_only=True)
+class WaitingJob:
+    """A job Predictive leaves waiting on its worker (less than a whole first core), which a
+    move could serve sooner: how long it is predicted to take where it is (`ahead_seconds`: its
+    work and the work served before it, over the worker's cores), the cores it can use on its
+    worker, and its forecast's remaining steps and speed model, from which its remaining time
+    on any other worker's cores follows (`remaining_seconds_at`)."""
+
+    container: str
+    ahead_seconds: float
+    best_cores: float
+    remaining_steps: float
+    serial_seconds: float
+    parallel_seconds: float
+    cap_cores: float
+
+    def __post_init__(self) -> None:
+        for name in WAITING_FIGURES:
+            if not getattr(self, name) >= 0:  # NaN too
+                raise ValueError(f"waiting job {self.container}: {name} must be a number, "
+                                 "not negative")
+
+    def remaining_seconds_at(self, cores: float) -> float:
+        """Its remaining seconds on `cores` from now on (`policyd.model.forecast.
+        seconds_per_step`, as its forecast prices them)."""
+        return self.remaining_steps * seconds_per_step(
+            cores, cap_cores=self.cap_cores, serial_seconds=self.serial_seconds,
+            parallel_seconds=self.parallel_seconds)
+
+
+@dataclass(frozen=True, kw_only=True)
 class NodeReport:
     """One worker of one policy, as its node agent saw it at `time` (module docstring)."""
 
@@ -59,18 +102,20 @@ class NodeReport:
     time: float
     cpu_capacity_cores: float
     cpu_used_cores: float
-    pc: int
-    wc: int
-    cc: int
     selected: int
-    unreallocated: int
+    pc: int = 0
+    wc: int = 0
+    cc: int = 0
+    unreallocated: int = 0
     requests: tuple[ReallocationRequest, ...] = ()
     candidates: tuple[RebalanceCandidate, ...] = ()
+    spare_cores: float = 0.0
+    waiting: tuple[WaitingJob, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.policy or not self.node:
             raise ValueError("a node report names its policy and its node")
-        for name in ("time", "cpu_capacity_cores", "cpu_used_cores"):
+        for name in ("time", "cpu_capacity_cores", "cpu_used_cores", "spare_cores"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"node report {self.node}: {name} must be a finite number")
         counts = {"pc": self.pc, "wc": self.wc, "cc": self.cc, "selected": self.selected,

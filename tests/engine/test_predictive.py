@@ -12,7 +12,8 @@ import pytest
 
 from policyd.engine import decide
 from policyd.engine.flowcon import FlowConPolicy
-from policyd.engine.predictive import FLOOR, FREE, NEW, SERVED, PredictivePolicy, plan
+from policyd.engine.predictive import PredictivePolicy, plan
+from policyd.engine.predictive_node import FLOOR, FREE, NEW, SERVED
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import API_VERSION
 from policyd.model import Container, Markers, Migrate, Node, Series, SetCpu, Snapshot

@@ -1,0 +1,63 @@
+"""Predictive's moves (`migrate`): jobs waiting at the floor moved to workers with whole cores
+to spare, when the forecast says they finish sooner there by more than the move costs.
+
+Theory of operation. Every worker's plan leaves some jobs short of a whole first core
+(`WaitingJob`: how long each is predicted to take where it is, counting the work served before
+it, and its speed model) and some workers with cores no plan uses (`spare`). Workers are served
+most spare first (then by name); while one has a whole core to spare, the waiting job with the
+largest predicted gain moves there: gain = its time where it is - its remaining time on the
+cores it would get there (the spare, at most what it can use), and only a gain above
+`migration_cost_seconds` x (1 + `migration_margin`) counts. Each move spends the migration
+budget (per cycle and per worker) and the target's spare cores. The callers have applied the
+other guards (opt-out, minimum age, cooldown, back-off): they do not depend on the target.
+
+The same function serves the one-snapshot planner (`policyd.engine.predictive`, its waiting
+jobs from its own plans) and the manager deciding from node reports (`predictive_reports`,
+from the agents' reports): one rule, priced by the same arithmetic. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from policyd.engine.guards import MigrationBudget
+from policyd.engine.spec import MoveGain
+from policyd.model import Migrate, WaitingJob
+
+
+def plan_moves(policy: str, spec: MoveGain, waiting: Sequence[tuple[str, WaitingJob]],
+               spare: Mapping[str, float], budget: MigrationBudget
+               ) -> dict[str, tuple[Migrate, str]]:
+    """The moves of one cycle, by container: each `Migrate` and its reason (module docstring).
+    `waiting`: (worker, job) pairs, in the order ties go to the first; `spare`: every worker's
+    unused cores."""
+    left = dict(spare)
+    candidates = list(waiting)
+    threshold = spec.migration_cost_seconds * (1.0 + spec.migration_margin)
+    moves: dict[str, tuple[Migrate, str]] = {}
+    for target in sorted(left, key=lambda node: (-left[node], node)):
+        while left[target] >= 1.0 - 1e-9 and candidates:
+            best: tuple[float, int, float, float] | None = None
+            for i, (node, job) in enumerate(candidates):
+                if node == target or budget.refusal(node, target):
+                    continue
+                there = min(left[target], job.best_cores)
+                moved = job.remaining_seconds_at(there)
+                gain = job.ahead_seconds - moved
+                if gain > threshold and (best is None or gain > best[0]):
+                    best = (gain, i, there, moved)
+            if best is None:
+                break
+            gain, i, there, moved = best
+            node, job = candidates.pop(i)
+            reason = (f"waits on {node}: predicted to finish in {job.ahead_seconds:.0f} s "
+                      f"there (its work and the work served before it, over the worker's "
+                      f"cores); on {target}, {left[target]:.2g} cores to spare: "
+                      f"{moved:.0f} s on {there:.2g} cores; gain {gain:.0f} s > move cost "
+                      f"{spec.migration_cost_seconds:g} s x (1 + {spec.migration_margin:g})")
+            moves[job.container] = (Migrate(policy=policy, container=job.container,
+                                            from_node=node, to_node=target, reason=reason,
+                                            grace_seconds=spec.migration_grace_seconds), reason)
+            budget.spend(node, target)
+            left[target] -= there
+    return moves

@@ -1,0 +1,202 @@
+"""Predictive on one worker: the jobs ranked by their forecasts and the worker's cores granted
+in that order (`policyd.engine.predictive`'s module docstring, steps 1-5).
+
+`jobs_of` forecasts the selected jobs and keys each by the time it would still need with the
+most cores it can use on its worker; `node_plans` orders one worker's jobs, grants its cores
+and turns them into limits with the floor, each with its reason. What a plan leaves a job short
+of a whole first core makes it a candidate for a move (`Plan.waits`). Used alike by the
+one-snapshot planner and by a node agent reporting its worker (`predictive_reports`). Pure: no
+I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from policyd.engine.forecast_output import Forecast
+from policyd.engine.forecasting import forecast_containers, settings_of
+from policyd.model import Container, JobForecast, Snapshot
+
+if TYPE_CHECKING:  # the kind's module imports this one
+    from policyd.engine.predictive import PredictivePolicy, PredictiveSpec
+
+NEW_KEY = 1e300
+"""A job that has just started, before its first forecast, ranks after every forecast one
+(its whole run is still ahead of it) and before those that cannot be forecast."""
+
+SERVED, FLOOR, NEW, FREE = "SERVED", "FLOOR", "NEW", "FREE"
+"""Categories: granted cores above the floor; waiting at the floor; just started, no forecast
+yet (ranked after the forecast jobs); no job on the worker has a forecast (free competition)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    container: Container
+    forecast: Forecast | None
+    reported: JobForecast | None  # the forecast as the decision reports it
+    note: str  # why there is no forecast ("" when there is one)
+    key: float  # predicted seconds left at its best on this worker (-inf: new, inf: unknown)
+    best_cores: float  # what it can use on this worker
+
+
+def critical(jobs: Sequence[Job], capacity: float) -> int | None:
+    """The job that bounds the worker's makespan, if one does: the one whose remaining work on
+    one core is at least the worker's whole remaining work spread over its cores (nothing can
+    finish before it then, so every interval it waits is added to the makespan)."""
+    work = [j.forecast.remaining_seconds_at(1.0) if j.forecast is not None else math.nan
+            for j in jobs]
+    known = [(w, i) for i, w in enumerate(work) if math.isfinite(w)]
+    if len(known) < 2:
+        return None
+    longest, index = max(known)
+    return index if longest >= sum(w for w, _ in known) / capacity else None
+
+
+def _grant(jobs: Sequence[Job], capacity: float, first: Sequence[int] = ()) -> list[float]:
+    """Cores per job (in `jobs`' order): first cores in order (the `first` jobs before all:
+    the makespan's and the ones waiting too long), then extras in order."""
+    cores = [0.0] * len(jobs)
+    left = capacity
+    order = [*first, *(i for i in range(len(jobs)) if i not in first)]
+    rounds = ([min(j.best_cores, 1.0) for j in jobs], [j.best_cores for j in jobs])
+    for limit, sequence in zip(rounds, (order, range(len(jobs))), strict=True):
+        for i in sequence:
+            if left <= 1e-12:
+                break
+            extra = min(limit[i] - cores[i], left)
+            if extra > 0:
+                cores[i] += extra
+                left -= extra
+    return cores
+
+
+def _order(jobs: list[Job], *, hysteresis: float, floor: float) -> list[Job]:
+    """Shortest key first; a served job's (limit above `floor`) counts `hysteresis` shorter
+    (module docstring)."""
+    def key(j: Job) -> tuple[float, str]:
+        served = j.container.cpu_allocation > floor + 1e-9
+        k = j.key * (1.0 - hysteresis) if served and math.isfinite(j.key) else j.key
+        return (k, j.container.id)
+    return sorted(jobs, key=key)
+
+
+def jobs_of(policy: PredictivePolicy, snapshot: Snapshot,
+          chosen: Sequence[Container]) -> list[Job]:
+    spec = policy.spec
+    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
+    settings = settings_of(policy, snapshot, alpha=spec.alpha,
+                           interval_seconds=spec.interval_seconds)
+    found = forecast_containers(settings, snapshot, chosen)
+    reported = found.jobs()
+    young_seconds = 2 * snapshot.interval_seconds(policy.name, spec.interval_seconds)
+    jobs = []
+    for c in chosen:
+        f = found.by_id.get(c.id)
+        cap = capacity[c.node]
+        if f is not None:
+            # Any job can use a core: a cap below one comes from intervals spent at the floor
+            # (the others' shares), not from the job's threads.
+            best = min(max(f.cap_cores, 1.0), cap)
+            jobs.append(Job(container=c, forecast=f, reported=reported[c.id], note="",
+                             best_cores=best,
+                             key=f.remaining_seconds_at(best)))
+            continue
+        young = snapshot.time - c.started_at <= young_seconds
+        jobs.append(Job(container=c, forecast=None, reported=None,
+                         note=found.notes.get(c.id, ""),
+                         best_cores=cap, key=NEW_KEY if young else math.inf))
+    return jobs
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds:.0f} s" if math.isfinite(seconds) else "unknown"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """One job's outcome on its worker: its limit, category and why; `waits` when it did not
+    get a whole first core (a candidate for a move)."""
+
+    job: Job
+    fraction: float
+    category: str
+    reason: str
+    granted: float
+    ahead_seconds: float  # work on one core of the jobs served before it, itself included
+
+    @property
+    def waits(self) -> bool:
+        return self.job.forecast is not None and self.granted < min(self.job.best_cores,
+                                                                     1.0) - 1e-9
+
+
+def _slowdowns(ordered: Sequence[Job], *, now: float, capacity: float) -> list[float]:
+    """Per job, how late it would finish even if served from now on (its age plus its work at
+    one core), over how long its whole run takes at an equal share of the worker (its steps
+    done and left at min(capacity / n, 1) cores); NaN without a forecast. Above
+    1 + `max_slowdown`, waiting any longer makes it slower than an equal share would."""
+    equal = min(capacity / len(ordered), 1.0)
+    out = []
+    for j in ordered:
+        f = j.forecast
+        if f is None:
+            out.append(math.nan)
+            continue
+        age = max(now - j.container.started_at, 0.0)
+        fair = (f.steps_done + f.remaining_steps) * f.seconds_per_step_at(min(equal,
+                                                                              j.best_cores))
+        served_now = age + f.remaining_seconds_at(min(1.0, j.best_cores))
+        out.append(served_now / fair if fair > 0 else math.nan)
+    return out
+
+
+def node_plans(jobs: list[Job], capacity: float, spec: PredictiveSpec, *,
+                now: float) -> list[Plan]:
+    n = len(jobs)
+    floor = 1.0 / (spec.beta * n)
+    if not any(j.forecast is not None for j in jobs):
+        return [Plan(job=j, fraction=1.0, category=FREE, granted=math.nan,
+                      ahead_seconds=math.nan,
+                      reason="no job on the worker has a forecast: free competition")
+                for j in jobs]
+    ordered = _order(jobs, hysteresis=spec.hysteresis, floor=floor)
+    bound = critical(ordered, capacity)
+    first = [bound] if bound is not None else []
+    # Jobs waiting too long go first, as many as leaves one core to the order itself.
+    late = sorted((-s, i) for i, s in enumerate(_slowdowns(ordered, now=now,
+                                                           capacity=capacity))
+                  if s > 1.0 + spec.max_slowdown and i != bound)
+    first += [i for _, i in late][:max(int(capacity) - 1 - len(first), 0)]
+    cores = _grant(ordered, capacity, first)
+    top = max(cores)
+    plans, ahead = [], 0.0
+    for rank, (j, granted) in enumerate(zip(ordered, cores, strict=True), start=1):
+        if j.forecast is not None:
+            ahead += j.forecast.remaining_seconds_at(1.0)
+        share = granted / top if spec.mode == "shares" else granted / capacity
+        fraction = min(max(share, floor), 1.0)
+        category = (NEW if j.forecast is None and j.key == NEW_KEY else
+                    SERVED if share > floor + 1e-9 else FLOOR)
+        plans.append(Plan(job=j, fraction=fraction, category=category, granted=granted,
+                           ahead_seconds=ahead / capacity,
+                           reason=_reason(j, rank, n, granted, fraction, floor=floor,
+                                          spec=spec)))
+    return plans
+
+
+def _reason(j: Job, rank: int, n: int, granted: float, fraction: float, *, floor: float,
+            spec: PredictiveSpec) -> str:
+    if j.forecast is None:
+        why = ("new, no forecast yet: served after the forecast jobs" if j.key == NEW_KEY else
+               f"no forecast ({j.note or 'unknown'}): served last")
+        return f"#{rank} of {n}: {why}; {granted:.2f} cores -> {fraction:.3g}"
+    f = j.forecast
+    at_now = f.remaining_seconds
+    return (f"#{rank} of {n} by predicted remaining time: {_time(j.key)} at its best "
+            f"({j.best_cores:.2g} cores), {_time(at_now)} at its current allocation "
+            f"({f.remaining_steps:.0f} steps left, {f.basis}); granted {granted:.2f} cores "
+            f"-> {fraction:.3g}" + (f" (floor 1/({spec.beta:g}*{n})={floor:.3g})"
+                                     if fraction <= floor + 1e-9 else ""))
