@@ -42,7 +42,8 @@ and never import a kind's module or test its type (an import-linter contract kee
 * `node_reports(policy, snapshot)`: a cluster-wide kind that can decide from its node agents'
   reports says what an agent reports of its node (`policyd.model.node_report`); with
   `node_reports: true` in the daemon's settings, agents publish them and the manager decides
-  from them alone (docs/design.md, "The manager from node reports").
+  from them alone (docs/design.md, "The manager from node reports"); `node_part(policy)`: what
+  the agent also decides and applies on its node (Predictive's CPU limits).
 
 This module holds plain declarations: no I/O, no policy logic.
 """
@@ -181,6 +182,10 @@ class Kind:
     node_reports`, `policyd.model.node_report`): what an agent reports of its node's snapshot
     (one per node); its `plan` decides from a snapshot of reports. None: it needs every
     container's series."""
+    node_part: Callable[[PolicyDocument], PolicyDocument] | None = None
+    """With `node_reports`: what a node agent also decides and applies on its own node beside
+    its report (a policy of scope node, under the same name: Predictive's CPU limits without
+    its moves). None: the agent only reports (SpeCon sets no CPU)."""
 
     def scope_of(self, policy: PolicyDocument) -> Scope:
         """Where `policy` runs: each worker on its own, or the whole cluster. A policy that

@@ -39,8 +39,6 @@ and at its current allocation, and what the remaining steps come from). Pure: no
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -50,13 +48,13 @@ from policyd.engine.kind import ActionClass, CpuMode, Intervals, Kind, Scope
 from policyd.engine.predictive_moves import plan_moves
 from policyd.engine.predictive_node import (
     NEW_KEY,
-    Job,
-    Plan,
-    jobs_of,
-    node_plans,
+    plans_of,
+    spare_cores,
+    waiting_jobs,
 )
+from policyd.engine.predictive_reports import node_part, node_reports, plan_from_reports
 from policyd.engine.spec import CommonSpec, MoveGain, PolicyDocument, check_relative_alpha, of_kind
-from policyd.model import Assessment, Decision, Migrate, SetCpu, Snapshot, WaitingJob
+from policyd.model import Assessment, Decision, Migrate, SetCpu, Snapshot
 
 
 class PredictiveSpec(MoveGain, CommonSpec):
@@ -120,40 +118,15 @@ def _predictive(policy: PolicyDocument) -> PredictivePolicy:
     return of_kind(policy, PredictivePolicy, "Predictive")
 
 
-def waiting_jobs(plans: Sequence[Plan], spec: PredictiveSpec, now: float
-                 ) -> list[tuple[str, WaitingJob]]:
-    """One worker's jobs left short of a whole first core that the guards let move, each as
-    its worker and its `WaitingJob` (in its plan's order)."""
-    out = []
-    for p in plans:
-        c, f = p.job.container, p.job.forecast
-        if f is None or not p.waits or action_blocked(c, spec, now, disrupts=True) is not None:
-            continue
-        out.append((c.node, WaitingJob(
-            container=c.id, ahead_seconds=p.ahead_seconds, best_cores=p.job.best_cores,
-            remaining_steps=f.remaining_steps, serial_seconds=f.serial_seconds,
-            parallel_seconds=f.parallel_seconds, cap_cores=f.cap_cores)))
-    return out
-
-
-def spare_cores(plans: Sequence[Plan], capacity: float) -> float:
-    """A worker's cores its plan grants no job."""
-    return capacity - sum(p.granted for p in plans if math.isfinite(p.granted))
-
-
 def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     """Predictive's decision for `snapshot`: a CPU limit per job from its forecast, and (with
     `migrate`) moves of waiting jobs to workers with cores to spare."""
     policy = _predictive(policy)
+    if snapshot.node_reports:
+        return plan_from_reports(policy, snapshot)
     spec, now = policy.spec, snapshot.time
-    chosen = sorted((c for c in snapshot.containers if spec.selector.selects(c)),
-                    key=lambda c: (c.node, c.id))
-    by_node: defaultdict[str, list[Job]] = defaultdict(list)
-    for job in jobs_of(policy, snapshot, chosen):
-        by_node[job.container.node].append(job)
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
-    plans = {node: node_plans(jobs, capacity[node], spec, now=now)
-             for node, jobs in by_node.items()}
+    plans = plans_of(policy, snapshot)
     moves = plan_moves(
         policy.name, spec,
         [w for node_plans in plans.values() for w in waiting_jobs(node_plans, spec, now)],
@@ -231,5 +204,7 @@ KIND = Kind(
     cpu_mode=_cpu_mode, summary=_summary, gain_label="REMAINING s (best)",
     convergence_alpha=lambda p: _predictive(p).spec.alpha,
     floor=lambda p, n: 1.0 / (_predictive(p).spec.beta * max(n, 1)),
+    node_reports=lambda p, snapshot: node_reports(_predictive(p), snapshot),  # with `migrate`
+    node_part=lambda p: node_part(_predictive(p)),
 )
 """Predictive's registration entry (`policyd.engine.registry`)."""

@@ -12,13 +12,15 @@ I/O, no clock.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from policyd.engine.forecast_output import Forecast
 from policyd.engine.forecasting import forecast_containers, settings_of
-from policyd.model import Container, JobForecast, Snapshot
+from policyd.engine.guards import action_blocked
+from policyd.model import Container, JobForecast, Snapshot, WaitingJob
 
 if TYPE_CHECKING:  # the kind's module imports this one
     from policyd.engine.predictive import PredictivePolicy, PredictiveSpec
@@ -200,3 +202,38 @@ def _reason(j: Job, rank: int, n: int, granted: float, fraction: float, *, floor
             f"({f.remaining_steps:.0f} steps left, {f.basis}); granted {granted:.2f} cores "
             f"-> {fraction:.3g}" + (f" (floor 1/({spec.beta:g}*{n})={floor:.3g})"
                                      if fraction <= floor + 1e-9 else ""))
+
+
+def plans_of(policy: PredictivePolicy, snapshot: Snapshot) -> dict[str, list[Plan]]:
+    """Every worker's plan for the jobs `policy` selects in `snapshot`, by worker (in name
+    order; a worker without such jobs has none)."""
+    spec, now = policy.spec, snapshot.time
+    chosen = sorted((c for c in snapshot.containers if spec.selector.selects(c)),
+                    key=lambda c: (c.node, c.id))
+    by_node: defaultdict[str, list[Job]] = defaultdict(list)
+    for job in jobs_of(policy, snapshot, chosen):
+        by_node[job.container.node].append(job)
+    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
+    return {node: node_plans(jobs, capacity[node], spec, now=now)
+            for node, jobs in by_node.items()}
+
+
+def waiting_jobs(plans: Sequence[Plan], spec: PredictiveSpec, now: float
+                 ) -> list[tuple[str, WaitingJob]]:
+    """One worker's jobs left short of a whole first core that the guards let move, each as
+    its worker and its `WaitingJob` (in its plan's order)."""
+    out = []
+    for p in plans:
+        c, f = p.job.container, p.job.forecast
+        if f is None or not p.waits or action_blocked(c, spec, now, disrupts=True) is not None:
+            continue
+        out.append((c.node, WaitingJob(
+            container=c.id, ahead_seconds=p.ahead_seconds, best_cores=p.job.best_cores,
+            remaining_steps=f.remaining_steps, serial_seconds=f.serial_seconds,
+            parallel_seconds=f.parallel_seconds, cap_cores=f.cap_cores)))
+    return out
+
+
+def spare_cores(plans: Sequence[Plan], capacity: float) -> float:
+    """A worker's cores its plan grants no job."""
+    return capacity - sum(p.granted for p in plans if math.isfinite(p.granted))

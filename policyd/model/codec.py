@@ -26,7 +26,13 @@ from policyd.model.decision import (
     Stop,
 )
 from policyd.model.forecast import JobForecast
-from policyd.model.node_report import NodeReport, ReallocationRequest, RebalanceCandidate
+from policyd.model.node_report import (
+    WAITING_FIGURES,
+    NodeReport,
+    ReallocationRequest,
+    RebalanceCandidate,
+    WaitingJob,
+)
 from policyd.model.pending import PendingJob, QueuedJob
 from policyd.model.qoe import Delivery, QoeStatus
 from policyd.model.snapshot import Container, Markers, Node, Series, Snapshot
@@ -291,9 +297,12 @@ def _node_report(raw: Any, path: str, problems: list[str]) -> NodeReport | None:
             value = _number(item, field_name, where, problems)
             if value is not None:
                 out.append((container, value))
+    spare = _number(raw, "spare_cores", path, problems) if "spare_cores" in raw else 0.0
+    waiting = _waiting_jobs(raw.get("waiting", []), f"{path}.waiting", problems)
     time, capacity, used = (figures[k] for k in ("time", "cpu_capacity_cores",
                                                  "cpu_used_cores"))
-    if len(problems) > before or time is None or capacity is None or used is None:
+    if len(problems) > before or time is None or capacity is None or used is None \
+            or spare is None:
         return None
     try:
         return NodeReport(
@@ -302,10 +311,34 @@ def _node_report(raw: Any, path: str, problems: list[str]) -> NodeReport | None:
             selected=counts["selected"], unreallocated=counts["unreallocated"],
             requests=tuple(ReallocationRequest(container=c, gain=g) for c, g in requests),
             candidates=tuple(RebalanceCandidate(container=c, converged_seconds=d)
-                             for c, d in candidates))
+                             for c, d in candidates),
+            spare_cores=spare, waiting=waiting)
     except ValueError as exc:
         problems.append(f"{path}: {exc}")
         return None
+
+
+def _waiting_jobs(listed: Any, path: str, problems: list[str]) -> tuple[WaitingJob, ...]:
+    """A node report's `waiting` list (Predictive's jobs a move could serve)."""
+    if not isinstance(listed, list):
+        problems.append(f"{path}: expected a list")
+        return ()
+    out = []
+    for i, item in enumerate(listed):
+        where = f"{path}[{i}]"
+        if not isinstance(item, dict):
+            problems.append(f"{where}: expected an object")
+            continue
+        container = _required_string(item, "container", where, problems)
+        figures = {name: _number(item, name, where, problems) for name in WAITING_FIGURES}
+        found = {name: value for name, value in figures.items() if value is not None}
+        if not container or len(found) < len(WAITING_FIGURES):
+            continue
+        try:
+            out.append(WaitingJob(container=container, **found))
+        except ValueError as exc:
+            problems.append(f"{where}: {exc}")
+    return tuple(out)
 
 
 def snapshot_from_dict(raw: Any) -> Snapshot:
@@ -413,6 +446,11 @@ def node_report_to_dict(report: NodeReport) -> dict[str, Any]:
         "requests": [{"container": r.container, "gain": r.gain} for r in report.requests],
         "candidates": [{"container": c.container, "converged_seconds": c.converged_seconds}
                        for c in report.candidates],
+        **({"spare_cores": report.spare_cores,
+            "waiting": [{"container": w.container,
+                         **{name: getattr(w, name) for name in WAITING_FIGURES}}
+                        for w in report.waiting]}
+           if report.spare_cores or report.waiting else {}),
     }
 
 
