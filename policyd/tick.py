@@ -112,6 +112,12 @@ def tick(source: Source, policy: PolicyDocument, actuator: Actuator, *,
     """
     decision = decide(policy, observe(source, policy, interval_seconds), peers=peers,
                       forecasts=forecasts)
+    return act(decision, actuator, dry_run=dry_run)
+
+
+def act(decision: Decision, actuator: Actuator, *, dry_run: Actuator | None = None) -> Outcome:
+    """Apply every action of `decision` (a dry run's to `dry_run`, a fresh `DryRunActuator`
+    when None); a failing action does not stop the others."""
     target = (dry_run or DryRunActuator()) if decision.dry_run else actuator
     failed: list[tuple[Action, str]] = []
     for action in decision.actions:

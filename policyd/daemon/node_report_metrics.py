@@ -1,7 +1,8 @@
 """A node agent's reports on its /metrics, for the manager to read through Prometheus.
 
 With `node_reports: true`, a node agent computes, for each policy of a cluster-wide kind that
-can decide from reports (`Kind.node_reports`: SpeCon), its node's report every interval
+can decide from reports (`Kind.node_reports`: SpeCon, Predictive with `migrate`), its node's
+report every interval
 (`policyd.model.node_report`), and publishes the latest here; Prometheus scrapes it with the
 rest of policyd's metrics (the ServiceMonitor of deploy/kubernetes), and the manager reads
 every node's with one query (`policyd.sources.node_reports`). A collector, not gauges: a report
@@ -18,6 +19,15 @@ Names and labels (the contract `policyd.sources.node_reports` reads):
   the gain of its last step
 * `policyd_node_report_candidate_converged_seconds{policy,node,container}`: a job Algorithm 5
   may move, its converged duration
+* `policyd_node_report_spare_cores{policy,node}` (Predictive): the cores the worker's plan
+  leaves unused
+* `policyd_node_report_waiting_<figure>{policy,node,container}` (Predictive), one series per
+  figure of a job waiting for a core: `ahead_seconds`, `best_cores`, `remaining_steps`,
+  `serial_seconds`, `parallel_seconds`, `cap_cores` (`policyd.model.node_report.WaitingJob`)
+
+A kind's own figures are left out when they are zero, as they are in other kinds' reports (a
+SpeCon report has no spare cores, a Predictive report no categorised jobs): the manager reads
+a missing figure as 0.
 """
 
 from __future__ import annotations
@@ -29,7 +39,13 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from policyd.model import NodeReport
-from policyd.model.node_report import CATEGORY_FIELDS, METRIC_PREFIX, NODE_FIGURES
+from policyd.model.node_report import (
+    CATEGORY_FIELDS,
+    METRIC_PREFIX,
+    NODE_FIGURES,
+    SPARE_FIGURE,
+    WAITING_FIGURES,
+)
 
 _FIGURE_HELP = {
     "time_seconds": "When the node report was made (its snapshot time).",
@@ -37,6 +53,14 @@ _FIGURE_HELP = {
     "cpu_used_cores": "Cores in use on the node.",
     "selected_jobs": "Jobs the policy selects on the node.",
     "unreallocated_jobs": "Categorised jobs on the node not reallocated yet.",
+}
+_WAITING_HELP = {
+    "ahead_seconds": "A job waiting for a core: its predicted seconds to finish where it is.",
+    "best_cores": "A job waiting for a core: the cores it can use on its worker.",
+    "remaining_steps": "A job waiting for a core: its forecast's remaining steps.",
+    "serial_seconds": "A job waiting for a core: the serial seconds of a step (speed model).",
+    "parallel_seconds": "A job waiting for a core: the parallel seconds of a step on one core.",
+    "cap_cores": "A job waiting for a core: the most cores its speed model can use.",
 }
 
 
@@ -74,14 +98,26 @@ class NodeReportCollector(Collector):
             f"{METRIC_PREFIX}candidate_converged_seconds",
             "A job the rebalancing may move: seconds since it was marked converged.",
             labels=[*node, "container"])
+        spare = GaugeMetricFamily(f"{METRIC_PREFIX}{SPARE_FIGURE}",
+                                  "Cores the node's plan leaves unused.", labels=node)
+        waiting = {figure: GaugeMetricFamily(f"{METRIC_PREFIX}waiting_{figure}",
+                                             _WAITING_HELP[figure],
+                                             labels=[*node, "container"])
+                   for figure in WAITING_FIGURES}
         for r in reports:
             at = [r.policy, r.node]
             for figure, field in NODE_FIGURES.items():
                 families[figure].add_metric(at, getattr(r, field))
-            for category, field in CATEGORY_FIELDS.items():
-                jobs.add_metric([*at, category], getattr(r, field))
+            if r.categorised:
+                for category, field in CATEGORY_FIELDS.items():
+                    jobs.add_metric([*at, category], getattr(r, field))
             for q in r.requests:
                 requests.add_metric([*at, q.container], q.gain)
             for c in r.candidates:
                 candidates.add_metric([*at, c.container], c.converged_seconds)
-        yield from (*families.values(), jobs, requests, candidates)
+            if r.spare_cores:
+                spare.add_metric(at, r.spare_cores)
+            for w in r.waiting:
+                for figure in WAITING_FIGURES:
+                    waiting[figure].add_metric([*at, w.container], getattr(w, figure))
+        yield from (*families.values(), jobs, requests, candidates, spare, *waiting.values())

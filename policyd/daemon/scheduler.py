@@ -19,9 +19,11 @@ replayed when that tick ends.
 Scope: a node agent (`scope="node"`) runs only the policies whose kind decides each node on its
 own; the others are left to the manager (logged at start and on every reload), but still count
 as peers for ownership. With `node_reports`, a node agent also runs the cluster-wide policies
-whose kind decides from node reports (SpeCon), as reports: each tick takes its node's snapshot,
-asks the kind for the node's report (`Kind.node_reports`) and publishes it on /metrics
-(`policyd.daemon.node_report_metrics`) for the manager; it decides and applies nothing.
+whose kind decides from node reports (SpeCon, Predictive with `migrate`), as reports: each
+tick takes its node's snapshot, asks the kind for the node's report (`Kind.node_reports`) and
+publishes it on /metrics (`policyd.daemon.node_report_metrics`) for the manager. Of such a
+policy the agent decides and applies only its node's part, when the kind has one
+(`Kind.node_part`: Predictive's CPU limits; SpeCon has none), from the same snapshot.
 
 Pending moves: before each tick's snapshot, `settle` (the backend's, e.g. the Docker
 actuator's `settle_pending`) finishes or rolls back what a crash or an engine outage left half
@@ -60,6 +62,7 @@ from policyd.daemon.health import Health
 from policyd.daemon.metrics import DaemonMetrics
 from policyd.daemon.ports import OutcomeObserver, flush_observer
 from policyd.daemon.reload import PolicyPoller, Reload
+from policyd.engine import decide
 from policyd.engine.kind import Scope
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule, wakes_on
@@ -68,7 +71,16 @@ from policyd.model.action_text import describe
 from policyd.model.codec import action_to_dict
 from policyd.model.events import ContainerEvent
 from policyd.sources.errors import SourceError
-from policyd.tick import Actuator, DryRunActuator, EventSource, Outcome, Source, observe, tick
+from policyd.tick import (
+    Actuator,
+    DryRunActuator,
+    EventSource,
+    Outcome,
+    Source,
+    act,
+    observe,
+    tick,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -267,7 +279,7 @@ class Daemon:
               peers: Sequence[PolicyDocument]) -> TickReport:
         name = policy.name
         if self._reported(policy):
-            return self._report(policy, interval)
+            return self._report(policy, interval, peers)
         dry_run = policy.spec.dry_run
         started = time.perf_counter()
         self._settle_pending()
@@ -276,8 +288,12 @@ class Daemon:
                            peers=peers, dry_run=self.dry_run_actuator)
         except Exception as exc:  # a bug or an unexpected failure: report it, keep running
             return self._failed(name, exc, started, undone="nothing done", what="tick")
-        took = time.perf_counter() - started
         self.health.snapshot_succeeded()
+        self._record(name, outcome, dry_run, time.perf_counter() - started)
+        return TickReport(policy=name, result="ok", outcome=outcome)
+
+    def _record(self, name: str, outcome: Outcome, dry_run: bool, took: float) -> None:
+        """A decided tick's metrics, log lines and alerts."""
         self.metrics.record_outcome(name, outcome, dry_run=dry_run, duration_seconds=took)
         self._log_outcome(outcome, took)
         if self.observer is not None:
@@ -285,7 +301,6 @@ class Daemon:
                 self.observer.on_outcome(outcome, self._clock())
             except Exception:
                 LOG.exception("policy %s: alerting failed", name)
-        return TickReport(policy=name, result="ok", outcome=outcome)
 
     def _failed(self, name: str, exc: Exception, started: float, *, undone: str,
                 what: str) -> TickReport:
@@ -307,22 +322,34 @@ class Daemon:
         """Whether this node agent reports `policy` to the manager rather than deciding it."""
         return self.node_reports and KINDS.of(policy).reports_of(policy)
 
-    def _report(self, policy: PolicyDocument, interval: float) -> TickReport:
-        """A reported policy's tick: its node's report published, nothing decided."""
+    def _report(self, policy: PolicyDocument, interval: float,
+                peers: Sequence[PolicyDocument]) -> TickReport:
+        """A reported policy's tick: its node's part decided and applied, when the kind has
+        one (`Kind.node_part`: Predictive's CPU limits), and its node's report published from
+        the same snapshot; the rest is the manager's."""
         name = policy.name
-        make = KINDS.of(policy).node_reports
+        kind = KINDS.of(policy)
+        make = kind.node_reports
         assert make is not None
         started = time.perf_counter()
+        outcome: Outcome | None = None
         try:
-            reports = make(policy, observe(self.source, policy, interval))
+            snapshot = observe(self.source, policy, interval)
+            if kind.node_part is not None:
+                outcome = act(decide(kind.node_part(policy), snapshot, peers=peers),
+                              self.actuator, dry_run=self.dry_run_actuator)
+            reports = make(policy, snapshot)
         except Exception as exc:  # a bug or an unexpected failure: report it, keep running
             return self._failed(name, exc, started, undone="no node report", what="node report")
         self.metrics.node_reports.publish(name, reports)
         self.health.snapshot_succeeded()
-        LOG.info("policy %s: node report of %s published (%d requests, %d candidates)", name,
-                 ", ".join(r.node for r in reports) or "no node",
-                 sum(len(r.requests) for r in reports), sum(len(r.candidates) for r in reports))
-        return TickReport(policy=name, result="ok")
+        if outcome is not None:
+            self._record(name, outcome, policy.spec.dry_run, time.perf_counter() - started)
+        LOG.info("policy %s: node report of %s published (%d requests, %d candidates, %d "
+                 "waiting)", name, ", ".join(r.node for r in reports) or "no node",
+                 sum(len(r.requests) for r in reports), sum(len(r.candidates) for r in reports),
+                 sum(len(r.waiting) for r in reports))
+        return TickReport(policy=name, result="ok", outcome=outcome)
 
     def _settle_pending(self) -> None:
         """The backend's pending moves, finished or rolled back before the snapshot (so an

@@ -2,20 +2,23 @@
 
 With `node_reports: true`, node agents publish each node's report of a cluster-wide kind
 (`policyd.daemon.node_report_metrics`: SpeCon's category counts, CPU, requests and rebalance
-candidates) and Prometheus scrapes them; the manager asks for all of them at once:
+candidates; Predictive's spare cores and waiting jobs) and Prometheus scrapes them; the manager
+asks for all of them at once:
 
     {__name__=~"policyd_node_report_.+", policy=~"<the policies>"}
 
 and builds a snapshot of nodes and reports, with no containers (`Snapshot.node_reports`). The
-answer holds one series per node and figure, plus one per request or candidate: its size
-follows the number of workers, not of containers.
+answer holds one series per node and figure, plus one per request or candidate (one per
+figure of a waiting job): its size follows the number of workers, not of containers. A waiting
+job missing one of its figures is left out with a warning, its node's report kept.
 
 A report older than two of its policy's intervals (an agent that stopped, or fell behind) is
 left out with a warning: that node is not in the manager's picture this cycle, as a node the
 source cannot see. When two agents report one node (a rolling update), the newer report wins.
 A failed query is the cycle's SourceError, as for every source: no decision.
 
-Must not: decide anything (`policyd.engine.specon_reports` does), or read containers' series.
+Must not: decide anything (`policyd.engine.specon_reports` and `predictive_reports` do), or
+read containers' series.
 """
 
 from __future__ import annotations
@@ -36,8 +39,15 @@ from policyd.model import (
     ReallocationRequest,
     RebalanceCandidate,
     Snapshot,
+    WaitingJob,
 )
-from policyd.model.node_report import CATEGORY_FIELDS, METRIC_PREFIX, NODE_FIGURES
+from policyd.model.node_report import (
+    CATEGORY_FIELDS,
+    METRIC_PREFIX,
+    NODE_FIGURES,
+    SPARE_FIGURE,
+    WAITING_FIGURES,
+)
 from policyd.sources.errors import SourceError
 from policyd.sources.prometheus import PrometheusClient, ask, connect_prometheus
 from policyd.sources.promql import render_matchers
@@ -50,9 +60,13 @@ STALE_INTERVALS = 2.0
 """A report older than this many of its policy's intervals is left out."""
 
 _FIELDS = {f"{METRIC_PREFIX}{figure}": field for figure, field in (
-    *NODE_FIGURES.items(), ("jobs", "jobs"), ("request_gain", "request_gain"),
-    ("candidate_converged_seconds", "candidate_converged_seconds"))}
+    *NODE_FIGURES.items(), (SPARE_FIGURE, SPARE_FIGURE), ("jobs", "jobs"),
+    ("request_gain", "request_gain"),
+    ("candidate_converged_seconds", "candidate_converged_seconds"),
+    *((f"waiting_{figure}", f"waiting_{figure}") for figure in WAITING_FIGURES))}
 """A series' metric name -> the report's field (or the list it goes to)."""
+_WAITING = {f"waiting_{figure}": figure for figure in WAITING_FIGURES}
+"""A waiting job's series' field -> its `WaitingJob` field."""
 
 
 def reports_query(policies: Sequence[str]) -> str:
@@ -70,6 +84,8 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
     figures: defaultdict[tuple[str, str, str], dict[str, float]] = defaultdict(dict)
     requests: defaultdict[tuple[str, str, str], list[ReallocationRequest]] = defaultdict(list)
     candidates: defaultdict[tuple[str, str, str], list[RebalanceCandidate]] = defaultdict(list)
+    waiting: defaultdict[tuple[str, str, str], defaultdict[str, dict[str, float]]] = \
+        defaultdict(lambda: defaultdict(dict))
     isfinite = math.isfinite
     for series in result:  # ~8 a worker: kept to dictionary lookups
         labels = series.get("metric") or {}
@@ -93,12 +109,19 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
             if labels.get("container"):
                 candidates[key].append(RebalanceCandidate(container=labels["container"],
                                                           converged_seconds=value))
+        elif field in _WAITING:
+            if labels.get("container"):
+                waiting[key][labels["container"]][_WAITING[field]] = value
         else:
             figures[key][field] = value
     newest: dict[tuple[str, str], NodeReport] = {}
     warnings: list[str] = []
     for key, found in sorted(figures.items()):
         policy, node, instance = key
+        jobs, left_out = _waiting_jobs(waiting[key])
+        if left_out:
+            warnings.append(f"node report of {node} for {policy}: waiting job(s) "
+                            f"{', '.join(left_out)} left out: a figure missing or out of range")
         try:
             report = NodeReport(
                 policy=policy, node=node, time=found["time"],
@@ -108,7 +131,8 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
                 cc=int(found.get("cc", 0)), selected=int(found.get("selected", 0)),
                 unreallocated=int(found.get("unreallocated", 0)),
                 requests=tuple(sorted(requests[key], key=lambda q: q.container)),
-                candidates=tuple(sorted(candidates[key], key=lambda c: c.container)))
+                candidates=tuple(sorted(candidates[key], key=lambda c: c.container)),
+                spare_cores=found.get(SPARE_FIGURE, 0.0), waiting=jobs)
         except (KeyError, ValueError) as exc:
             warnings.append(f"node report of {node} for {policy} ({instance or 'no instance'}) "
                             f"left out: incomplete or inconsistent ({exc})")
@@ -123,6 +147,20 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
         if kept is None or report.time > kept.time:
             newest[(policy, node)] = report
     return sorted(newest.values(), key=lambda r: (r.policy, r.node)), warnings
+
+
+def _waiting_jobs(found: Mapping[str, Mapping[str, float]]
+                  ) -> tuple[tuple[WaitingJob, ...], list[str]]:
+    """One report's waiting jobs from their figures, in the order the agent plans them (the
+    work ahead of each; ties by id), and the ids of those that could not be made whole."""
+    jobs, left_out = [], []
+    for container, figures in found.items():
+        try:
+            jobs.append(WaitingJob(container=container, **figures))
+        except (TypeError, ValueError):  # a figure missing, or out of range
+            left_out.append(container)
+    jobs.sort(key=lambda w: (w.ahead_seconds, w.container))
+    return tuple(jobs), sorted(left_out)
 
 
 class NodeReportSource:

@@ -1,10 +1,11 @@
 """Node reports through a real Prometheus: two node agents' /metrics scraped, the manager's
 source reads every node's report back in one query and decides what one snapshot of every
-container decides (`node_reports: true`)."""
+container decides (`node_reports: true`), for SpeCon and for Predictive with `migrate`."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,9 +16,15 @@ from policyd.daemon.health import Health
 from policyd.daemon.http import StatusServer
 from policyd.daemon.metrics import DaemonMetrics
 from policyd.engine import decide
+from policyd.engine.predictive_reports import node_reports as predictive_reports
+from policyd.engine.spec import PolicyDocument
 from policyd.engine.specon_reports import node_reports
+from policyd.model import NodeReport, Snapshot
 from policyd.sources.node_reports import NodeReportSource
+from tests.daemon.test_node_reports_predictive import mid_run
 from tests.engine.specon_builders import cluster, policy, thesis_jobs
+from tests.engine.test_predictive_reports import moves as migrations
+from tests.engine.test_predictive_reports import shipped
 from tests.engine.test_specon_reports import moves
 from tests.integration.servers import LOOPBACK, prometheus
 
@@ -26,23 +33,24 @@ pytestmark = pytest.mark.slow
 AGENTS = {"agent-a": ("w1", "w2"), "agent-b": ("w3", "w4")}
 
 
-def wait_for_reports(source: NodeReportSource, count: int, timeout_seconds: float) -> None:
+def wait_for_reports(source: NodeReportSource, p: PolicyDocument, count: int,
+                     timeout_seconds: float) -> None:
     deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
-        if len(source.snapshot([policy()]).node_reports) == count:
+        if len(source.snapshot([p]).node_reports) == count:
             return
         time.sleep(0.25)
     raise AssertionError(f"{count} node reports not in Prometheus within {timeout_seconds} s: "
                          f"{source.last_warnings}")
 
 
-def test_the_manager_reads_every_agents_report_from_prometheus(tmp_path: Path) -> None:
-    p = policy()
-    whole = cluster(*thesis_jobs())
-    reports = node_reports(p, whole)
+def through_prometheus(tmp_path: Path, p: PolicyDocument, reports: tuple[NodeReport, ...],
+                       agents: Mapping[str, tuple[str, ...]]) -> Snapshot:
+    """The manager's snapshot of `reports`, each published (made now) by the agent of its node
+    on its own /metrics, scraped by a real Prometheus every 0.5 s and read in one query."""
     servers = []
     try:
-        for nodes in AGENTS.values():
+        for nodes in agents.values():
             registry = CollectorRegistry()
             metrics = DaemonMetrics(registry)
             server = StatusServer(LOOPBACK, 0, registry=registry, health=Health())
@@ -55,14 +63,41 @@ def test_the_manager_reads_every_agents_report_from_prometheus(tmp_path: Path) -
             for _, metrics, nodes in servers:  # each agent's reports, made now
                 metrics.node_reports.publish(p.name, tuple(
                     replace(r, time=now) for r in reports if r.node in nodes))
-            wait_for_reports(source, count=4, timeout_seconds=30)
+            wait_for_reports(source, p, count=len(reports), timeout_seconds=30)
             snap = source.snapshot([p])
+            assert source.last_warnings == ()
+            return snap
     finally:
         for server, _, _ in servers:
             server.close()
+
+
+def test_the_manager_reads_every_agents_report_from_prometheus(tmp_path: Path) -> None:
+    p = policy()
+    whole = cluster(*thesis_jobs())
+    reports = node_reports(p, whole)
+    snap = through_prometheus(tmp_path, p, reports, AGENTS)
     assert [r.node for r in snap.node_reports] == ["w1", "w2", "w3", "w4"]
     assert [replace(r, time=0.0) for r in snap.node_reports] == \
         [replace(r, time=0.0) for r in reports]
     decided = decide(p, snap)
     assert moves(decided) == moves(decide(p, whole))  # the reports were made of it
     assert moves(decided), "the thesis's example moves its converged job"
+
+
+def test_predictives_waiting_jobs_come_back_whole_and_move_as_from_every_container(
+        tmp_path: Path) -> None:
+    """Predictive with `migrate` (the shipped policy) on specon-random-50-8w at 405 s, its
+    eight workers' reports published by two agents: every figure of every waiting job read
+    back exactly, and the move one snapshot of every container makes."""
+    p, whole = shipped(), mid_run()
+    reports = predictive_reports(p, whole)
+    nodes = [n.name for n in whole.nodes]
+    snap = through_prometheus(tmp_path, p, reports, {"agent-a": tuple(nodes[:4]),
+                                                     "agent-b": tuple(nodes[4:])})
+    assert [replace(r, time=0.0) for r in snap.node_reports] == \
+        [replace(r, time=0.0) for r in reports]
+    assert any(r.waiting for r in snap.node_reports)
+    decided = decide(p, snap)
+    assert migrations(decided) == migrations(decide(p, whole)) == [
+        ("job-13", "worker-4", "worker-2")]

@@ -1,0 +1,109 @@
+"""Node agents that set Predictive's CPU limits on their node and report its waiting jobs to the
+manager (`node_reports: true`, a Predictive policy with `migrate`): what an agent applies and
+publishes, and the moves the manager's source reads back (`policyd.sources.node_reports`)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from policyd.daemon.metrics import DaemonMetrics
+from policyd.daemon.roles import NodeScopedSource, node_agent_policies
+from policyd.daemon.scheduler import Daemon
+from policyd.engine import decide
+from policyd.engine.predictive_reports import node_reports
+from policyd.model import Migrate, SetCpu, Snapshot
+from policyd.model.node_report import WAITING_FIGURES
+from policyd.sim import scenarios
+from policyd.sim.world import World
+from policyd.sources.node_reports import NodeReportSource, parse_reports
+from policyd.tick import FixedSource, observe
+from tests.daemon.fakes import FakeActuator
+from tests.daemon.test_node_reports import Answering, samples, vector
+from tests.engine.test_predictive_reports import moves, shipped
+
+
+@cache
+def mid_run() -> Snapshot:
+    """specon-random-50-8w under the shipped Predictive policy at 405 s: a job waiting for a
+    core on worker-4 and worker-2 with one to spare (the policy's next tick moves it)."""
+    world = World(scenarios.build("specon-random-50-8w"), policies=(shipped(),))
+    world.run_until(405)
+    return observe(world, shipped())
+
+
+def waiting_node(snap: Snapshot) -> str:
+    return next(r.node for r in node_reports(shipped(), snap) if r.waiting)
+
+
+def test_a_node_agent_sets_its_nodes_limits_and_reports_its_waiting_jobs() -> None:
+    snap, p = mid_run(), shipped()
+    node = waiting_node(snap)
+    registry, actuator = CollectorRegistry(), FakeActuator()
+    agent = Daemon([p], source=NodeScopedSource(FixedSource(snap), node), actuator=actuator,
+                   metrics=DaemonMetrics(registry), scope="node", node_reports=True)
+    (report,) = agent.run_once()
+    agent.shutdown()
+    assert report.result == "ok" and report.outcome is not None
+    # the agent's part: the limits of its node's jobs, no move (the manager's)
+    assert not any(isinstance(a, Migrate) for a in actuator.applied)
+    assert {a.container for a in actuator.applied} <= {c.id for c in snap.containers
+                                                       if c.node == node}
+    applied = [a for a in actuator.applied if isinstance(a, SetCpu)]
+    assert applied == actuator.applied
+    whole = decide(p, snap)
+    assert [(a.container, a.fraction) for a in applied] == [
+        (a.container, a.fraction) for a in whole.actions
+        if isinstance(a, SetCpu) and a.node == node]
+    # its report: every waiting job's figures (forecast from its node's jobs alone, so equal
+    # to the whole cluster's to the last bits of the fits' sums)
+    (mine,) = [r for r in node_reports(p, snap) if r.node == node]
+    assert mine.waiting
+    found = samples(registry)
+    at = (("node", node), ("policy", p.name))
+    assert found[("policyd_node_report_selected_jobs", at)] == mine.selected
+    for w in mine.waiting:
+        key = (("container", w.container), *at)
+        for figure in WAITING_FIGURES:
+            assert found[(f"policyd_node_report_waiting_{figure}", key)] == \
+                pytest.approx(getattr(w, figure), rel=1e-9)
+    assert not any(name == "policyd_node_report_jobs" for name, _ in found)  # SpeCon's
+
+
+def test_the_manager_moves_from_the_reports_what_it_moves_from_every_container() -> None:
+    snap, p = mid_run(), shipped()
+    registry = CollectorRegistry()
+    DaemonMetrics(registry).node_reports.publish(p.name, node_reports(p, snap))
+    source = NodeReportSource("http://prom", client=Answering(vector(registry)),
+                              clock=lambda: snap.time)
+    manager = source.snapshot([p])
+    assert source.last_warnings == ()
+    assert manager.node_reports == node_reports(p, snap)
+    found = decide(p, manager)
+    assert moves(found) == moves(decide(p, snap))
+    assert moves(found) == [("job-13", "worker-4", "worker-2")]
+    assert not any(isinstance(a, SetCpu) for a in found.actions)  # the agents' part
+
+
+def test_a_waiting_job_missing_a_figure_is_left_out_with_a_warning() -> None:
+    snap, p = mid_run(), shipped()
+    node = waiting_node(snap)
+    registry = CollectorRegistry()
+    DaemonMetrics(registry).node_reports.publish(p.name, node_reports(p, snap))
+    answer = [s for s in vector(registry)
+              if not (s["metric"]["__name__"] == "policyd_node_report_waiting_best_cores"
+                      and s["metric"]["node"] == node)]
+    reports, warnings = parse_reports(answer, now=snap.time, max_age_seconds={})
+    (kept,) = [r for r in reports if r.node == node]
+    assert kept.waiting == () and kept.selected > 0
+    assert any(node in w and "left out" in w for w in warnings)
+
+
+def test_only_a_predictive_policy_that_moves_jobs_is_reported() -> None:
+    p = shipped()
+    part = p.model_copy(update={"spec": p.spec.model_copy(update={"migrate": False})})
+    assert node_agent_policies([p]) == []
+    assert node_agent_policies([p], node_reports=True) == [p]
+    assert node_agent_policies([part]) == [part]  # of scope node: the agent's own
