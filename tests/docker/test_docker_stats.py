@@ -342,7 +342,8 @@ def job_loss() -> dict[str, Any]:
     pytest.param(4, QUERIES, (True, 0), id="together")])
 def test_the_queries_go_together_up_to_the_bound_and_the_engines_are_polled_meanwhile(
         workers: int, at_once: int, seen: tuple[bool, int]) -> None:
-    prometheus = Stub(prometheus=job_loss(), query_delay_seconds=DELAY_SECONDS)
+    prometheus = Stub(prometheus=job_loss(), query_delay_seconds=DELAY_SECONDS,
+                      gather_queries=at_once)
     with on_engines(prometheus, workers) as (source, engine):
         snap = source.snapshot([flowcon()])
     assert prometheus.most_in_flight == at_once and prometheus.answered == QUERIES

@@ -59,7 +59,8 @@ def cluster(prometheus: Stub, workers: int) -> Iterator[tuple[KubernetesPodSourc
     pytest.param(4, QUERIES, (True, 0), id="together")])
 def test_the_queries_go_together_up_to_the_bound_and_the_pods_are_listed_meanwhile(
         workers: int, at_once: int, seen: tuple[bool, int]) -> None:
-    prometheus = Stub(prometheus=world.rs_done_loss, query_delay_seconds=DELAY_SECONDS)
+    prometheus = Stub(prometheus=world.rs_done_loss, query_delay_seconds=DELAY_SECONDS,
+                      gather_queries=at_once)
     with cluster(prometheus, workers) as (source, core, _):
         snap = source.snapshot([flowcon()])
     assert prometheus.most_in_flight == at_once and prometheus.answered == QUERIES

@@ -64,6 +64,9 @@ class Stub:
     fault: Fault | None = None
     docker_body: str | None = None
     query_delay_seconds: float = 0.0
+    gather_queries: int = 0
+    """A query waits (2 s at most) until this many are in flight before its delay, so that a
+    test of queries sent together does not hang on when each thread got a core."""
     query_faults: dict[str, Fault] = field(default_factory=dict)
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
     in_flight: int = 0
@@ -82,11 +85,15 @@ class Stub:
 
     @contextlib.contextmanager
     def query(self) -> Iterator[None]:
-        """One Prometheus query in flight, counted, for at least `query_delay_seconds`."""
+        """One Prometheus query in flight, counted, for at least `query_delay_seconds` (after
+        `gather_queries` are in flight)."""
         with self.lock:
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
+            deadline = time.monotonic() + 2.0
+            while self.in_flight < self.gather_queries and time.monotonic() < deadline:
+                time.sleep(0.005)
             time.sleep(self.query_delay_seconds)
             yield
         finally:

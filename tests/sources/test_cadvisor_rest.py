@@ -237,7 +237,7 @@ def test_the_queries_go_together_up_to_the_bound_and_the_hosts_are_read_meanwhil
     # The loss, the steps and the progress ratio, each held 0.3 s.
     agent = agent_info()
     prom = Stub(prometheus=envelope([loss(agent["aliases"][0], AGENT_NOW)]),
-                query_delay_seconds=0.3)
+                query_delay_seconds=0.3, gather_queries=at_once)
     host = Stub(docker=[agent], machine=load("ddagent_machine_info_1.2.json"))
     prom_url, host_url = (stack.enter_context(serving(s)) for s in (prom, host))
     src = source(prom_url, {"w1": host_url}, AGENT_NOW, max_concurrent_queries=workers)
