@@ -1,19 +1,23 @@
-"""SpeCon's manager from node reports against a real Prometheus: what a cycle costs at 1,000 and
+"""A manager from node reports against a real Prometheus: what a cycle costs at 1,000 and
 10,000 workers (issue 18; benchmarks/README.md, "node_reports.py").
 
     flock /tmp/policyd-slow.lock .venv/bin/python benchmarks/node_reports.py [--nodes 1000 10000]
-                                                                            [--cycles 5]
+                                              [--cycles 5] [--kind specon|predictive]
 
 Per size: the synthetic cluster of engine_scale.py (10 jobs a worker, 60 samples a series) under
-the thesis's SpeCon (policies/specon.yaml); every worker's report made by
-`engine/specon_reports.node_reports` (what each node agent makes of its own node); a child
-process publishes all of them on one /metrics (as the agents would, each its own), re-stamped
-every 5 s so that none goes stale; a real Prometheus (127.0.0.1, 5 s scrapes) scrapes it. Then
-the manager's cycles, in this process: `NodeReportSource.snapshot` (the one instant query, its
-answer decoded) and `decide` (Algorithms 4 and 5 from the reports), each timed in wall and CPU
-seconds (the child's and Prometheus's CPU are theirs, not counted); the answer's bytes and
-Prometheus's own evaluation time (`stats=all`) from one raw fetch; the process's peak RSS.
-Also one agent's cycle: `node_reports` on one worker's 10 jobs (median of 200).
+the thesis's SpeCon (policies/specon.yaml) or the shipped Predictive, which moves jobs
+(policies/predictive.yaml; each job's steps and declared total added as forecast_scale.py adds
+them; half the workers crowded, half roomy: `CROWDED_CORES`); every worker's report made by the
+kind's `node_reports` (what each node agent makes of its own node); a child process publishes
+all of them on one /metrics (as the agents would, each its own), re-stamped every 5 s so that
+none goes stale; a real Prometheus (127.0.0.1, 5 s scrapes) scrapes it. Then the manager's
+cycles, in this process: `NodeReportSource.snapshot` (the one instant query, its answer
+decoded) and `decide` (SpeCon's Algorithms 4 and 5, Predictive's moves, from the reports), each
+timed in wall and CPU seconds (the child's and Prometheus's CPU are theirs, not counted); the
+answer's bytes and Prometheus's own evaluation time (`stats=all`) from one raw fetch; the
+process's peak RSS. Also one agent's cycle: `node_reports` on one worker's 10 jobs (median of
+200; Predictive's agent plans the worker's limits in it, its node part's work). "listed": the
+jobs the reports name (requests, candidates, waiting jobs).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from forecast_scale import with_steps
 from synthetic import make_snapshot
 from timing import host_speed_text
 
@@ -53,11 +58,15 @@ from tests.integration.servers import LOOPBACK, prometheus
 ROOT = Path(__file__).resolve().parents[1]
 SCRAPE_SECONDS = 5.0
 PER_NODE = 10
+CROWDED_CORES, ROOMY_CORES = 4.0, 32.0
+"""Predictive's workers: even ones crowded (its 10 jobs on 4 cores: six wait), odd ones with
+cores to spare, so that every crowded worker reports as many waiting jobs as it may lose and
+the manager has moves to price (the report's largest size)."""
 
 
-def specon() -> PolicyDocument:
-    """The thesis's SpeCon, selecting the synthetic jobs."""
-    policy = load_policies(ROOT / "policies" / "specon.yaml")[0]
+def shipped(kind: str) -> PolicyDocument:
+    """The shipped policy of `kind` (specon, predictive), selecting the synthetic jobs."""
+    policy = load_policies(ROOT / "policies" / f"{kind}.yaml")[0]
     spec = policy.spec.model_copy(update={"selector": policy.spec.selector.model_copy(
         update={"labels": {"app": "train"}})})
     return policy.model_copy(update={"spec": spec})
@@ -109,9 +118,20 @@ def wait_for(source: NodeReportSource, policy: PolicyDocument, count: int) -> No
                        f"{source.last_warnings[:3]}")
 
 
-def measure(nodes: int, cycles: int) -> dict[str, float]:
-    policy = specon()
+def series_of(reports: tuple[NodeReport, ...], policy: str) -> int:
+    """How many series the agents publish for `reports`."""
+    collector = NodeReportCollector()
+    collector.publish(policy, reports)
+    return sum(len(family.samples) for family in collector.collect())
+
+
+def measure(nodes: int, cycles: int, kind: str) -> dict[str, float]:
+    policy = shipped(kind)
     snapshot = make_snapshot(nodes * PER_NODE, per_node=PER_NODE)
+    if kind == "predictive":  # half the workers crowded (jobs wait), half with cores to spare
+        snapshot = replace(with_steps(snapshot, totals=True), nodes=tuple(
+            replace(n, cpu_capacity=CROWDED_CORES if i % 2 == 0 else ROOMY_CORES)
+            for i, n in enumerate(snapshot.nodes)))
     reports = reports_of(policy, snapshot)
     one = replace(snapshot, nodes=snapshot.nodes[:1],
                   containers=tuple(c for c in snapshot.containers
@@ -121,7 +141,7 @@ def measure(nodes: int, cycles: int) -> dict[str, float]:
         started = time.process_time()
         reports_of(policy, one)
         agent.append(time.process_time() - started)
-    series = sum(8 + len(r.requests) + len(r.candidates) for r in reports)
+    series = series_of(reports, policy.name)
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
     publisher = context.Process(target=publish, args=(reports, policy.name, child), daemon=True)
@@ -149,7 +169,8 @@ def measure(nodes: int, cycles: int) -> dict[str, float]:
         publisher.kill()
         publisher.join()
     return {"nodes": nodes, "containers": nodes * PER_NODE, "series": series,
-            "requests": sum(len(r.requests) for r in reports),
+            "listed": sum(len(r.requests) + len(r.candidates) + len(r.waiting)
+                          for r in reports),
             "cycle_wall_s": statistics.median(walls), "cycle_cpu_s": statistics.median(cpus),
             "observe_wall_s": statistics.median(observes),
             "answer_mb": size / 1e6, "fetch_s": fetch, "prometheus_eval_s": evaluation,
@@ -161,14 +182,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[1_000, 10_000])
     parser.add_argument("--cycles", type=int, default=5)
+    parser.add_argument("--kind", choices=("specon", "predictive"), default="specon")
     args = parser.parse_args()
-    print(host_speed_text(), flush=True)
-    print(f"{'workers':>8} {'jobs':>8} {'series':>7} {'answer':>8} {'fetch':>7} {'prom eval':>9} "
-          f"{'observe':>8} {'cycle':>8} {'cycle CPU':>9} {'actions':>7} {'agent':>8} {'RSS':>8}",
+    print(f"{host_speed_text()}; {args.kind}", flush=True)
+    print(f"{'workers':>8} {'jobs':>8} {'listed':>7} {'series':>7} {'answer':>8} {'fetch':>7} "
+          f"{'prom eval':>9} {'observe':>8} {'cycle':>8} {'cycle CPU':>9} {'actions':>7} "
+          f"{'agent':>8} {'RSS':>8}",
           flush=True)
     for nodes in args.nodes:
-        r = measure(nodes, args.cycles)
-        print(f"{r['nodes']:>8,} {r['containers']:>8,} {r['series']:>7,} "
+        r = measure(nodes, args.cycles, args.kind)
+        print(f"{r['nodes']:>8,} {r['containers']:>8,} {r['listed']:>7,} {r['series']:>7,} "
               f"{r['answer_mb']:>6.2f}MB {r['fetch_s']:>6.3f}s {r['prometheus_eval_s']:>8.3f}s "
               f"{r['observe_wall_s']:>7.3f}s {r['cycle_wall_s']:>7.3f}s {r['cycle_cpu_s']:>8.3f}s "
               f"{r['actions']:>7} {r['agent_cpu_ms']:>6.2f}ms {r['rss_mib']:>5.0f}MiB", flush=True)
