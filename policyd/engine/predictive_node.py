@@ -36,6 +36,8 @@ yet (ranked after the forecast jobs); no job on the worker has a forecast (free 
 
 @dataclass(frozen=True, kw_only=True)
 class Job:
+    """A selected job on its worker: its forecast (or why it has none) and its rank's key."""
+
     container: Container
     forecast: Forecast | None
     reported: JobForecast | None  # the forecast as the decision reports it
@@ -227,10 +229,14 @@ def waiting_jobs(plans: Sequence[Plan], spec: PredictiveSpec, now: float
         c, f = p.job.container, p.job.forecast
         if f is None or not p.waits or action_blocked(c, spec, now, disrupts=True) is not None:
             continue
-        out.append((c.node, WaitingJob(
-            container=c.id, ahead_seconds=p.ahead_seconds, best_cores=p.job.best_cores,
-            remaining_steps=f.remaining_steps, serial_seconds=f.serial_seconds,
-            parallel_seconds=f.parallel_seconds, cap_cores=f.cap_cores)))
+        try:
+            waiting = WaitingJob(
+                container=c.id, ahead_seconds=p.ahead_seconds, best_cores=p.job.best_cores,
+                remaining_steps=f.remaining_steps, serial_seconds=f.serial_seconds,
+                parallel_seconds=f.parallel_seconds, cap_cores=f.cap_cores)
+        except ValueError:  # a figure out of range (NaN): no move priced on it, no failed tick
+            continue
+        out.append((c.node, waiting))
     return out
 
 
