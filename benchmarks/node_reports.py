@@ -9,15 +9,15 @@ the thesis's SpeCon (policies/specon.yaml) or the shipped Predictive, which move
 (policies/predictive.yaml; each job's steps and declared total added as forecast_scale.py adds
 them; half the workers crowded, half roomy: `CROWDED_CORES`); every worker's report made by the
 kind's `node_reports` (what each node agent makes of its own node); a child process publishes
-all of them on one /metrics (as the agents would, each its own), re-stamped every 5 s so that
-none goes stale; a real Prometheus (127.0.0.1, 5 s scrapes) scrapes it. Then the manager's
-cycles, in this process: `NodeReportSource.snapshot` (the one instant query, its answer
-decoded) and `decide` (SpeCon's Algorithms 4 and 5, Predictive's moves, from the reports), each
-timed in wall and CPU seconds (the child's and Prometheus's CPU are theirs, not counted); the
-answer's bytes and Prometheus's own evaluation time (`stats=all`) from one raw fetch; the
-process's peak RSS. Also one agent's cycle: `node_reports` on one worker's 10 jobs (median of
-200; Predictive's agent plans the worker's limits in it, its node part's work). "listed": the
-jobs the reports name (requests, candidates, waiting jobs).
+them on /metrics endpoints of 1,000 workers each (as the agents would, each its own), re-stamped
+every 5 s so that none goes stale; a real Prometheus (127.0.0.1, 5 s scrapes) scrapes them. Then
+the manager's cycles, in this process: `NodeReportSource.snapshot` (the one instant query, its
+answer decoded) and `decide` (SpeCon's Algorithms 4 and 5, Predictive's moves, from the
+reports), each timed in wall and CPU seconds (the child's and Prometheus's CPU are theirs, not
+counted); the answer's bytes and Prometheus's own evaluation time (`stats=all`) from one raw
+fetch; the process's peak RSS. Also one agent's cycle: `node_reports` on one worker's 10 jobs
+(median of 200; Predictive's agent plans the worker's limits in it, its node part's work).
+"listed": the jobs the reports name (requests, candidates, waiting jobs).
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ from tests.integration.servers import LOOPBACK, prometheus
 ROOT = Path(__file__).resolve().parents[1]
 SCRAPE_SECONDS = 5.0
 PER_NODE = 10
+PER_ENDPOINT = 1_000
+"""Workers' reports per /metrics endpoint of the publishing child."""
 CROWDED_CORES, ROOMY_CORES = 4.0, 32.0
 """Predictive's workers: even ones crowded (its 10 jobs on 4 cores: six wait), odd ones with
 cores to spare, so that every crowded worker reports as many waiting jobs as it may lose and
@@ -79,20 +81,29 @@ def reports_of(policy: PolicyDocument, snapshot: Snapshot) -> tuple[NodeReport, 
 
 
 def publish(reports: tuple[NodeReport, ...], policy: str, ready: Connection) -> None:
-    """The child: every report on one /metrics, re-stamped now every 5 s, until killed."""
+    """The child: the reports on /metrics endpoints of `PER_ENDPOINT` workers each (as the
+    agents would publish them, each its own: one endpoint of 10,000 workers' reports takes
+    longer to scrape than the 5 s scrape timeout on a loaded 2-core machine), re-stamped now
+    every 5 s, until killed."""
     from prometheus_client import CollectorRegistry  # noqa: PLC0415
 
-    registry = CollectorRegistry()
-    collector = NodeReportCollector()
-    registry.register(collector)
-    server = StatusServer(LOOPBACK, 0, registry=registry, health=Health())
-    server.start()
-    collector.publish(policy, tuple(replace(r, time=float(int(time.time()))) for r in reports))
-    ready.send(server.port)
+    collectors, ports = [], []
+    for start in range(0, len(reports), PER_ENDPOINT):
+        registry = CollectorRegistry()
+        collector = NodeReportCollector()
+        registry.register(collector)
+        server = StatusServer(LOOPBACK, 0, registry=registry, health=Health())
+        server.start()
+        collectors.append((collector, reports[start:start + PER_ENDPOINT]))
+        ports.append(server.port)
     while True:
-        time.sleep(SCRAPE_SECONDS)
         now = float(int(time.time()))
-        collector.publish(policy, tuple(replace(r, time=now) for r in reports))
+        for collector, mine in collectors:
+            collector.publish(policy, tuple(replace(r, time=now) for r in mine))
+        if ports:
+            ready.send(ports)
+            ports = []
+        time.sleep(SCRAPE_SECONDS)
 
 
 def raw_query(url: str, query: str) -> tuple[int, float, float]:
@@ -147,9 +158,9 @@ def measure(nodes: int, cycles: int, kind: str) -> dict[str, float]:
     publisher = context.Process(target=publish, args=(reports, policy.name, child), daemon=True)
     publisher.start()
     try:
-        port = parent.recv()
+        ports = parent.recv()
         with tempfile.TemporaryDirectory() as work, \
-                prometheus(Path(work), [f"{LOOPBACK}:{port}"],
+                prometheus(Path(work), [f"{LOOPBACK}:{port}" for port in ports],
                            scrape_seconds=SCRAPE_SECONDS) as prom:
             source = NodeReportSource(prom.url, timeout_seconds=60, retries=0)
             wait_for(source, policy, nodes)
