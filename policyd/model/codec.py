@@ -284,21 +284,13 @@ def _node_report(raw: Any, path: str, problems: list[str]) -> NodeReport | None:
     candidates: list[tuple[str, float]] = []
     for key, out, field_name in (("requests", requests, "gain"),
                                  ("candidates", candidates, "converged_seconds")):
-        listed = raw.get(key, [])
-        if not isinstance(listed, list):
-            problems.append(f"{path}.{key}: expected a list")
-            continue
-        for i, item in enumerate(listed):
-            where = f"{path}.{key}[{i}]"
-            if not isinstance(item, dict):
-                problems.append(f"{where}: expected an object")
-                continue
+        for where, item in _listed(raw, key, path, problems):
             container = _required_string(item, "container", where, problems)
             value = _number(item, field_name, where, problems)
             if value is not None:
                 out.append((container, value))
     spare = _number(raw, "spare_cores", path, problems) if "spare_cores" in raw else 0.0
-    waiting = _waiting_jobs(raw.get("waiting", []), f"{path}.waiting", problems)
+    waiting = _waiting_jobs(raw, path, problems)
     time, capacity, used = (figures[k] for k in ("time", "cpu_capacity_cores",
                                                  "cpu_used_cores"))
     if len(problems) > before or time is None or capacity is None or used is None \
@@ -318,17 +310,29 @@ def _node_report(raw: Any, path: str, problems: list[str]) -> NodeReport | None:
         return None
 
 
-def _waiting_jobs(listed: Any, path: str, problems: list[str]) -> tuple[WaitingJob, ...]:
-    """A node report's `waiting` list (Predictive's jobs a move could serve)."""
+def _listed(raw: Mapping[str, Any], key: str, path: str, problems: list[str]
+            ) -> list[tuple[str, dict[str, Any]]]:
+    """The objects of the list `raw[key]` (none when absent), each with where it is; anything
+    else a problem."""
+    listed = raw.get(key, [])
     if not isinstance(listed, list):
-        problems.append(f"{path}: expected a list")
-        return ()
+        problems.append(f"{path}.{key}: expected a list")
+        return []
     out = []
     for i, item in enumerate(listed):
-        where = f"{path}[{i}]"
-        if not isinstance(item, dict):
+        where = f"{path}.{key}[{i}]"
+        if isinstance(item, dict):
+            out.append((where, item))
+        else:
             problems.append(f"{where}: expected an object")
-            continue
+    return out
+
+
+def _waiting_jobs(raw: Mapping[str, Any], path: str, problems: list[str]
+                  ) -> tuple[WaitingJob, ...]:
+    """A node report's `waiting` list (Predictive's jobs a move could serve)."""
+    out = []
+    for where, item in _listed(raw, "waiting", path, problems):
         container = _required_string(item, "container", where, problems)
         figures = {name: _number(item, name, where, problems) for name in WAITING_FIGURES}
         found = {name: value for name, value in figures.items() if value is not None}

@@ -15,7 +15,7 @@ from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Decision, Migrate, NodeReport, Snapshot, WaitingJob
-from policyd.model.codec import snapshot_from_dict, snapshot_to_dict
+from policyd.model.codec import SnapshotError, snapshot_from_dict, snapshot_to_dict
 from policyd.policy.loader import load_policies
 from policyd.sim import scenarios
 from policyd.sim.run import run
@@ -137,3 +137,13 @@ def test_the_manager_makes_the_moves_one_snapshot_makes(name: str) -> None:
     assert whole.migrations > 0
     assert split.migrations == whole.migrations
     assert [(j.id, j.jct) for j in split.jobs] == [(j.id, j.jct) for j in whole.jobs]
+
+
+def test_a_waiting_job_missing_a_figure_in_a_snapshot_file_is_named() -> None:
+    p = shipped()
+    _, snap = snapshot_mid_run("specon-random-50-8w", 600)
+    raw = snapshot_to_dict(reported(p, snap))
+    report = next(r for r in raw["node_reports"] if r.get("waiting"))
+    del report["waiting"][0]["best_cores"]
+    with pytest.raises(SnapshotError, match=r"waiting\[0\]\.best_cores"):
+        snapshot_from_dict(raw)
