@@ -2,8 +2,10 @@
 each profile reads.
 
 Layout: `settings` (where things are in Prometheus: profiles), `promql` (the few queries of a
-cycle, pure), `matrix` + `facts` + `parse` (responses -> Snapshot, pure), `prometheus` (the
-HTTP, the clock, the error counters), `query_pool` (a cycle's queries in flight together). The
+cycle, pure), `matrix` + `facts` + `parse` (responses -> Snapshot, pure), `prometheus_connect` (the
+clients, one query and its errors), `prometheus_cycle` (a cycle's queries sent and their
+answers read, for every source that reads Prometheus), `query_pool` (a cycle's queries in
+flight together), `prometheus` (the source: the clock, the error counters). The
 cadvisor-rest profile, for Docker hosts whose cAdvisor Prometheus does not scrape: `cadvisor`
 (the REST calls), `cadvisor_info` (its payloads, pure), `cpu_counter` (cumulative counters ->
 cores per interval, pure), `cadvisor_snapshot` (the join, pure) and `cadvisor_source` (the

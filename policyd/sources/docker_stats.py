@@ -61,13 +61,15 @@ from policyd.sources.docker_held import HELD_STATUS, HeldFacts, held_of, pending
 from policyd.sources.docker_labels import label_markers
 from policyd.sources.matrix import Matrix
 from policyd.sources.progress import NO_PROGRESS, ProgressTable
-from policyd.sources.prometheus import (
+from policyd.sources.prometheus_connect import (
     MAX_CONCURRENT_QUERIES,
     PrometheusClient,
+    prometheus_pool,
+)
+from policyd.sources.prometheus_cycle import (
     evaluation_matrix,
     metrics_from,
     progress_from,
-    prometheus_pool,
     send_cycle,
 )
 from policyd.sources.promql import CycleQueries, build_queries

@@ -58,14 +58,12 @@ from policyd.sources.kubernetes_list_watch import ListWatch, Tracked, WatchOptio
 from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.parse import Parsed, parse_cycle
 from policyd.sources.progress import ProgressTable
-from policyd.sources.prometheus import (
+from policyd.sources.prometheus_connect import (
     MAX_CONCURRENT_QUERIES,
     PrometheusClient,
-    metrics_from,
-    progress_from,
     prometheus_pool,
-    send_cycle,
 )
+from policyd.sources.prometheus_cycle import metrics_from, progress_from, send_cycle
 from policyd.sources.settings import SourceSettings, kubernetes
 from policyd.sources.speed_label import node_speeds
 

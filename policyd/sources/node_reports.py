@@ -39,7 +39,7 @@ from policyd.model import (
 )
 from policyd.model.node_report import CATEGORY_FIELDS, METRIC_PREFIX, NODE_FIGURES
 from policyd.sources.errors import SourceError
-from policyd.sources.prometheus import PrometheusClient, ask, connect_prometheus
+from policyd.sources.prometheus_connect import PrometheusClient, ask, connect_prometheus
 from policyd.sources.promql import render_matchers
 from policyd.sources.settings import Matcher, regex_literal
 from policyd.tick import Source
