@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry
 from policyd.daemon import DaemonSettings, HttpSettings, KubernetesSection, run
 from policyd.daemon.backend import Parts
 from policyd.daemon.settings import PrometheusSettings
-from policyd.sources.kubernetes_pods import PodWatch
+from policyd.sources.kubernetes_pod_watch import PodWatch
 from tests.daemon.fakes import FakeActuator, FakeSource, policy_yaml
 from tests.kubernetes import world
 

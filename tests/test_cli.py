@@ -213,6 +213,19 @@ def test_usage_errors_exit_2() -> None:
     assert run("frobnicate")[0] == 2
 
 
+@pytest.mark.parametrize(("value", "message"), [
+    pytest.param("0", "0 is not allowed: must be 1 to 16", id="zero"),
+    pytest.param("17", "17 is not allowed: must be 1 to 16", id="too-many"),
+    pytest.param("two", "'two' is not a whole number", id="not-a-number")])
+def test_plan_max_concurrent_queries_outside_1_to_16_is_a_usage_error(
+        value: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run("plan", "--policy", str(THESIS_FLOWCON), "--prometheus",
+                       "http://127.0.0.1:9", "--max-concurrent-queries", value)
+    assert (code, out) == (2, "")
+    assert capsys.readouterr().err.endswith(
+        f"policyd plan: error: argument --max-concurrent-queries: {message}\n")
+
+
 def test_console_entry_point_runs() -> None:
     done = subprocess.run([sys.executable, "-m", "policyd", "--version"],
                           capture_output=True, text=True, check=False)

@@ -58,9 +58,28 @@ def add_arguments(parser: argparse.ArgumentParser,
                       help="Prometheus's scrape interval (rate windows span two scrapes)")
     live.add_argument("--prometheus-timeout-seconds", type=float, default=10.0,
                       help="per request to Prometheus (and, with cadvisor-rest, to cAdvisor)")
+    live.add_argument("--max-concurrent-queries", type=_query_bound, default=1, metavar="N",
+                      help="how many of the cycle's Prometheus queries are out at once, 1 to "
+                           "16, as the daemon's prometheus.max_concurrent_queries (default: 1, "
+                           "one after the other)")
     live.add_argument("--save-snapshot", metavar="FILE",
                       help="write the snapshot the decision was made from (replay it with "
                            "--snapshot)")
+
+
+def _query_bound(text: str) -> int:
+    """`--max-concurrent-queries`: a whole number from 1 to `query_pool.MAX_WORKERS`, as the
+    daemon's setting; its default, 1, is the sources' `MAX_CONCURRENT_QUERIES` (not imported
+    here: an offline plan loads no source)."""
+    from policyd.sources.query_pool import MAX_WORKERS  # noqa: PLC0415
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed: must be 1 to {MAX_WORKERS}")
+    return value
 
 
 def _pairs(option: str, pairs: list[str], shape: str) -> dict[str, str]:
@@ -125,7 +144,8 @@ def _source(args: argparse.Namespace) -> tuple[LiveSource, Callable[[], None]]:
 
         try:
             return PrometheusSource(args.prometheus, settings_from(args),
-                                    timeout_seconds=args.prometheus_timeout_seconds), _nothing
+                                    timeout_seconds=args.prometheus_timeout_seconds,
+                                    max_concurrent_queries=args.max_concurrent_queries), _nothing
         except ValueError as exc:
             raise InputError([str(exc)]) from None
     from policyd.sources.cadvisor_source import CadvisorRestSource, url_problems  # noqa: PLC0415
@@ -135,7 +155,8 @@ def _source(args: argparse.Namespace) -> tuple[LiveSource, Callable[[], None]]:
         raise InputError([f"--cadvisor: {p}" for p in problems])
     try:
         rest = CadvisorRestSource(args.prometheus, cadvisors,
-                                  timeout_seconds=args.prometheus_timeout_seconds)
+                                  timeout_seconds=args.prometheus_timeout_seconds,
+                                  max_concurrent_queries=args.max_concurrent_queries)
     except ValueError as exc:
         raise InputError([str(exc)]) from None
     return rest, rest.close
@@ -158,7 +179,8 @@ def _kubernetes_source(args: argparse.Namespace) -> tuple[LiveSource, Callable[[
         raise InputError([f"--kubeconfig {args.kubeconfig}: {exc}" if args.kubeconfig
                           else f"--kubernetes-host: {exc}"]) from None
     source = KubernetesPodSource(args.prometheus, scope, core=k8s.CoreV1Api(shared),
-                                 timeout_seconds=args.prometheus_timeout_seconds)
+                                 timeout_seconds=args.prometheus_timeout_seconds,
+                                 max_concurrent_queries=args.max_concurrent_queries)
     return source, shared.close
 
 

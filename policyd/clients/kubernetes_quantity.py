@@ -1,6 +1,6 @@
 """Kubernetes resource quantities (`250m`, `2`, `1.5`, `1e3`, `2k`, `1Ki`) read exactly.
 
-The one parser of the quantity format for the pod source (`policyd.sources.kubernetes_pods`:
+The one parser of the quantity format for the pod source (`policyd.sources.kubernetes_pod_facts`:
 requests, limits, allocatable CPU in cores) and the Kubernetes actuator (resizes in whole
 millicores). The format, as the API server writes it (k8s.io/apimachinery `resource.Quantity`):
 

@@ -190,7 +190,8 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
     from policyd.actuators.kubernetes.calls import api_client  # noqa: PLC0415
     from policyd.actuators.kubernetes.declaration_events import DeclarationEvents  # noqa: PLC0415
     from policyd.sources.kubernetes_jobs import JobWatch  # noqa: PLC0415
-    from policyd.sources.kubernetes_pods import KubernetesPodSource, PodWatch  # noqa: PLC0415
+    from policyd.sources.kubernetes_pod_watch import PodWatch  # noqa: PLC0415
+    from policyd.sources.kubernetes_pods import KubernetesPodSource  # noqa: PLC0415
     from policyd.sources.merged_events import MergedEvents  # noqa: PLC0415
 
     prometheus = settings.prometheus

@@ -44,7 +44,7 @@ from policyd.clients.settings import (
     show,
 )
 from policyd.policy.messages import did_you_mean
-from policyd.sources.prometheus import MAX_CONCURRENT_QUERIES
+from policyd.sources.prometheus_connect import MAX_CONCURRENT_QUERIES
 from policyd.sources.query_pool import MAX_WORKERS
 
 Backend = Literal["simulated", "docker", "kubernetes"]
@@ -93,7 +93,7 @@ class PrometheusSettings(HttpAccessFields):
     TLS and authentication (`policyd.clients.access_settings`). `max_concurrent_queries`: how
     many of a cycle's Prometheus queries are in flight at once, whatever the profile or backend
     (`policyd.sources.query_pool`; 1 sends them one after the other; at most
-    `query_pool.MAX_WORKERS`, the default `prometheus.MAX_CONCURRENT_QUERIES`).
+    `query_pool.MAX_WORKERS`, the default `prometheus_connect.MAX_CONCURRENT_QUERIES`).
     """
 
     url: HttpUrl | None = None

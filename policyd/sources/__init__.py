@@ -2,12 +2,17 @@
 each profile reads.
 
 Layout: `settings` (where things are in Prometheus: profiles), `promql` (the few queries of a
-cycle, pure), `matrix` + `facts` + `parse` (responses -> Snapshot, pure), `prometheus` (the
-HTTP, the clock, the error counters), `query_pool` (a cycle's queries in flight together). The
+cycle, pure), `matrix` + `facts` + `parse` (responses -> Snapshot, pure), `prometheus_connect` (the
+clients, one query and its errors), `prometheus_cycle` (a cycle's queries sent and their
+answers read, for every source that reads Prometheus), `query_pool` (a cycle's queries in
+flight together), `prometheus` (the source: the clock, the error counters). The
 cadvisor-rest profile, for Docker hosts whose cAdvisor Prometheus does not scrape: `cadvisor`
 (the REST calls), `cadvisor_info` (its payloads, pure), `cpu_counter` (cumulative counters ->
 cores per interval, pure), `cadvisor_snapshot` (the join, pure) and `cadvisor_source` (the
-source). `docker_labels` reads policyd's markers from Docker labels.
+source). `docker_labels` reads policyd's markers from Docker labels; the docker-stats profile
+is `docker_poll` (the engines' stats) and `docker_stats` (the source). The Kubernetes backend's
+source: `kubernetes_pod_facts` (the pod and node lists), `kubernetes_snapshot` (the join, pure),
+`kubernetes_pods` (the source) and `kubernetes_pod_watch` (pods starting and stopping).
 Sources may import the engine, the model and the tick, never actuators, the simulator,
 the daemon or the CLI.
 """

@@ -52,14 +52,16 @@ from policyd.sources.cadvisor_snapshot import SETTINGS, HostReading, assemble
 from policyd.sources.cpu_counter import CounterRings, cores_over_intervals
 from policyd.sources.errors import SourceError
 from policyd.sources.parse import Parsed
-from policyd.sources.prometheus import (
+from policyd.sources.prometheus_connect import (
     MAX_CONCURRENT_QUERIES,
     PrometheusClient,
+    prometheus_pool,
+)
+from policyd.sources.prometheus_cycle import (
     evaluation_matrix,
     log_warnings,
     metrics_from,
     progress_from,
-    prometheus_pool,
     send_cycle,
 )
 from policyd.sources.promql import CycleQueries, build_queries

@@ -29,7 +29,7 @@ import requests
 
 from policyd.clients.docker_engine import connect
 from policyd.model.events import ContainerEvent, EventKind
-from policyd.sources.docker_stats import DockerTargets
+from policyd.sources.docker_poll import DockerTargets
 
 LOG = logging.getLogger(__name__)
 

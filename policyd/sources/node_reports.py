@@ -49,7 +49,7 @@ from policyd.model.node_report import (
     WAITING_FIGURES,
 )
 from policyd.sources.errors import SourceError
-from policyd.sources.prometheus import PrometheusClient, ask, connect_prometheus
+from policyd.sources.prometheus_connect import PrometheusClient, ask, connect_prometheus
 from policyd.sources.promql import render_matchers
 from policyd.sources.settings import Matcher, regex_literal
 from policyd.tick import Source

@@ -9,8 +9,8 @@ the ratio: total = the last steps sample / the ratio (no total while the ratio i
 
 A cycle asks two more questions whatever the number of containers, when a policy's forecasts
 need them (`Kind.inputs` / `promql.needed_inputs`): the steps as a range over the cycle's steps
-and the ratio as one instant query (`policyd.sources.prometheus.progress_calls`). Pure: this
-module reads the answers, the source asks. A job whose exporter is older, or whose
+and the ratio as one instant query (`policyd.sources.prometheus_cycle.progress_calls`). Pure:
+this module reads the answers, the source asks. A job whose exporter is older, or whose
 evaluation query reshapes its labels, simply has no steps: its forecast says so.
 """
 

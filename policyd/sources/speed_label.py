@@ -10,7 +10,7 @@ stated", with a warning saying where and what: the engine treats such a node as 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from policyd.model import labels as keys
 
@@ -42,3 +42,13 @@ def node_speeds(nodes: Mapping[str, Mapping[str, str]]) -> tuple[dict[str, float
         if problem:
             warnings.append(problem)
     return speeds, warnings
+
+
+def engine_speed(labels: Sequence[str]) -> tuple[float | None, str]:
+    """The engine's `policyd.io/speed=X` label (`dockerd --label`), and what is wrong with it
+    ("" when nothing): not a positive number means not stated."""
+    prefix = keys.SPEED + "="
+    for label in labels:
+        if isinstance(label, str) and label.startswith(prefix):
+            return parse_speed(label[len(prefix):], "engine")
+    return None, ""

@@ -325,7 +325,8 @@ def test_kubernetes_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         DeclarationEvents,
     )
     from policyd.sources.kubernetes_jobs import JobWatch  # noqa: PLC0415
-    from policyd.sources.kubernetes_pods import KubernetesPodSource, PodWatch  # noqa: PLC0415
+    from policyd.sources.kubernetes_pod_watch import PodWatch  # noqa: PLC0415
+    from policyd.sources.kubernetes_pods import KubernetesPodSource  # noqa: PLC0415
     from policyd.sources.merged_events import MergedEvents  # noqa: PLC0415
 
     def no_cluster() -> None:

@@ -428,7 +428,7 @@ def test_values_check_themselves() -> None:
 
 
 def test_the_bound_on_queries_out_at_once_is_the_sources_own() -> None:
-    from policyd.sources.prometheus import MAX_CONCURRENT_QUERIES  # noqa: PLC0415
+    from policyd.sources.prometheus_connect import MAX_CONCURRENT_QUERIES  # noqa: PLC0415
     from policyd.sources.query_pool import MAX_WORKERS  # noqa: PLC0415
 
     assert PrometheusSettings().max_concurrent_queries == MAX_CONCURRENT_QUERIES

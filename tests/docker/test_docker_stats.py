@@ -15,16 +15,11 @@ import pytest
 from policyd.actuators.docker import DockerHost, DockerSettings
 from policyd.model import Markers
 from policyd.sources.docker_labels import label_markers
-from policyd.sources.docker_stats import (
-    DockerSnapshotSource,
-    DockerStats,
-    cores_of,
-    engine_speed,
-    facts_of,
-    merged_evaluation,
-)
+from policyd.sources.docker_poll import DockerStats, cores_of, facts_of
+from policyd.sources.docker_stats import DockerSnapshotSource, merged_evaluation
 from policyd.sources.errors import SourceError
 from policyd.sources.matrix import read_matrix
+from policyd.sources.speed_label import engine_speed
 from tests.sources.builders import envelope, flowcon, series
 from tests.sources.cadvisor_server import Stub, refused, serving
 

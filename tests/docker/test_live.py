@@ -21,7 +21,8 @@ from policyd.actuators.docker import ActuationError, DockerActuator, DockerHost,
 from policyd.model import Admit, Decision, Migrate, SetCpu
 from policyd.model.events import ContainerEvent
 from policyd.sources.docker_events import DockerEvents
-from policyd.sources.docker_stats import DockerSnapshotSource, DockerStats
+from policyd.sources.docker_poll import DockerStats
+from policyd.sources.docker_stats import DockerSnapshotSource
 from tests.integration.docker_engines import (
     MANAGED,
     TRAINER_TAG,

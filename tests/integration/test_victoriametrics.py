@@ -36,12 +36,8 @@ from policyd.model import Snapshot
 from policyd.policy import load_policies, load_policies_text
 from policyd.sources import build_queries, kubernetes
 from policyd.sources.matrix import Matrix, read_matrix
-from policyd.sources.prometheus import (
-    PrometheusClient,
-    PrometheusSource,
-    connect_prometheus,
-    query_range,
-)
+from policyd.sources.prometheus import PrometheusSource
+from policyd.sources.prometheus_connect import PrometheusClient, connect_prometheus, query_range
 from tests.integration.cluster_series import Cluster, exposition, jobs, openmetrics
 from tests.integration.servers import LOOPBACK, Server, free_port, launch, prometheus, running
 

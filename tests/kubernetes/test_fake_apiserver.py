@@ -20,7 +20,8 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 from policyd.actuators.kubernetes import ActuationError
 from policyd.actuators.kubernetes.pods import PodRef
 from policyd.model.events import ContainerEvent
-from policyd.sources.kubernetes_pods import PodWatch, list_nodes, list_pods, pod_facts
+from policyd.sources.kubernetes_pod_facts import list_nodes, list_pods, pod_facts
+from policyd.sources.kubernetes_pod_watch import PodWatch
 from tests.kubernetes import world
 from tests.kubernetes.fake_cluster import RECORDED, recorded, response
 from tests.kubernetes.world import NS, served

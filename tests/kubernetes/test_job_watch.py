@@ -229,7 +229,8 @@ def test_the_daemon_admits_a_job_submitted_held_at_once_not_an_hour_later() -> N
     from policyd.daemon.scheduler import Daemon  # noqa: PLC0415
     from policyd.engine.registry import KINDS  # noqa: PLC0415
     from policyd.engine.spec import API_VERSION  # noqa: PLC0415
-    from policyd.sources.kubernetes_pods import KubernetesPodSource, PodWatch  # noqa: PLC0415
+    from policyd.sources.kubernetes_pod_watch import PodWatch  # noqa: PLC0415
+    from policyd.sources.kubernetes_pods import KubernetesPodSource  # noqa: PLC0415
 
     policy = KINDS["Deadline"].document.model_validate({
         "apiVersion": API_VERSION, "kind": "Deadline", "metadata": {"name": "dl"},

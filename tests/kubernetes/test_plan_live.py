@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import io
 import json
+from contextlib import ExitStack
 from pathlib import Path
+
+import pytest
 
 from policyd.cli import main
 from tests.kubernetes import world
@@ -71,3 +74,31 @@ def test_an_unreachable_api_is_one_clear_error(tmp_path: Path) -> None:
     assert "Traceback" not in err
     assert "no decision: the snapshot could not be read from Prometheus and the Kubernetes " \
            "API" in err
+
+
+@pytest.mark.parametrize("api", [
+    pytest.param(False, id="prometheus-source"),
+    pytest.param(True, id="pod-source")])
+@pytest.mark.parametrize(("bound", "at_once"), [
+    pytest.param([], 1, id="default-one-after-the-other"),
+    pytest.param(["--max-concurrent-queries", "4"], 4, id="four-at-once")])
+def test_max_concurrent_queries_reaches_the_source(tmp_path: Path, api: bool, bound: list[str],
+                                                   at_once: int) -> None:
+    """The daemon's `prometheus.max_concurrent_queries` as an option: a fake Prometheus that
+    holds each query a while sees that many out at once, from the Prometheus source (facts
+    from Prometheus) and from the pod source (facts from the API) alike."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    prometheus = Stub(prometheus=loss, query_delay_seconds=0.3)
+    with ExitStack() as stack:
+        url = stack.enter_context(serving(prometheus))
+        where: list[str] = []
+        if api:
+            server, _ = stack.enter_context(served())
+            world.node_w2(server.cluster)
+            world.resize_pod(server.cluster, "rs-done")
+            where = ["--kubernetes-host", server.url]
+        code, _, err = plan("--prometheus", url, "--source-profile", "kubernetes", *where,
+                            *bound, policy=policy)
+    assert code == 0, err
+    assert prometheus.most_in_flight == at_once

@@ -10,7 +10,7 @@ import pytest
 from policyd.actuators.errors import ActuationError
 from policyd.actuators.kubernetes.cpu import millicores
 from policyd.clients.kubernetes_quantity import parse_quantity
-from policyd.sources.kubernetes_pods import cores
+from policyd.sources.kubernetes_pod_facts import cores
 
 QUANTITIES = {
     # decimalSI

@@ -23,7 +23,8 @@ from policyd.daemon.policy_resources import PolicyResources
 from policyd.engine.registry import KINDS
 from policyd.model import Admit
 from policyd.sources.kubernetes_jobs import JobWatch, list_jobs
-from policyd.sources.kubernetes_pods import PodWatch, list_nodes, list_pods
+from policyd.sources.kubernetes_pod_facts import list_nodes, list_pods
+from policyd.sources.kubernetes_pod_watch import PodWatch
 from tests.kubernetes import world
 from tests.kubernetes.fake_apiserver import FakeApiServer
 from tests.kubernetes.world import NS, decision, migrate, served

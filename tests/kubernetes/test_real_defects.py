@@ -15,7 +15,8 @@ import pytest
 from kubernetes import client as k8s  # type: ignore[import-untyped]
 
 from policyd.actuators.kubernetes import ActuationError
-from policyd.sources.kubernetes_pods import PodWatch, list_pods, pod_facts
+from policyd.sources.kubernetes_pod_facts import list_pods, pod_facts
+from policyd.sources.kubernetes_pod_watch import PodWatch
 from tests.kubernetes import world
 from tests.kubernetes.fake_cluster import recorded, response
 from tests.kubernetes.world import NS, decision, events, migrate, served, set_cpu

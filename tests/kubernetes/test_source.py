@@ -10,13 +10,10 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 
 from policyd.model.events import ContainerEvent
 from policyd.sources.errors import SourceError
-from policyd.sources.kubernetes_pods import (
-    KubernetesPodSource,
-    PodWatch,
-    api_settings,
-    merge,
-    pod_facts,
-)
+from policyd.sources.kubernetes_pod_facts import pod_facts
+from policyd.sources.kubernetes_pod_watch import PodWatch
+from policyd.sources.kubernetes_pods import KubernetesPodSource
+from policyd.sources.kubernetes_snapshot import api_settings, merge
 from policyd.sources.promql import CycleQueries
 from tests.kubernetes.builders import answer, api_error, apis, node, pod, raw
 from tests.sources.builders import flowcon

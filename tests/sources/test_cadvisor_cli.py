@@ -68,6 +68,24 @@ def test_plan_decides_from_cadvisor_and_prometheus(policy: Path, tmp_path: Path)
     assert [m for m, _, _ in host.requests] == ["GET", "POST"]
 
 
+@pytest.mark.parametrize(("bound", "at_once"), [
+    pytest.param([], 1, id="default-one-after-the-other"),
+    pytest.param(["--max-concurrent-queries", "3"], 3, id="three-at-once")])
+def test_max_concurrent_queries_reaches_the_source(policy: Path, bound: list[str],
+                                                   at_once: int) -> None:
+    """The loss and the progress pair, held a while by the fake Prometheus, go out together
+    up to the bound (the cAdvisors read meanwhile)."""
+    prom = Stub(prometheus=loss_now, query_delay_seconds=0.3)
+    host = Stub(docker=[load("ddagent_metrics_1.2_trimmed.json")[1]],
+                machine=load("ddagent_machine_info_1.2.json"))
+    with ExitStack() as stack:
+        prom_url, host_url = (stack.enter_context(serving(s)) for s in (prom, host))
+        code, _, err = plan("--prometheus", prom_url, "--source-profile", "cadvisor-rest",
+                            "--cadvisor", f"w1={host_url}", *bound, policy=policy)
+    assert code == 0, err
+    assert prom.most_in_flight == at_once
+
+
 def _free_url() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -16,7 +16,7 @@ from prometheus_api_client.prometheus_connect import PrometheusConnect
 from policyd.clients.http_access import HttpAccess
 from policyd.sources.http import retry_policy
 from policyd.sources.matrix import Matrix, read_matrix
-from policyd.sources.prometheus import connect_prometheus
+from policyd.sources.prometheus_connect import connect_prometheus
 from policyd.sources.prometheus_http import FastPrometheusConnect
 from tests.sources.builders import envelope, series
 

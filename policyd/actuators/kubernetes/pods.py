@@ -1,7 +1,7 @@
 """Pods as plain JSON: naming, ownership, markers, and the replacement of a migrated pod. Pure.
 
 A snapshot names a pod's training container `namespace/pod/container` (the identity of the
-`kubernetes` source profile and of `policyd.sources.kubernetes_pods`); `PodRef.parse` reads it
+`kubernetes` source profile and of `policyd.sources.kubernetes_pod_facts`); `PodRef.parse` reads it
 back. Markers are annotations, values as the sources read them: "true", epoch seconds.
 """
 

@@ -7,8 +7,8 @@ per registered kind); `REQUIRED_RULES` is the set of them all. The manifests' (C
 must add up to it; tests run every code path against the fake API server, turn each request
 into the rule the API server's authorizer checks, and check that each is in `REQUIRED_RULES`
 and every rule is exercised, so the list cannot drift from the code. It covers the whole
-process: the actuator (this package), the pod source and watch
-(`policyd.sources.kubernetes_pods`), the held Jobs' list and watch
+process: the actuator (this package), the pod source's lists and the pod watch
+(`policyd.sources.kubernetes_pod_facts`, `kubernetes_pod_watch`), the held Jobs' list and watch
 (`policyd.sources.kubernetes_jobs`),
 leader election (`policyd.daemon.leader`) and the policy resources
 (`policyd.daemon.policy_resources`); those modules cannot import this one (layers),
