@@ -86,7 +86,8 @@ class Stub:
     @contextlib.contextmanager
     def query(self) -> Iterator[None]:
         """One Prometheus query in flight, counted, for at least `query_delay_seconds` (after
-        `gather_queries` are in flight)."""
+        `gather_queries` are in flight); counted answered before its answer is written, so that
+        a client that has its answer finds it counted."""
         with self.lock:
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
@@ -95,11 +96,11 @@ class Stub:
             while self.in_flight < self.gather_queries and time.monotonic() < deadline:
                 time.sleep(0.005)
             time.sleep(self.query_delay_seconds)
-            yield
         finally:
             with self.lock:
                 self.in_flight -= 1
                 self.answered += 1
+        yield
 
     def served_docker(self, body: Any) -> dict[str, Any]:
         start = body.get("start") if isinstance(body, dict) else None
