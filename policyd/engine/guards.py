@@ -74,6 +74,15 @@ class MigrationBudget:
                 return f"max_migrations_per_node ({self.per_node}) reached on {node}"
         return None
 
+    @property
+    def exhausted(self) -> bool:
+        """No migration is left this cycle."""
+        return self.spent >= self.per_cycle
+
+    def node_full(self, node: str) -> bool:
+        """No migration may leave or enter `node` any more this cycle."""
+        return self.by_node[node] >= self.per_node
+
     def spend(self, from_node: str, to_node: str) -> None:
         self.spent += 1
         self.by_node[from_node] += 1

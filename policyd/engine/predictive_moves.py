@@ -8,7 +8,10 @@ most spare first (then by name); while one has a whole core to spare, the waitin
 largest predicted gain moves there: gain = its time where it is - its remaining time on the
 cores it would get there (the spare, at most what it can use), and only a gain above
 `migration_cost_seconds` x (1 + `migration_margin`) counts. Each move spends the migration
-budget (per cycle and per worker) and the target's spare cores. The callers have applied the
+budget (per cycle and per worker) and the target's spare cores. The search ends as soon as no
+move can follow: the cycle's budget spent, or no job gaining enough on the most spare cores
+left (a job gains less on fewer cores), so a cluster of many workers costs a pass over the
+waiting jobs per target that gets a move, not one per worker. The callers have applied the
 other guards (opt-out, minimum age, cooldown, back-off): they do not depend on the target.
 
 The same function serves the one-snapshot planner (`policyd.engine.predictive`, its waiting
@@ -35,11 +38,19 @@ def plan_moves(policy: str, spec: MoveGain, waiting: Sequence[tuple[str, Waiting
     candidates = list(waiting)
     threshold = spec.migration_cost_seconds * (1.0 + spec.migration_margin)
     moves: dict[str, tuple[Migrate, str]] = {}
-    for target in sorted(left, key=lambda node: (-left[node], node)):
-        while left[target] >= 1.0 - 1e-9 and candidates:
+    order = sorted(left, key=lambda node: (-left[node], node))
+    for k, target in enumerate(order):
+        if budget.exhausted:
+            break
+        while left[target] >= 1.0 - 1e-9 and candidates and not budget.exhausted \
+                and not budget.node_full(target):
             best: tuple[float, int, float, float] | None = None
+            beside = False  # a candidate on the target itself, not priced here
             for i, (node, job) in enumerate(candidates):
-                if node == target or budget.refusal(node, target):
+                if node == target:
+                    beside = True
+                    continue
+                if budget.refusal(node, target):
                     continue
                 there = min(left[target], job.best_cores)
                 moved = job.remaining_seconds_at(there)
@@ -47,6 +58,10 @@ def plan_moves(policy: str, spec: MoveGain, waiting: Sequence[tuple[str, Waiting
                 if gain > threshold and (best is None or gain > best[0]):
                     best = (gain, i, there, moved)
             if best is None:
+                # A job gains no more on fewer cores: when no job gains enough on this
+                # target's spare cores and no later target has more, none will anywhere.
+                if not beside and (k + 1 == len(order) or left[target] >= left[order[k + 1]]):
+                    return moves
                 break
             gain, i, there, moved = best
             node, job = candidates.pop(i)
@@ -60,4 +75,5 @@ def plan_moves(policy: str, spec: MoveGain, waiting: Sequence[tuple[str, Waiting
                                             grace_seconds=spec.migration_grace_seconds), reason)
             budget.spend(node, target)
             left[target] -= there
+            candidates = [(n, j) for n, j in candidates if not budget.node_full(n)]
     return moves
