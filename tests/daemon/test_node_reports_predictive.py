@@ -18,7 +18,7 @@ from policyd.model import Migrate, SetCpu, Snapshot
 from policyd.model.node_report import WAITING_FIGURES
 from policyd.sim import scenarios
 from policyd.sim.world import World
-from policyd.sources.node_reports import NodeReportSource, parse_reports
+from policyd.sources.node_reports import NodeReportSource, ReportedSource, parse_reports
 from policyd.tick import FixedSource, observe
 from tests.daemon.fakes import FakeActuator
 from tests.daemon.test_node_reports import Answering, samples, vector
@@ -107,3 +107,15 @@ def test_only_a_predictive_policy_that_moves_jobs_is_reported() -> None:
     assert node_agent_policies([p]) == []
     assert node_agent_policies([p], node_reports=True) == [p]
     assert node_agent_policies([part]) == [part]  # of scope node: the agent's own
+
+
+def test_the_managers_source_sends_predictive_to_the_reports_only_when_it_moves_jobs() -> None:
+    snap, p = mid_run(), shipped()
+    registry = CollectorRegistry()
+    DaemonMetrics(registry).node_reports.publish(p.name, node_reports(p, snap))
+    everything = FixedSource(snap)
+    source = ReportedSource(everything, NodeReportSource(
+        "http://prom", client=Answering(vector(registry)), clock=lambda: snap.time))
+    assert source.snapshot([p]).containers == ()  # from the reports
+    without_moves = p.model_copy(update={"spec": p.spec.model_copy(update={"migrate": False})})
+    assert source.snapshot([without_moves]) is snap  # of scope node: every container
