@@ -32,6 +32,11 @@ interval:
 5. When no job on the worker has a forecast (none reports its steps, say), every limit goes
    back to 1: free competition, and the note says why.
 
+Steps 1-5 are one worker's plan (`predictive_node`). With `migrate`, jobs the plans leave short
+of a whole first core may move to workers with cores to spare (`predictive_moves`), and the
+policy runs cluster-wide; with node reports the agents make the plans and the manager the moves
+(`predictive_reports`).
+
 Reasons name the forecasts behind every action (the rank, the remaining time at the job's best
 and at its current allocation, and what the remaining steps come from). Pure: no I/O, no clock.
 """
