@@ -238,7 +238,7 @@ def _moves(policy: FlowCon2Policy, model: dict[str, list[_Job]], *,
            capacity: Mapping[str, float], speeds: NodeSpeeds, now: float) -> list[_Move]:
     """Converged jobs moved while the best move's gain beats its cost (module docstring)."""
     spec = policy.spec
-    threshold = spec.migration_cost_seconds * (1.0 + spec.migration_margin)
+    threshold = spec.move_threshold_seconds
     budget = MigrationBudget.of(spec)
     moved: list[_Move] = []
     while True:

@@ -36,7 +36,7 @@ def plan_moves(policy: str, spec: MoveGain, waiting: Sequence[tuple[str, Waiting
     unused cores."""
     left = dict(spare)
     candidates = list(waiting)
-    threshold = spec.migration_cost_seconds * (1.0 + spec.migration_margin)
+    threshold = spec.move_threshold_seconds
     moves: dict[str, tuple[Migrate, str]] = {}
     order = sorted(left, key=lambda node: (-left[node], node))
     for k, target in enumerate(order):
@@ -49,8 +49,6 @@ def plan_moves(policy: str, spec: MoveGain, waiting: Sequence[tuple[str, Waiting
             for i, (node, job) in enumerate(candidates):
                 if node == target:
                     beside = True
-                    continue
-                if budget.refusal(node, target):
                     continue
                 there = min(left[target], job.best_cores)
                 moved = job.remaining_seconds_at(there)
@@ -75,5 +73,7 @@ def plan_moves(policy: str, spec: MoveGain, waiting: Sequence[tuple[str, Waiting
                                             grace_seconds=spec.migration_grace_seconds), reason)
             budget.spend(node, target)
             left[target] -= there
+            # the budget's other refusals, found before pricing: the cycle's (the loop's test),
+            # the target's (likewise) and a source's, whose jobs leave the candidates
             candidates = [(n, j) for n, j in candidates if not budget.node_full(n)]
     return moves

@@ -56,7 +56,7 @@ def node_reports(policy: PredictivePolicy, snapshot: Snapshot) -> tuple[NodeRepo
     """Every worker's report of `snapshot` under `policy` (module docstring), one per node."""
     spec, now = policy.spec, snapshot.time
     plans = plans_of(policy, snapshot)
-    threshold = spec.migration_cost_seconds * (1.0 + spec.migration_margin)
+    threshold = spec.move_threshold_seconds
     per_node = min(spec.safety.max_migrations_per_node, spec.safety.max_migrations_per_cycle)
     reports = []
     for node in snapshot.nodes:
@@ -83,7 +83,7 @@ def plan_from_reports(policy: PredictivePolicy, snapshot: Snapshot) -> Decision:
     waiting = [(r.node, w) for r in reports for w in r.waiting]
     moves = plan_moves(policy.name, spec, waiting, {r.node: r.spare_cores for r in reports},
                        MigrationBudget.of(spec))
-    threshold = spec.migration_cost_seconds * (1.0 + spec.migration_margin)
+    threshold = spec.move_threshold_seconds
     assessments = []
     for node, w in waiting:
         if w.container in moves:

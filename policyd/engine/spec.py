@@ -160,6 +160,11 @@ class MoveGain(MoveCost):
         description="A move is made when its predicted gain exceeds its cost x (1 + this).",
     )
 
+    @property
+    def move_threshold_seconds(self) -> float:
+        """The predicted gain a move must exceed: its cost x (1 + margin)."""
+        return self.migration_cost_seconds * (1.0 + self.migration_margin)
+
 
 class CommonSpec(Strict):
     """Fields every kind's spec has."""
