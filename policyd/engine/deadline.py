@@ -65,21 +65,32 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from policyd.engine.admission import Candidate, place
-from policyd.engine.deadline_cores import Ask, cores_for, parallel_share, split
+from policyd.engine.deadline_admission import candidates as candidates_of
+from policyd.engine.deadline_cores import (
+    Ask,
+    cores_for,
+    limit_fraction,
+    parallel_share,
+    span,
+    split,
+)
+from policyd.engine.deadline_moves import TOLERANCE_CORES, at_risk_moves
+from policyd.engine.deadline_reports import node_part, plan_from_reports
 from policyd.engine.declarations import Declared, declared
 from policyd.engine.forecast_output import Forecast
 from policyd.engine.forecasting import forecast_containers, job_forecast, settings_of
-from policyd.engine.guards import MigrationBudget, action_blocked
-from policyd.engine.kind import ActionClass, CpuMode, Intervals, Kind
+from policyd.engine.guards import action_blocked
+from policyd.engine.kind import ActionClass, CpuMode, Intervals, Kind, Scope
 from policyd.engine.spec import CommonSpec, MoveCost, PolicyDocument, check_relative_alpha, of_kind
 from policyd.model import (
     Admit,
     Assessment,
+    AtRiskJob,
     Container,
     Decision,
     JobDeadline,
     Migrate,
-    PendingJob,
+    NodeReport,
     SetCpu,
     Snapshot,
 )
@@ -144,6 +155,15 @@ class DeadlineSpec(MoveCost, CommonSpec):
             "Move an at-risk job whose node cannot give it the cores it needs to the node "
             "with the most to spare, when it meets its deadline there, the move counted."),
     )
+    admit: bool = Field(
+        default=True,
+        description=(
+            "Start held jobs (a Docker container created but not started, a Kubernetes Job "
+            "created suspended), earliest deadline first, on the node with the most free "
+            "cores. Off: jobs start as the platform starts them (a queue such as Kueue), and "
+            "the policy sizes (and moves) them once they run; with migrate off as well it "
+            "runs on each node on its own (node agents)."),
+    )
 
     @model_validator(mode="after")
     def _check(self) -> DeadlineSpec:
@@ -158,12 +178,6 @@ class DeadlinePolicy(PolicyDocument):
 
 def _deadline(policy: PolicyDocument) -> DeadlinePolicy:
     return of_kind(policy, DeadlinePolicy, "Deadline")
-
-
-def _span(seconds: float) -> str:
-    s = abs(seconds)
-    text = f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
-    return text if seconds >= 0 else f"-{text}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -334,25 +348,20 @@ def _reason(job: _Job, granted: float, fraction: float, seen: JobDeadline, now: 
     if seen.state == "none":
         return f"no deadline: {head} (what is left after the deadline jobs' needs)"
     assert d.deadline_at is not None
-    when = f"deadline in {_span(d.deadline_at - now)}"
+    when = f"deadline in {span(d.deadline_at - now)}"
     if seen.state == "missed":
-        return f"deadline missed {_span(now - d.deadline_at)} ago: {head}"
+        return f"deadline missed {span(now - d.deadline_at)} ago: {head}"
     if f is None:
         return f"{when}, no forecast yet ({job.forecast_note or 'just started'}): {head}"
     best = f.remaining_seconds_at(job.ask.most)
     if seen.state == "hopeless":
-        return (f"{when} but {_span(best)} left even on {job.ask.most:.2f} cores: hopeless, "
+        return (f"{when} but {span(best)} left even on {job.ask.most:.2f} cores: hopeless, "
                 f"{head}")
-    slack = "" if seen.slack_seconds is None else f", slack {_span(seen.slack_seconds)}"
+    slack = "" if seen.slack_seconds is None else f", slack {span(seen.slack_seconds)}"
     need = (f"needs {job.need_margin:.2f} cores for the margin" if math.isfinite(job.need_margin)
             else "no number of cores makes the margin")
-    return (f"{when}; {f.remaining_steps:.0f} steps left, {_span(f.remaining_seconds_at(granted))}"
+    return (f"{when}; {f.remaining_steps:.0f} steps left, {span(f.remaining_seconds_at(granted))}"
             f" on {granted:.2f} cores{slack}; {need}: {seen.state.replace('_', ' ')}, {head}")
-
-
-def _fraction(granted: float, top: float, capacity: float, mode: str) -> float:
-    share = granted / capacity if mode == "quota" else granted / top if top > 0 else 1.0
-    return min(max(share, 1e-3), 1.0)
 
 
 @dataclass
@@ -363,85 +372,33 @@ class _Node:
     granted: list[float]
 
 
-def _moves(policy: DeadlinePolicy, nodes: dict[str, _Node], spare: dict[str, float],
-           now: float) -> dict[str, Migrate]:
-    """At-risk jobs moved to the node with the most cores to spare where they meet their
-    deadline with the margin, the move's cost counted (module docstring, 3)."""
+def _at_risk(policy: DeadlinePolicy, nodes: dict[str, _Node], now: float
+             ) -> list[tuple[str, AtRiskJob]]:
+    """The jobs their worker cannot give the cores to meet their deadline at all (margin
+    aside) that a move could save (module docstring, 3): on track until now, forecast, not
+    moved before, let move by the guards, settled on their worker, and needing a number of
+    cores elsewhere that they can use. By worker and id."""
     spec = policy.spec
-    budget = MigrationBudget.of(spec)
-    at_risk = sorted(((j, g) for n in nodes.values() for j, g in zip(n.jobs, n.granted,
-                                                                      strict=True)
-                      if j.state == "on_track" and j.forecast is not None
-                      and g + 1e-9 < j.need_bare and not j.container.markers.migrated),
-                     key=lambda x: x[0].ask.order)
-    moves: dict[str, Migrate] = {}
-    for job, granted in at_risk:
-        c, f, deadline = job.container, job.forecast, job.deadline_at
-        assert f is not None and deadline is not None
-        if action_blocked(c, spec, now, disrupts=True) is not None or \
-                now - c.started_at < SETTLE_INTERVALS * spec.interval_seconds:
-            continue
-        budget_left = (deadline - now - _cushion(job.declared, spec)
-                       - spec.migration_cost_seconds)
-        options = []
-        for name, node in nodes.items():
-            if name == c.node:
-                continue
-            most = min(f.cap_cores, node.capacity)  # at least a core (`_at_least_a_core`)
-            if job.declared.max_cores is not None:
-                most = min(most, job.declared.max_cores)
-            need = cores_for(f, budget_left)
-            if need <= min(most, spare[name]) + 1e-9 and budget.refusal(c.node, name) is None:
-                options.append((-spare[name], name, need))
-        if not options:
-            continue
-        _, target, need = min(options)
-        moves[c.id] = Migrate(
-            policy=policy.name, container=c.id, from_node=c.node, to_node=target,
-            grace_seconds=spec.migration_grace_seconds,
-            reason=(f"at risk on {c.node}: needs {job.need_margin:.2f} cores for its deadline "
-                    f"in {_span(deadline - now)}, the node gives {granted:.2f}; on {target} "
-                    f"{need:.2f} of {spare[target]:.2f} spare cores meet it with the margin, "
-                    f"the move's {spec.migration_cost_seconds:g} s counted"))
-        budget.spend(c.node, target)
-        spare[target] -= need
-        spare[c.node] += job.reserved()
-    return moves
-
-
-def _candidates(pending: Sequence[PendingJob], spec: DeadlineSpec,
-                now: float) -> list[Candidate]:
-    """Held jobs ranked for `admission.place` (module docstring, 4)."""
     out = []
-    for p in pending:
-        if not spec.selector.selects(p):
-            continue
-        d = declared(p.labels, p.annotations, submitted_at=p.submitted_at)
-        cores = d.min_cores if d.min_cores is not None else spec.admission_cores
-        if d.problems:
-            note = "; ".join(d.problems)
-            out.append(Candidate(job=p, key=(2.0, p.submitted_at), cores=cores, about=note,
-                                 blocked=f"not admitted: {note}", blocked_why="invalid",
-                                 deadline=JobDeadline(state="invalid", note=note)))
-            continue
-        if spec.selector.opted_out(p):
-            out.append(Candidate(job=p, key=(2.0, p.submitted_at), cores=cores, about="",
-                                 blocked=f"opted out ({spec.selector.opt_out_key}=true)"))
-            continue
-        if d.deadline_at is None:
-            out.append(Candidate(job=p, key=(1.0, p.submitted_at), cores=cores,
-                                 about="no deadline: after the jobs with one, in arrival order",
-                                 deadline=JobDeadline(state="none")))
-        elif now >= d.deadline_at:
-            out.append(Candidate(
-                job=p, key=(d.deadline_at, p.submitted_at), cores=cores, last=True,
-                about=f"deadline passed {_span(now - d.deadline_at)} ago while it waited",
-                deadline=JobDeadline(state="missed", deadline_at=d.deadline_at)))
-        else:
-            out.append(Candidate(
-                job=p, key=(0.0, d.deadline_at, p.submitted_at), cores=cores,
-                about=f"earliest deadline first: deadline in {_span(d.deadline_at - now)}",
-                deadline=JobDeadline(state="unknown", deadline_at=d.deadline_at)))
+    for name, node in nodes.items():
+        for job, granted in zip(node.jobs, node.granted, strict=True):
+            c, f, deadline = job.container, job.forecast, job.deadline_at
+            if job.state != "on_track" or f is None or deadline is None \
+                    or granted + 1e-9 >= job.need_bare or c.markers.migrated:
+                continue
+            if action_blocked(c, spec, now, disrupts=True) is not None or \
+                    now - c.started_at < SETTLE_INTERVALS * spec.interval_seconds:
+                continue
+            need = cores_for(f, deadline - now - _cushion(job.declared, spec)
+                             - spec.migration_cost_seconds)
+            cap = f.cap_cores if job.declared.max_cores is None else \
+                min(f.cap_cores, job.declared.max_cores)  # at least a core (`_at_least_a_core`)
+            if not need <= cap + TOLERANCE_CORES:  # inf too: it meets it nowhere
+                continue
+            out.append((name, AtRiskJob(
+                container=c.id, deadline_seconds=deadline, need_elsewhere_cores=need,
+                cap_cores=cap, reserved_cores=job.reserved(), granted_cores=granted,
+                need_here_cores=job.need_bare)))
     return out
 
 
@@ -482,11 +439,15 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     """Deadline's decision for `snapshot`: cores per job from its deadline and forecast, moves
     of at-risk jobs, and admissions of held ones (module docstring)."""
     policy = _deadline(policy)
+    if snapshot.node_reports:
+        return plan_from_reports(policy, snapshot)
     spec, now = policy.spec, snapshot.time
     nodes = _nodes(policy, snapshot)
-    spare = {n.name: n.capacity - sum(j.reserved() for j in n.jobs) for n in nodes.values()}
-    moves = _moves(policy, nodes, spare, now) if spec.migrate else {}
-    candidates = _candidates(snapshot.pending, spec, now)
+    spare = _spare(nodes)
+    moves = at_risk_moves(policy.name, spec, _at_risk(policy, nodes, now), spare=spare,
+                          capacity={n.name: n.capacity for n in nodes.values()},
+                          now=now) if spec.migrate else {}
+    candidates = candidates_of(snapshot.pending, spec, now) if spec.admit else []
     placed = place(candidates, spare, policy=policy.name)
     started = _make_room(nodes, placed.admits, candidates, spec)
     actions: list[SetCpu | Migrate | Admit] = []
@@ -506,11 +467,38 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
             actions += actions_for
             assessments.append(assessment)
     actions += _with_limits(placed.admits, started, nodes, spec)
-    if snapshot.pending:
+    if snapshot.pending and spec.admit:
         notes.append(f"admission: {len(placed.admits)} admitted, {len(placed.queue)} waiting")
     return Decision(policy=policy.name, kind="Deadline", time=now, actions=tuple(actions),
                     assessments=tuple(assessments), next_interval=spec.interval_seconds,
                     dry_run=spec.dry_run, notes=tuple(notes), queue=placed.queue)
+
+
+def _spare(nodes: dict[str, _Node]) -> dict[str, float]:
+    """Each worker's cores to spare for moves and admissions: its capacity less what its jobs
+    must keep (`_Job.reserved`)."""
+    return {n.name: n.capacity - sum(j.reserved() for j in n.jobs) for n in nodes.values()}
+
+
+def node_reports(policy: PolicyDocument, snapshot: Snapshot) -> tuple[NodeReport, ...]:
+    """Every worker's report of `snapshot` under `policy` (`policyd.engine.deadline_reports`):
+    its spare cores, the most cores one of its jobs is granted, and its at-risk jobs a move
+    could save, earliest deadline first, at most as many as a cycle may move off a worker."""
+    policy = _deadline(policy)
+    spec, now = policy.spec, snapshot.time
+    nodes = _nodes(policy, snapshot)
+    spare = _spare(nodes)
+    at_risk: defaultdict[str, list[AtRiskJob]] = defaultdict(list)
+    for name, job in _at_risk(policy, nodes, now) if spec.migrate else ():
+        at_risk[name].append(job)
+    per_node = min(spec.safety.max_migrations_per_node, spec.safety.max_migrations_per_cycle)
+    return tuple(NodeReport(
+        policy=policy.name, node=n.name, time=now, cpu_capacity_cores=n.cpu_capacity,
+        cpu_used_cores=n.cpu_usage, selected=len(nodes[n.name].jobs),
+        spare_cores=spare[n.name], top_cores=max(nodes[n.name].granted, default=0.0),
+        at_risk=tuple(sorted(at_risk[n.name], key=lambda j: (j.deadline_seconds, j.container))
+                      [:per_node]))
+        for n in snapshot.nodes)
 
 
 def _emit(policy: DeadlinePolicy, job: _Job, granted: float, *, top: float,
@@ -531,7 +519,7 @@ def _emit(policy: DeadlinePolicy, job: _Job, granted: float, *, top: float,
         move = moves[c.id]
         return [move], replace(base, category=category, gain=gain,
                                note=f"moves to {move.to_node}: {move.reason}")
-    fraction = _fraction(granted, top, job.capacity, spec.mode)
+    fraction = limit_fraction(granted, top, job.capacity, spec.mode)
     reason = _reason(job, granted, fraction, seen, now)
     actions: list[SetCpu | Migrate] = []
     target, note = fraction, reason
@@ -585,7 +573,7 @@ def _with_limits(admits: Sequence[Admit], cores: dict[str, float], nodes: dict[s
     for a in admits:
         node, mine = nodes[a.node], cores[a.container]
         top = max(node.granted, default=0.0)
-        fraction = _fraction(mine, top if top > 0 else mine, node.capacity, spec.mode)
+        fraction = limit_fraction(mine, top if top > 0 else mine, node.capacity, spec.mode)
         out.append(replace(a, fraction=fraction, mode=spec.mode))
     return out
 
@@ -606,14 +594,25 @@ def _cpu_mode(policy: PolicyDocument) -> CpuMode:
 
 
 def _acts_on(policy: PolicyDocument) -> frozenset[ActionClass]:
-    moves: frozenset[ActionClass] = frozenset({"placement"})
-    base: frozenset[ActionClass] = frozenset({"cpu", "admission"})
-    return base | moves if _deadline(policy).spec.migrate else base
+    spec = _deadline(policy).spec
+    found: set[ActionClass] = {"cpu"}
+    if spec.admit:
+        found.add("admission")
+    if spec.migrate:
+        found.add("placement")
+    return frozenset(found)
+
+
+def _scope(policy: PolicyDocument) -> Scope:
+    """Cluster-wide when it starts or moves jobs; each worker on its own otherwise."""
+    spec = _deadline(policy).spec
+    return "cluster" if spec.admit or spec.migrate else "node"
 
 
 KIND = Kind(
     name="Deadline", document=DeadlinePolicy, plan=plan,
-    scope="cluster",  # admission places jobs on any worker; moves cross workers
+    scope="cluster",  # admission places jobs on any worker; moves cross workers ...
+    policy_scope=_scope,  # ... and without either each worker is sized on its own
     intervals=_intervals,
     # A job that ends frees cores to admit into; a job submitted held is looked at at once.
     wakes_on=frozenset({"started", "stopped", "submitted"}),
@@ -621,5 +620,7 @@ KIND = Kind(
     acts_on=frozenset({"cpu", "placement", "admission"}), policy_acts_on=_acts_on,
     cpu_mode=_cpu_mode, summary=_summary, gain_label="NEED cores",
     convergence_alpha=lambda p: _deadline(p).spec.alpha,
+    node_reports=node_reports,  # with `node_reports`: the agents size, the manager places
+    node_part=lambda p: node_part(_deadline(p)),
 )
 """Deadline's registration entry (`policyd.engine.registry`)."""

@@ -18,7 +18,8 @@ right size. The last rounds run twice: first each job up to `fill` (what it has 
 uses), then what is still left up to `probe` (what it may grow to on trust, at most `most`),
 so a core nobody is known to use is handed out rather than left idle.
 `parallel_share(forecast, cores)` says how much such a core would buy: the share of a step's
-time that more cores shorten.
+time that more cores shorten. `limit_fraction` turns cores granted into the limit an action
+sets, and `span` prints seconds as the kind's reasons do.
 """
 
 from __future__ import annotations
@@ -121,3 +122,18 @@ def split(asks: Sequence[Ask], capacity: float) -> list[float]:
         left = _water_fill(cores, extra, bound, left)
         left = _water_fill(cores, last, bound, left)
     return cores
+
+
+def limit_fraction(granted: float, top: float, capacity: float, mode: str) -> float:
+    """The limit that gives a job `granted` cores: in quota mode a share of its worker's
+    `capacity` (a hard cap); in shares mode a weight beside `top`, the most cores a job of its
+    worker is granted (that job's weight is 1)."""
+    share = granted / capacity if mode == "quota" else granted / top if top > 0 else 1.0
+    return min(max(share, 1e-3), 1.0)
+
+
+def span(seconds: float) -> str:
+    """Seconds as a reason says them: 45 s, 12 min, 2.5 h (negative: -12 min)."""
+    s = abs(seconds)
+    text = f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
+    return text if seconds >= 0 else f"-{text}"

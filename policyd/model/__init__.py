@@ -18,6 +18,7 @@ from policyd.model.decision import (
 )
 from policyd.model.forecast import JobForecast
 from policyd.model.node_report import (
+    AtRiskJob,
     NodeReport,
     ReallocationRequest,
     RebalanceCandidate,
@@ -31,6 +32,7 @@ __all__ = [
     "Action",
     "Admit",
     "Assessment",
+    "AtRiskJob",
     "Container",
     "Decision",
     "Delivery",

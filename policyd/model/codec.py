@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -27,7 +27,9 @@ from policyd.model.decision import (
 )
 from policyd.model.forecast import JobForecast
 from policyd.model.node_report import (
+    AT_RISK_FIGURES,
     WAITING_FIGURES,
+    AtRiskJob,
     NodeReport,
     ReallocationRequest,
     RebalanceCandidate,
@@ -290,11 +292,15 @@ def _node_report(raw: Any, path: str, problems: list[str]) -> NodeReport | None:
             if value is not None:
                 out.append((container, value))
     spare = _number(raw, "spare_cores", path, problems) if "spare_cores" in raw else 0.0
-    waiting = _waiting_jobs(raw, path, problems)
+    top = _number(raw, "top_cores", path, problems) if "top_cores" in raw else 0.0
+    waiting = _reported_jobs(raw, "waiting", WaitingJob, figures=WAITING_FIGURES,
+                             path=path, problems=problems)
+    at_risk = _reported_jobs(raw, "at_risk", AtRiskJob, figures=AT_RISK_FIGURES,
+                             path=path, problems=problems)
     time, capacity, used = (figures[k] for k in ("time", "cpu_capacity_cores",
                                                  "cpu_used_cores"))
     if len(problems) > before or time is None or capacity is None or used is None \
-            or spare is None:
+            or spare is None or top is None:
         return None
     try:
         return NodeReport(
@@ -304,7 +310,7 @@ def _node_report(raw: Any, path: str, problems: list[str]) -> NodeReport | None:
             requests=tuple(ReallocationRequest(container=c, gain=g) for c, g in requests),
             candidates=tuple(RebalanceCandidate(container=c, converged_seconds=d)
                              for c, d in candidates),
-            spare_cores=spare, waiting=waiting)
+            spare_cores=spare, waiting=waiting, top_cores=top, at_risk=at_risk)
     except ValueError as exc:
         problems.append(f"{path}: {exc}")
         return None
@@ -328,18 +334,23 @@ def _listed(raw: Mapping[str, Any], key: str, path: str, problems: list[str]
     return out
 
 
-def _waiting_jobs(raw: Mapping[str, Any], path: str, problems: list[str]
-                  ) -> tuple[WaitingJob, ...]:
-    """A node report's `waiting` list (Predictive's jobs a move could serve)."""
+_J = TypeVar("_J", WaitingJob, AtRiskJob)
+
+
+def _reported_jobs(raw: Mapping[str, Any], key: str, make: type[_J], *,
+                   figures: tuple[str, ...], path: str, problems: list[str]
+                   ) -> tuple[_J, ...]:
+    """A node report's list of jobs by their figures: `waiting` (Predictive's jobs a move
+    could serve) or `at_risk` (Deadline's)."""
     out = []
-    for where, item in _listed(raw, "waiting", path, problems):
+    for where, item in _listed(raw, key, path, problems):
         container = _required_string(item, "container", where, problems)
-        figures = {name: _number(item, name, where, problems) for name in WAITING_FIGURES}
-        found = {name: value for name, value in figures.items() if value is not None}
-        if not container or len(found) < len(WAITING_FIGURES):
+        values = {name: _number(item, name, where, problems) for name in figures}
+        found = {name: value for name, value in values.items() if value is not None}
+        if not container or len(found) < len(figures):
             continue
         try:
-            out.append(WaitingJob(container=container, **found))
+            out.append(make(container=container, **found))
         except ValueError as exc:
             problems.append(f"{where}: {exc}")
     return tuple(out)
@@ -455,6 +466,11 @@ def node_report_to_dict(report: NodeReport) -> dict[str, Any]:
                          **{name: getattr(w, name) for name in WAITING_FIGURES}}
                         for w in report.waiting]}
            if report.spare_cores or report.waiting else {}),
+        **({"top_cores": report.top_cores} if report.top_cores else {}),
+        **({"at_risk": [{"container": j.container,
+                         **{name: getattr(j, name) for name in AT_RISK_FIGURES}}
+                        for j in report.at_risk]}
+           if report.at_risk else {}),
     }
 
 

@@ -15,6 +15,11 @@ the jobs the policy selects there); the rest is the kind's:
   leaves unused (`spare_cores`), and the jobs waiting at the floor that a move could serve
   sooner (`waiting`: the work ahead of each and its speed model, enough for the manager to
   price a move to any worker).
+* Deadline (the agent sizes its node's jobs itself): the cores its jobs' deadlines leave free
+  (`spare_cores`: where a move or a held job may go), the most cores one job is granted there
+  (`top_cores`: the scale of a weight in shares mode), and the jobs their worker cannot give
+  the cores to meet their deadline (`at_risk`: the cores each needs elsewhere, the move
+  counted, and the most it can use).
 
 Only jobs policyd may act on are listed (the agent applies the guards: opt-out, minimum age,
 cooldown, back-off), and at most as many per worker as a cycle may move off one worker. Plain
@@ -41,6 +46,11 @@ SPARE_FIGURE = "spare_cores"
 WAITING_FIGURES = ("ahead_seconds", "best_cores", "remaining_steps", "serial_seconds",
                    "parallel_seconds", "cap_cores")
 """A waiting job's series, `waiting_<figure>` by container: the `WaitingJob` fields."""
+AT_RISK_FIGURES = ("deadline_seconds", "need_elsewhere_cores", "cap_cores", "reserved_cores",
+                   "granted_cores", "need_here_cores")
+"""An at-risk job's series, `at_risk_<figure>` by container: the `AtRiskJob` fields."""
+TOP_FIGURE = "top_cores"
+"""A node's series that only Deadline reports: `NodeReport.top_cores`."""
 CATEGORY_FIELDS = {"PC": "pc", "WC": "wc", "CC": "cc"}
 """`jobs`' category label -> `NodeReport` field."""
 
@@ -94,6 +104,31 @@ class WaitingJob:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AtRiskJob:
+    """A job Deadline's split leaves short of the cores its deadline needs on its worker, which
+    a move could save: its deadline (epoch seconds, the order jobs are served in), the cores it
+    needs on another worker to finish there with the margin once the move's cost is paid, the
+    most cores it can use anywhere (its speed model's cap, its max-cpu), the cores its worker
+    keeps for it (freed if it leaves), and, for the reason, the cores its worker gives it and
+    the cores it needs there to meet its deadline at all."""
+
+    container: str
+    deadline_seconds: float
+    need_elsewhere_cores: float
+    cap_cores: float
+    reserved_cores: float
+    granted_cores: float
+    need_here_cores: float
+
+    def __post_init__(self) -> None:
+        for name in AT_RISK_FIGURES:
+            value = getattr(self, name)
+            if not (math.isfinite(value) and (name == "deadline_seconds" or value >= 0)):
+                raise ValueError(f"at-risk job {self.container}: {name} must be a finite "
+                                 "number, not negative")
+
+
+@dataclass(frozen=True, kw_only=True)
 class NodeReport:
     """One worker of one policy, as its node agent saw it at `time` (module docstring)."""
 
@@ -111,11 +146,14 @@ class NodeReport:
     candidates: tuple[RebalanceCandidate, ...] = ()
     spare_cores: float = 0.0
     waiting: tuple[WaitingJob, ...] = ()
+    top_cores: float = 0.0
+    at_risk: tuple[AtRiskJob, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.policy or not self.node:
             raise ValueError("a node report names its policy and its node")
-        for name in ("time", "cpu_capacity_cores", "cpu_used_cores", "spare_cores"):
+        for name in ("time", "cpu_capacity_cores", "cpu_used_cores", "spare_cores",
+                     "top_cores"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"node report {self.node}: {name} must be a finite number")
         counts = {"pc": self.pc, "wc": self.wc, "cc": self.cc, "selected": self.selected,
