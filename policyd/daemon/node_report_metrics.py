@@ -1,12 +1,12 @@
 """A node agent's reports on its /metrics, for the manager to read through Prometheus.
 
 With `node_reports: true`, a node agent computes, for each policy of a cluster-wide kind that
-can decide from reports (`Kind.node_reports`: SpeCon, Predictive with `migrate`), its node's
-report every interval
-(`policyd.model.node_report`), and publishes the latest here; Prometheus scrapes it with the
-rest of policyd's metrics (the ServiceMonitor of deploy/kubernetes), and the manager reads
-every node's with one query (`policyd.sources.node_reports`). A collector, not gauges: a report
-replaces the policy's last one whole, so a request or candidate that is gone leaves no series.
+can decide from reports (`Kind.node_reports`: SpeCon, Predictive with `migrate`, Deadline), its
+node's report every interval (`policyd.model.node_report`), and publishes the latest here;
+Prometheus scrapes it with the rest of policyd's metrics (the ServiceMonitor of
+deploy/kubernetes), and the manager reads every node's with one query
+(`policyd.sources.node_reports`). A collector, not gauges: a report replaces the policy's last
+one whole, so a request or candidate that is gone leaves no series.
 
 Names and labels (the contract `policyd.sources.node_reports` reads):
 
@@ -19,11 +19,16 @@ Names and labels (the contract `policyd.sources.node_reports` reads):
   the gain of its last step
 * `policyd_node_report_candidate_converged_seconds{policy,node,container}`: a job Algorithm 5
   may move, its converged duration
-* `policyd_node_report_spare_cores{policy,node}` (Predictive): the cores the worker's plan
-  leaves unused
+* `policyd_node_report_spare_cores{policy,node}` (Predictive, Deadline): the cores the worker's
+  plan leaves unused (Deadline: its capacity less what its jobs must keep)
+* `policyd_node_report_top_cores{policy,node}` (Deadline): the most cores one job is granted
 * `policyd_node_report_waiting_<figure>{policy,node,container}` (Predictive), one series per
   figure of a job waiting for a core: `ahead_seconds`, `best_cores`, `remaining_steps`,
   `serial_seconds`, `parallel_seconds`, `cap_cores` (`policyd.model.node_report.WaitingJob`)
+* `policyd_node_report_at_risk_<figure>{policy,node,container}` (Deadline), one series per
+  figure of a job its worker cannot give the cores its deadline needs: `deadline_seconds`,
+  `need_elsewhere_cores`, `cap_cores`, `reserved_cores`, `granted_cores`, `need_here_cores`
+  (`policyd.model.node_report.AtRiskJob`)
 
 A kind's own figures are left out when they are zero, as they are in other kinds' reports (a
 SpeCon report has no spare cores, a Predictive report no categorised jobs): the manager reads
@@ -40,10 +45,12 @@ from prometheus_client.registry import Collector
 
 from policyd.model import NodeReport
 from policyd.model.node_report import (
+    AT_RISK_FIGURES,
     CATEGORY_FIELDS,
     METRIC_PREFIX,
     NODE_FIGURES,
     SPARE_FIGURE,
+    TOP_FIGURE,
     WAITING_FIGURES,
 )
 
@@ -61,6 +68,19 @@ _WAITING_HELP = {
     "serial_seconds": "A job waiting for a core: the serial seconds of a step (speed model).",
     "parallel_seconds": "A job waiting for a core: the parallel seconds of a step on one core.",
     "cap_cores": "A job waiting for a core: the most cores its speed model can use.",
+}
+
+_AT_RISK_HELP = {
+    "deadline_seconds": "A job short of the cores its deadline needs: its deadline (epoch s).",
+    "need_elsewhere_cores": ("A job short of the cores its deadline needs: the cores it needs on "
+                             "another worker, the move's cost counted."),
+    "cap_cores": "A job short of the cores its deadline needs: the most cores it can use.",
+    "reserved_cores": ("A job short of the cores its deadline needs: the cores its worker keeps "
+                       "for it."),
+    "granted_cores": ("A job short of the cores its deadline needs: the cores its worker gives "
+                      "it."),
+    "need_here_cores": ("A job short of the cores its deadline needs: the cores it needs on its "
+                        "worker."),
 }
 
 
@@ -104,6 +124,12 @@ class NodeReportCollector(Collector):
                                              _WAITING_HELP[figure],
                                              labels=[*node, "container"])
                    for figure in WAITING_FIGURES}
+        top = GaugeMetricFamily(f"{METRIC_PREFIX}{TOP_FIGURE}",
+                                "The most cores one job is granted on the node.", labels=node)
+        at_risk = {figure: GaugeMetricFamily(f"{METRIC_PREFIX}at_risk_{figure}",
+                                             _AT_RISK_HELP[figure],
+                                             labels=[*node, "container"])
+                   for figure in AT_RISK_FIGURES}
         for r in reports:
             at = [r.policy, r.node]
             for figure, field in NODE_FIGURES.items():
@@ -117,7 +143,13 @@ class NodeReportCollector(Collector):
                 candidates.add_metric([*at, c.container], c.converged_seconds)
             if r.spare_cores:
                 spare.add_metric(at, r.spare_cores)
+            if r.top_cores:
+                top.add_metric(at, r.top_cores)
             for w in r.waiting:
                 for figure in WAITING_FIGURES:
                     waiting[figure].add_metric([*at, w.container], getattr(w, figure))
-        yield from (*families.values(), jobs, requests, candidates, spare, *waiting.values())
+            for j in r.at_risk:
+                for figure in AT_RISK_FIGURES:
+                    at_risk[figure].add_metric([*at, j.container], getattr(j, figure))
+        yield from (*families.values(), jobs, requests, candidates, spare, *waiting.values(),
+                    top, *at_risk.values())

@@ -33,10 +33,15 @@ class HeldFacts:
     labels: Mapping[str, str]
 
 
+def listed_name(listed: Mapping[str, Any]) -> str:
+    """A container's name in an entry of the list API (its first `Names`, else its id)."""
+    names = listed.get("Names") or [str(listed.get("Id", ""))]
+    return str(names[0]).lstrip("/")
+
+
 def held_of(listed: Mapping[str, Any], node: str) -> HeldFacts:
     """One entry of the list API (`Names`, `Created` in epoch seconds, `Labels`)."""
-    names = listed.get("Names") or [str(listed.get("Id", ""))]
-    return HeldFacts(name=str(names[0]).lstrip("/"), node=node,
+    return HeldFacts(name=listed_name(listed), node=node,
                      created_at=float(listed.get("Created") or 0.0),
                      labels=dict(listed.get("Labels") or {}))
 

@@ -42,7 +42,7 @@ import docker.errors
 from policyd.clients.docker_engine import EngineAddress, connect
 from policyd.model import Series
 from policyd.sources.cadvisor_info import parse_timestamp
-from policyd.sources.docker_held import HELD_STATUS, HeldFacts, held_of
+from policyd.sources.docker_held import HELD_STATUS, HeldFacts, held_of, listed_name
 from policyd.sources.speed_label import engine_speed
 
 
@@ -189,6 +189,32 @@ class DockerStats:
             if cid not in alive and polled == set(self.nodes):
                 del self.rings[cid]  # gone (forget it only when every host answered)
         return poll
+
+    def held(self) -> tuple[list[HeldFacts], set[str], list[str]]:
+        """Every host's held containers and the names of its running managed ones (two lists
+        an engine, no container inspected, no stats read), and what went wrong: a host that
+        fails is left out with a warning, as in `read`."""
+        held: list[HeldFacts] = []
+        running: set[str] = set()
+        warnings: list[str] = []
+        futures = {n: self._hosts_pool.submit(self._listed, n) for n in self.nodes}
+        for node, future in futures.items():
+            try:
+                names, found = future.result()
+            except (docker.errors.DockerException, OSError, KeyError, ValueError) as exc:
+                warnings.append(f"node {node}: engine unreachable or unreadable "
+                                f"({type(exc).__name__}: {exc}); its held containers left out")
+                continue
+            running |= names
+            held += found
+        return held, running, warnings
+
+    def _listed(self, node: str) -> tuple[set[str], list[HeldFacts]]:
+        client = self.client(node)
+        label = self.targets.managed_label
+        running = {listed_name(c) for c in client.api.containers(filters={"label": label})}
+        held = client.api.containers(all=True, filters={"label": label, "status": HELD_STATUS})
+        return running, [held_of(h, node) for h in held]
 
     def _poll_host(self, node: str) -> tuple[HostReading, list[str]]:
         client = self.client(node)

@@ -35,7 +35,7 @@ import docker
 
 from policyd.clients.http_access import HttpAccess
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Container, Markers, Node, Series, Snapshot
+from policyd.model import Container, Markers, Node, PendingJob, Series, Snapshot
 from policyd.sources import facts
 from policyd.sources.docker_held import pending_jobs
 from policyd.sources.docker_labels import label_markers
@@ -117,6 +117,15 @@ class DockerSnapshotSource:
     def close(self) -> None:
         self.stats.close()
         self._pool.close()
+
+    def held(self, policies: Sequence[PolicyDocument]) -> tuple[PendingJob, ...]:
+        """The held jobs alone (`policyd.sources.node_reports.HeldJobs`): the engines' lists,
+        no Prometheus query, no container inspected."""
+        held, running, warnings = self.stats.held()
+        pending = pending_jobs(held, running, warnings)
+        for line in warnings:
+            LOG.warning("docker source: %s", line)
+        return pending
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:

@@ -38,7 +38,7 @@ from kubernetes.client.exceptions import ApiException  # type: ignore[import-unt
 
 from policyd.clients.http_access import HttpAccess
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Snapshot
+from policyd.model import PendingJob, Snapshot
 from policyd.sources import promql
 from policyd.sources.errors import SourceError
 from policyd.sources.kubernetes_jobs import held_jobs, list_jobs
@@ -111,6 +111,17 @@ class KubernetesPodSource:
         (a cycle without them would present a partial decision as whole)."""
         return _api_call(functools.partial(list_jobs, self.batch, self.scope), self.batch,
                          "jobs")
+
+    def held(self, policies: Sequence[PolicyDocument]) -> tuple[PendingJob, ...]:
+        """The held Jobs alone (`policyd.sources.node_reports.HeldJobs`): one list of Jobs,
+        no query; a node agent's source has none (it lists no Jobs)."""
+        if self.batch is None or self.scope.node_name:
+            return ()
+        warnings: list[str] = []
+        pending = held_jobs(self._held(), warnings)
+        for line in warnings:
+            LOG.warning("kubernetes source: %s", line)
+        return pending
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:

@@ -2,15 +2,17 @@
 
 With `node_reports: true`, node agents publish each node's report of a cluster-wide kind
 (`policyd.daemon.node_report_metrics`: SpeCon's category counts, CPU, requests and rebalance
-candidates; Predictive's spare cores and waiting jobs) and Prometheus scrapes them; the manager
-asks for all of them at once:
+candidates; Predictive's spare cores and waiting jobs; Deadline's spare cores, largest grant and
+at-risk jobs) and Prometheus scrapes them; the manager asks for all of them at once:
 
     {__name__=~"policyd_node_report_.+", policy=~"<the policies>"}
 
 and builds a snapshot of nodes and reports, with no containers (`Snapshot.node_reports`). The
 answer holds one series per node and figure, plus one per request or candidate (one per
-figure of a waiting job): its size follows the number of workers, not of containers. A waiting
-job missing one of its figures is left out with a warning, its node's report kept.
+figure of a waiting or at-risk job): its size follows the number of workers, not of
+containers. A waiting or at-risk job missing one of its figures is left out with a warning, its
+node's report kept. The policies that admit held jobs (Deadline) get them from the manager's
+own source (`ReportedSource`): a held job is not on any node yet.
 
 A report older than two of its policy's intervals (an agent that stopped, or fell behind) is
 left out with a warning: that node is not in the manager's picture this cycle, as a node the
@@ -28,24 +30,29 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from policyd.clients.http_access import HttpAccess
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
 from policyd.model import (
+    AtRiskJob,
     Node,
     NodeReport,
+    PendingJob,
     ReallocationRequest,
     RebalanceCandidate,
     Snapshot,
     WaitingJob,
 )
 from policyd.model.node_report import (
+    AT_RISK_FIGURES,
     CATEGORY_FIELDS,
     METRIC_PREFIX,
     NODE_FIGURES,
     SPARE_FIGURE,
+    TOP_FIGURE,
     WAITING_FIGURES,
 )
 from policyd.sources.errors import SourceError
@@ -60,13 +67,16 @@ STALE_INTERVALS = 2.0
 """A report older than this many of its policy's intervals is left out."""
 
 _FIELDS = {f"{METRIC_PREFIX}{figure}": field for figure, field in (
-    *NODE_FIGURES.items(), (SPARE_FIGURE, SPARE_FIGURE), ("jobs", "jobs"),
-    ("request_gain", "request_gain"),
+    *NODE_FIGURES.items(), (SPARE_FIGURE, SPARE_FIGURE), (TOP_FIGURE, TOP_FIGURE),
+    ("jobs", "jobs"), ("request_gain", "request_gain"),
     ("candidate_converged_seconds", "candidate_converged_seconds"),
-    *((f"waiting_{figure}", f"waiting_{figure}") for figure in WAITING_FIGURES))}
+    *((f"waiting_{figure}", f"waiting_{figure}") for figure in WAITING_FIGURES),
+    *((f"at_risk_{figure}", f"at_risk_{figure}") for figure in AT_RISK_FIGURES))}
 """A series' metric name -> the report's field (or the list it goes to)."""
 _WAITING = {f"waiting_{figure}": figure for figure in WAITING_FIGURES}
 """A waiting job's series' field -> its `WaitingJob` field."""
+_AT_RISK = {f"at_risk_{figure}": figure for figure in AT_RISK_FIGURES}
+"""An at-risk job's series' field -> its `AtRiskJob` field."""
 
 
 def reports_query(policies: Sequence[str]) -> str:
@@ -85,6 +95,8 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
     requests: defaultdict[tuple[str, str, str], list[ReallocationRequest]] = defaultdict(list)
     candidates: defaultdict[tuple[str, str, str], list[RebalanceCandidate]] = defaultdict(list)
     waiting: defaultdict[tuple[str, str, str], defaultdict[str, dict[str, float]]] = \
+        defaultdict(lambda: defaultdict(dict))
+    at_risk: defaultdict[tuple[str, str, str], defaultdict[str, dict[str, float]]] = \
         defaultdict(lambda: defaultdict(dict))
     isfinite = math.isfinite
     for series in result:  # ~8 a worker: kept to dictionary lookups
@@ -112,15 +124,22 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
         elif field in _WAITING:
             if labels.get("container"):
                 waiting[key][labels["container"]][_WAITING[field]] = value
+        elif field in _AT_RISK:
+            if labels.get("container"):
+                at_risk[key][labels["container"]][_AT_RISK[field]] = value
         else:
             figures[key][field] = value
     newest: dict[tuple[str, str], NodeReport] = {}
     warnings: list[str] = []
     for key, found in sorted(figures.items()):
         policy, node, instance = key
-        jobs, left_out = _waiting_jobs(waiting[key])
+        jobs, left_out = _jobs_of(waiting[key], WaitingJob)
         if left_out:
             warnings.append(f"node report of {node} for {policy}: waiting job(s) "
+                            f"{', '.join(left_out)} left out: a figure missing or out of range")
+        risky, left_out = _jobs_of(at_risk[key], AtRiskJob)
+        if left_out:
+            warnings.append(f"node report of {node} for {policy}: at-risk job(s) "
                             f"{', '.join(left_out)} left out: a figure missing or out of range")
         try:
             report = NodeReport(
@@ -132,7 +151,11 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
                 unreallocated=int(found.get("unreallocated", 0)),
                 requests=tuple(sorted(requests[key], key=lambda q: q.container)),
                 candidates=tuple(sorted(candidates[key], key=lambda c: c.container)),
-                spare_cores=found.get(SPARE_FIGURE, 0.0), waiting=jobs)
+                spare_cores=found.get(SPARE_FIGURE, 0.0),
+                # in the order the agent plans them: the work ahead of each, ties by id
+                waiting=tuple(sorted(jobs, key=lambda w: (w.ahead_seconds, w.container))),
+                top_cores=found.get(TOP_FIGURE, 0.0),
+                at_risk=tuple(sorted(risky, key=lambda j: (j.deadline_seconds, j.container))))
         except (KeyError, ValueError) as exc:
             warnings.append(f"node report of {node} for {policy} ({instance or 'no instance'}) "
                             f"left out: incomplete or inconsistent ({exc})")
@@ -149,17 +172,19 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
     return sorted(newest.values(), key=lambda r: (r.policy, r.node)), warnings
 
 
-def _waiting_jobs(found: Mapping[str, Mapping[str, float]]
-                  ) -> tuple[tuple[WaitingJob, ...], list[str]]:
-    """One report's waiting jobs from their figures, in the order the agent plans them (the
-    work ahead of each; ties by id), and the ids of those that could not be made whole."""
+_J = TypeVar("_J", WaitingJob, AtRiskJob)
+
+
+def _jobs_of(found: Mapping[str, Mapping[str, float]], make: type[_J]
+             ) -> tuple[tuple[_J, ...], list[str]]:
+    """One report's waiting (or at-risk) jobs from their figures, and the ids of those that
+    could not be made whole."""
     jobs, left_out = [], []
     for container, figures in found.items():
         try:
-            jobs.append(WaitingJob(container=container, **figures))
+            jobs.append(make(container=container, **figures))
         except (TypeError, ValueError):  # a figure missing, or out of range
             left_out.append(container)
-    jobs.sort(key=lambda w: (w.ahead_seconds, w.container))
     return tuple(jobs), sorted(left_out)
 
 
@@ -203,16 +228,30 @@ class NodeReportSource:
                         intervals=current, node_reports=tuple(reports))
 
 
+@runtime_checkable
+class HeldJobs(Protocol):
+    """A source that can list the held jobs alone, without a snapshot's queries (the
+    Kubernetes source: one list of Jobs; docker-stats: the engines' lists)."""
+
+    def held(self, policies: Sequence[PolicyDocument]) -> tuple[PendingJob, ...]: ...
+
+
 class ReportedSource:
     """A `policyd.tick.Source` that hands the policies decided from node reports to `reports`
-    and every other policy to `source` (the manager with `node_reports: true`)."""
+    and every other policy to `source` (the manager with `node_reports: true`). A reported
+    policy that admits held jobs (Deadline) gets them from `source`, when it can list them
+    alone (`HeldJobs`); a source that cannot sees no held jobs in its snapshots either."""
 
     def __init__(self, source: Source, reports: NodeReportSource) -> None:
         self.source, self.reports = source, reports
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:
-        if policies and all(KINDS.of(p).reports_of(p) for p in policies):
-            return self.reports.snapshot(policies, intervals=intervals)
-        return self.source.snapshot(policies, intervals=intervals)
+        if not policies or not all(KINDS.of(p).reports_of(p) for p in policies):
+            return self.source.snapshot(policies, intervals=intervals)
+        snap = self.reports.snapshot(policies, intervals=intervals)
+        if isinstance(self.source, HeldJobs) and \
+                any("admission" in KINDS.of(p).acts_on_of(p) for p in policies):
+            snap = replace(snap, pending=self.source.held(policies))
+        return snap
 

@@ -270,6 +270,27 @@ def test_held_containers_are_the_snapshots_pending_jobs() -> None:
     assert any("held container wait is on a and b" in w for w in source.last_warnings)
 
 
+def test_the_held_jobs_alone_come_from_the_engines_lists() -> None:
+    """What the manager deciding from node reports asks for (`ReportedSource`): the same
+    pending jobs as a snapshot's, from the engines' lists alone: no container inspected, no
+    stats read, nothing asked of Prometheus."""
+    now = 1_700_000_400.0
+    running = inspect("c1", "job")
+    a = FakeApi({"c1": running, "h1": held("h1", "wait", created=now - 60),
+                 "h2": held("h2", "job", created=now - 400)})
+    b = FakeApi({"h4": held("h4", "other", created=now - 10)})
+    source = DockerSnapshotSource("http://127.0.0.1:9090", SETTINGS, clients=clients(a=a, b=b),
+                                  prometheus=Prometheus([]), clock=lambda: now)
+    a.inspect_container = b.inspect_container = None  # type: ignore[method-assign,assignment]
+    try:
+        pending = source.held([flowcon()])
+    finally:
+        source.close()
+    assert [(p.id, p.node, p.submitted_at) for p in pending] == [
+        ("other", "b", now - 10), ("wait", "a", now - 60)]  # "job" runs: not held
+    assert a.stats_calls == b.stats_calls == []
+
+
 @pytest.mark.parametrize(("labels", "speed", "problem"), [
     (["other=1", "policyd.io/speed=1.5"], 1.5, ""),
     ([], None, ""),

@@ -147,6 +147,35 @@ def test_a_job_list_the_api_refuses_is_the_cycles_source_error() -> None:
     assert "HTTP 403 Forbidden" in str(caught.value)
 
 
+def test_the_held_jobs_alone_are_one_job_list() -> None:
+    """What the manager deciding from node reports asks for (`ReportedSource`): one list of
+    Jobs, no pod or node list, no Prometheus query; a refusal is the cycle's SourceError; a
+    node agent's source lists no Jobs."""
+    core, batch, _ = apis()
+    held = {"metadata": {"name": "wait", "namespace": "ml", "labels": {},
+                         "creationTimestamp": "1970-01-01T00:16:40Z"},
+            "spec": {"suspend": True}}
+    answer(batch.list_job_for_all_namespaces, lambda **k: raw(
+        {"kind": "JobList", "items": [held]}))
+    prom = FakePrometheus()
+    source = KubernetesPodSource("http://prom", Scope(), core=core, prometheus=prom,
+                                 clock=lambda: 1030.0, batch=batch)
+    assert [(p.id, p.submitted_at) for p in source.held([flowcon()])] == [("ml/wait", 1000.0)]
+    assert batch.list_job_for_all_namespaces.call_count == 1
+    assert core.list_pod_for_all_namespaces.call_count == core.list_node.call_count == 0
+    assert prom.queries == []
+    batch.list_job_for_all_namespaces.side_effect = api_error(403, reason="Forbidden")
+    with pytest.raises(SourceError, match="HTTP 403"):
+        source.held([flowcon()])
+
+    class OnNode(Scope):
+        node_name = "w1"
+
+    agent = KubernetesPodSource("http://prom", OnNode(), core=core, prometheus=prom,
+                                clock=lambda: 1030.0, batch=batch)
+    assert agent.held([flowcon()]) == ()
+
+
 def test_a_node_agent_asks_prometheus_for_its_node_only() -> None:
     core, _, _ = apis()
     answer(core.list_pod_for_all_namespaces, lambda **k: raw(
