@@ -1,6 +1,6 @@
 """Node reports through a real Prometheus: two node agents' /metrics scraped, the manager's
 source reads every node's report back in one query and decides what one snapshot of every
-container decides (`node_reports: true`), for SpeCon and for Predictive with `migrate`."""
+container decides (`node_reports: true`), for SpeCon, Predictive with `migrate` and Deadline."""
 
 from __future__ import annotations
 
@@ -16,13 +16,17 @@ from policyd.daemon.health import Health
 from policyd.daemon.http import StatusServer
 from policyd.daemon.metrics import DaemonMetrics
 from policyd.engine import decide
+from policyd.engine.deadline import node_reports as deadline_reports
 from policyd.engine.predictive_reports import node_reports as predictive_reports
 from policyd.engine.spec import PolicyDocument
 from policyd.engine.specon_reports import node_reports
 from policyd.model import NodeReport, Snapshot
 from policyd.sources.node_reports import NodeReportSource
+from tests.daemon.test_node_reports_deadline import mid_run as deadline_mid_run
 from tests.daemon.test_node_reports_predictive import mid_run
 from tests.engine.specon_builders import cluster, policy, thesis_jobs
+from tests.engine.test_deadline_reports import placements
+from tests.engine.test_deadline_reports import shipped as deadline_policy
 from tests.engine.test_predictive_reports import moves as migrations
 from tests.engine.test_predictive_reports import shipped
 from tests.engine.test_specon_reports import moves
@@ -101,3 +105,23 @@ def test_predictives_waiting_jobs_come_back_whole_and_move_as_from_every_contain
     decided = decide(p, snap)
     assert migrations(decided) == migrations(decide(p, whole)) == [
         ("job-13", "worker-4", "worker-2")]
+
+
+def test_deadlines_at_risk_jobs_come_back_whole_and_are_placed_as_from_every_container(
+        tmp_path: Path) -> None:
+    """Deadline (the shipped policy) on deadline-insufficient at 420 s, its three workers'
+    reports published by two agents: every figure of every at-risk job read back exactly, and
+    with the held jobs the moves and the admission one snapshot of every container makes."""
+    p, whole = deadline_policy(), deadline_mid_run()
+    reports = deadline_reports(p, whole)
+    nodes = [n.name for n in whole.nodes]
+    snap = through_prometheus(tmp_path, p, reports, {"agent-a": tuple(nodes[:2]),
+                                                     "agent-b": tuple(nodes[2:])})
+    assert [replace(r, time=0.0) for r in snap.node_reports] == \
+        [replace(r, time=0.0) for r in reports]
+    assert any(r.at_risk for r in snap.node_reports)
+    # at the simulated cluster's time, as its held jobs' deadlines are (the reports were
+    # published now)
+    decided = decide(p, replace(snap, time=whole.time, pending=whole.pending))
+    assert placements(decided) == placements(decide(p, whole))
+    assert {frm for _, frm, _ in placements(decided)} >= {"held", "worker-2"}
