@@ -40,13 +40,21 @@ and `max-cpu`: `policyd.engine.declarations`). Every interval, cluster-wide:
    when there it meets it with the margin, the move's cost counted. A job moves at most once
    (`markers.migrated`), and not in its first intervals on a worker: moves are costly, and a
    job moved back and forth would lose more than either worker costs it.
-4. Admit held jobs (`policyd.engine.admission`): earliest deadline first, then jobs without a
-   deadline by submission; a job whose deadline has passed while it waited last. A job starts
-   on the worker with the most free cores (capacity minus the cores its jobs need) when at
-   least `admission_cores` (or its min-cpu) are free there, and starts with them: the
-   worker's cores are split again with it counted (`_make_room`), so that the limits of a
-   worker never add up to more than its cores (every job there would be throttled below its
-   limit, cores allocated that nobody can use, until the next interval).
+4. With `admit`, admit held jobs (`policyd.engine.admission`): earliest deadline first, then
+   jobs without a deadline by submission; a job whose deadline has passed while it waited
+   last. A job starts on the worker with the most free cores (capacity minus the cores its
+   jobs need) when at least `admission_cores` (or its min-cpu) are free there, and starts
+   with them: the worker's cores are split again with it counted (`_make_room`), so that the
+   limits of a worker never add up to more than its cores (every job there would be
+   throttled below its limit, cores allocated that nobody can use, until the next interval).
+
+Without `admit` and `migrate` the policy needs no cluster-wide view: steps 1-2 on each worker
+(`policy_scope` "node", node agents run it). With node reports the work splits the same way:
+each node agent does steps 1-2 for its worker and reports what 3 and 4 need (`node_reports`:
+spare cores, at-risk jobs), and the manager does 3 and 4 from the reports
+(`policyd.engine.deadline_reports`); both paths run one move rule
+(`policyd.engine.deadline_moves`) and one ranking of held jobs
+(`policyd.engine.deadline_admission`).
 
 A declaration that cannot be read is a note on that job, and no action on it: its allocation
 stays as it is (and counts as taken), a held one is not admitted. Reasons name the deadline,

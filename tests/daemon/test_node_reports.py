@@ -18,7 +18,7 @@ from policyd.daemon.roles import NodeScopedSource, node_agent_policies, watched_
 from policyd.daemon.scheduler import Daemon
 from policyd.engine import decide
 from policyd.engine.specon_reports import node_reports
-from policyd.model import Action, Decision
+from policyd.model import Action, Decision, NodeReport
 from policyd.sources.errors import SourceError
 from policyd.sources.node_reports import (
     NodeReportSource,
@@ -79,6 +79,17 @@ def vector(registry: CollectorRegistry, instance: str = "agent:9100") -> list[di
                         "job": "policyd"}, "value": [NOW, repr(s.value)]}
             for family in registry.collect() for s in family.samples
             if s.name.startswith("policyd_node_report_")]
+
+
+def read_back_without(policy: str, reports: tuple[NodeReport, ...], metric: str, node: str, *,
+                      now: float) -> tuple[list[NodeReport], list[str]]:
+    """`reports` published and read back as the manager's source parses them, without
+    `node`'s series of `metric`."""
+    registry = CollectorRegistry()
+    DaemonMetrics(registry).node_reports.publish(policy, reports)
+    answer = [s for s in vector(registry)
+              if not (s["metric"]["__name__"] == metric and s["metric"]["node"] == node)]
+    return parse_reports(answer, now=now, max_age_seconds={})
 
 
 def published(snapshot_nodes: tuple[str, ...], *, time: float = NOW) -> CollectorRegistry:

@@ -5,8 +5,6 @@ publishes, and the moves and admissions the manager decides from what its source
 
 from __future__ import annotations
 
-import io
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
@@ -14,8 +12,6 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from policyd.daemon.app import run
-from policyd.daemon.backend import Parts
 from policyd.daemon.metrics import DaemonMetrics
 from policyd.daemon.roles import NodeScopedSource, node_agent_policies
 from policyd.daemon.scheduler import Daemon
@@ -26,11 +22,11 @@ from policyd.model import Admit, Migrate, PendingJob, SetCpu, Snapshot
 from policyd.model.node_report import AT_RISK_FIGURES
 from policyd.sim import scenarios
 from policyd.sim.world import World
-from policyd.sources.node_reports import NodeReportSource, ReportedSource, parse_reports
+from policyd.sources.node_reports import NodeReportSource, ReportedSource
 from policyd.tick import FixedSource, observe
 from tests.daemon.fakes import FakeActuator
-from tests.daemon.test_kubernetes import k8s_settings
-from tests.daemon.test_node_reports import Answering, samples, vector
+from tests.daemon.test_node_reports import Answering, read_back_without, samples, vector
+from tests.daemon.test_node_reports_predictive import agent_runs_and_publishes
 from tests.engine.test_deadline_reports import POLICY, placements, shipped
 
 
@@ -118,12 +114,9 @@ def test_the_manager_moves_and_admits_from_the_reports_what_one_snapshot_does() 
 def test_an_at_risk_job_missing_a_figure_is_left_out_with_a_warning() -> None:
     snap, p = mid_run(), shipped()
     node = at_risk_node(snap)
-    registry = CollectorRegistry()
-    DaemonMetrics(registry).node_reports.publish(p.name, node_reports(p, snap))
-    answer = [s for s in vector(registry)
-              if not (s["metric"]["__name__"] == "policyd_node_report_at_risk_cap_cores"
-                      and s["metric"]["node"] == node)]
-    reports, warnings = parse_reports(answer, now=snap.time, max_age_seconds={})
+    reports, warnings = read_back_without(p.name, node_reports(p, snap),
+                                          "policyd_node_report_at_risk_cap_cores", node,
+                                          now=snap.time)
     (kept,) = [r for r in reports if r.node == node]
     assert kept.at_risk == () and kept.selected > 0 and kept.top_cores > 0
     assert any(node in w and "at-risk" in w and "left out" in w for w in warnings)
@@ -154,14 +147,5 @@ def test_policyd_run_a_node_agent_sizes_its_nodes_jobs_and_publishes_its_report(
     and publishes its node's report."""
     snap = mid_run()
     node = at_risk_node(snap)
-    settings = k8s_settings(tmp_path, POLICY).model_copy(update={"node_reports": True})
-    registry, out, actuator = CollectorRegistry(), io.StringIO(), FakeActuator()
-    code = run(settings, out=out, stop=threading.Event(), once=True, node=node,
-               registry=registry,
-               parts=Parts(source=FixedSource(snap), actuator=actuator, events=None))
-    assert code == 0, out.getvalue()
-    assert {dict(labels)["node"] for _, labels in samples(registry)} == {node}
-    assert any(name == "policyd_node_report_at_risk_need_elsewhere_cores"
-               for name, _ in samples(registry))
-    assert actuator.applied and all(isinstance(a, SetCpu) and a.node == node
-                                    for a in actuator.applied)
+    agent_runs_and_publishes(tmp_path, POLICY, snap, node,
+                             "policyd_node_report_at_risk_need_elsewhere_cores")

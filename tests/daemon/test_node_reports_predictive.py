@@ -24,11 +24,11 @@ from policyd.model import Migrate, SetCpu, Snapshot
 from policyd.model.node_report import WAITING_FIGURES
 from policyd.sim import scenarios
 from policyd.sim.world import World
-from policyd.sources.node_reports import NodeReportSource, ReportedSource, parse_reports
+from policyd.sources.node_reports import NodeReportSource, ReportedSource
 from policyd.tick import FixedSource, observe
 from tests.daemon.fakes import FakeActuator
 from tests.daemon.test_kubernetes import k8s_settings
-from tests.daemon.test_node_reports import Answering, samples, vector
+from tests.daemon.test_node_reports import Answering, read_back_without, samples, vector
 from tests.engine.test_predictive_reports import POLICY, moves, shipped
 
 
@@ -107,12 +107,9 @@ def test_the_manager_moves_from_the_reports_what_it_moves_from_every_container()
 def test_a_waiting_job_missing_a_figure_is_left_out_with_a_warning() -> None:
     snap, p = mid_run(), shipped()
     node = waiting_node(snap)
-    registry = CollectorRegistry()
-    DaemonMetrics(registry).node_reports.publish(p.name, node_reports(p, snap))
-    answer = [s for s in vector(registry)
-              if not (s["metric"]["__name__"] == "policyd_node_report_waiting_best_cores"
-                      and s["metric"]["node"] == node)]
-    reports, warnings = parse_reports(answer, now=snap.time, max_age_seconds={})
+    reports, warnings = read_back_without(p.name, node_reports(p, snap),
+                                          "policyd_node_report_waiting_best_cores", node,
+                                          now=snap.time)
     (kept,) = [r for r in reports if r.node == node]
     assert kept.waiting == () and kept.selected > 0
     assert any(node in w and "left out" in w for w in warnings)
@@ -145,14 +142,22 @@ def test_policyd_run_a_node_agent_sets_its_nodes_limits_and_publishes_its_report
     publishes its node's report."""
     snap = unlimited(mid_run())
     node = waiting_node(snap)
-    settings = k8s_settings(tmp_path, POLICY).model_copy(update={"node_reports": True})
+    agent_runs_and_publishes(tmp_path, POLICY, snap, node,
+                             "policyd_node_report_waiting_ahead_seconds")
+
+
+def agent_runs_and_publishes(tmp_path: Path, policy_file: Path, snap: Snapshot, node: str,
+                             metric: str) -> None:
+    """`policyd run --node NODE --once` with `node_reports: true` and only `policy_file`, on
+    `snap`: it exits 0, applies CPU limits on its node only and publishes its node's report,
+    `metric` among it."""
+    settings = k8s_settings(tmp_path, policy_file).model_copy(update={"node_reports": True})
     registry, out, actuator = CollectorRegistry(), io.StringIO(), FakeActuator()
     code = run(settings, out=out, stop=threading.Event(), once=True, node=node,
                registry=registry,
                parts=Parts(source=FixedSource(snap), actuator=actuator, events=None))
     assert code == 0, out.getvalue()
     assert {dict(labels)["node"] for _, labels in samples(registry)} == {node}
-    assert any(name == "policyd_node_report_waiting_ahead_seconds"
-               for name, _ in samples(registry))
+    assert any(name == metric for name, _ in samples(registry))
     assert actuator.applied and all(isinstance(a, SetCpu) and a.node == node
                                     for a in actuator.applied)

@@ -13,13 +13,13 @@ from policyd.engine.deadline import DeadlinePolicy, node_reports, plan
 from policyd.engine.deadline_reports import node_part
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule
-from policyd.engine.spec import PolicyDocument
 from policyd.model import Admit, AtRiskJob, Decision, Migrate, NodeReport, Snapshot
 from policyd.model.codec import SnapshotError, snapshot_from_dict, snapshot_to_dict
 from policyd.policy.loader import load_policies
 from policyd.sim import scenarios
 from policyd.sim.world import World
 from policyd.tick import Outcome, observe
+from tests.engine.split_world import SplitWorld, reported
 
 POLICY = Path(__file__).resolve().parents[2] / "policies" / "deadline.yaml"
 
@@ -39,40 +39,8 @@ def placements(decision: Decision) -> list[tuple[str, str, str]]:
     return sorted(found)
 
 
-def reported(p: PolicyDocument, snap: Snapshot) -> Snapshot:
-    """The manager's snapshot: no containers, every node's report, the held jobs."""
-    make = KINDS.of(p).node_reports
-    assert make is not None
-    return replace(snap, containers=(), node_reports=make(p, snap))
-
-
-class SplitWorld(World):
-    """A simulated cluster whose Deadline policy runs as with `node_reports`: each tick, the
-    agents' part (the policy without moves and admissions) decided on the cluster's snapshot
-    and applied, then the manager's moves and admissions, decided from the reports of that
-    same snapshot and the held jobs. Every placement is kept, for comparison."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.placed: list[tuple[float, str, str, str]] = []
-
-    def _tick(self, schedule: Schedule) -> Schedule:
-        p = schedule.policy
-        snap = observe(self, p, schedule.interval_seconds)
-        make_part = KINDS.of(p).node_part
-        assert make_part is not None
-        local = decide(make_part(p), snap, peers=self.policies, forecasts=False)
-        manager = decide(p, reported(p, snap), peers=self.policies, forecasts=False)
-        self.placed += [(self.now, *x) for x in placements(manager)]
-        for decision in (local, manager):
-            for action in decision.actions:
-                self.apply(action, decision)
-            self.outcomes.append((self.now, Outcome(decision=decision)))
-        return schedule.ran(local, self.now)
-
-
 class WholeWorld(World):
-    """The same cluster deciding from one snapshot, its placements kept."""
+    """The cluster deciding from one snapshot, its placements kept (`placed`)."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -80,8 +48,8 @@ class WholeWorld(World):
 
     def _tick(self, schedule: Schedule) -> Schedule:
         p = schedule.policy
-        snap = observe(self, p, schedule.interval_seconds)
-        decision = decide(p, snap, peers=self.policies, forecasts=False)
+        decision = decide(p, observe(self, p, schedule.interval_seconds), peers=self.policies,
+                          forecasts=False)
         self.placed += [(self.now, *x) for x in placements(decision)]
         for action in decision.actions:
             self.apply(action, decision)
@@ -193,7 +161,8 @@ def test_split_across_agents_and_manager_the_deadlines_are_met_as_often(name: st
     split = SplitWorld(scenario, policies=(shipped(),))
     split.run()
     ours, theirs = split.result("policy"), whole.result("policy")
-    assert len([x for x in split.placed if x[2] == "held"]) == len(scenario.jobs)
+    admitted = [x for _, d in split.managed for x in placements(d) if x[1] == "held"]
+    assert len(admitted) == len(scenario.jobs)
     assert ours.migrations > 0 or not theirs.migrations
     assert abs(ours.deadlines_met - theirs.deadlines_met) <= 1
     assert ours.avg_jct == pytest.approx(theirs.avg_jct, rel=0.05)

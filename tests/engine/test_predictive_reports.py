@@ -8,19 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from policyd.engine import decide
 from policyd.engine.predictive import PredictivePolicy, plan
 from policyd.engine.predictive_reports import node_part, node_reports
 from policyd.engine.registry import KINDS
-from policyd.engine.schedule import Schedule
-from policyd.engine.spec import PolicyDocument
 from policyd.model import Decision, Migrate, NodeReport, Snapshot, WaitingJob
 from policyd.model.codec import SnapshotError, snapshot_from_dict, snapshot_to_dict
 from policyd.policy.loader import load_policies
 from policyd.sim import scenarios
 from policyd.sim.run import run
 from policyd.sim.world import World
-from policyd.tick import Outcome, observe
+from policyd.tick import observe
+from tests.engine.split_world import SplitWorld, reported
 
 POLICY = Path(__file__).resolve().parents[2] / "policies" / "predictive.yaml"
 
@@ -36,32 +34,6 @@ def shipped(**safety: int) -> PredictivePolicy:
 def moves(decision: Decision) -> list[tuple[str, str, str]]:
     return sorted((a.container, a.from_node, a.to_node) for a in decision.actions
                   if isinstance(a, Migrate))
-
-
-def reported(p: PolicyDocument, snap: Snapshot) -> Snapshot:
-    """The manager's snapshot: no containers, every node's report."""
-    make = KINDS.of(p).node_reports
-    assert make is not None
-    return replace(snap, containers=(), node_reports=make(p, snap))
-
-
-class SplitWorld(World):
-    """A simulated cluster whose Predictive policy runs as with `node_reports`: each tick, the
-    agents' part (the policy without moves) decided on the cluster's snapshot and applied,
-    then the manager's moves, decided from the reports of that same snapshot."""
-
-    def _tick(self, schedule: Schedule) -> Schedule:
-        p = schedule.policy
-        snap = observe(self, p, schedule.interval_seconds)
-        make_part = KINDS.of(p).node_part
-        assert make_part is not None
-        local = decide(make_part(p), snap, peers=self.policies, forecasts=False)
-        manager = decide(p, reported(p, snap), peers=self.policies, forecasts=False)
-        for decision in (local, manager):
-            for action in decision.actions:
-                self.apply(action, decision)
-            self.outcomes.append((self.now, Outcome(decision=decision)))
-        return schedule.ran(local, self.now)
 
 
 def test_the_agent_sets_cpu_and_the_manager_only_moves() -> None:
