@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from policyd.engine.roomiest import Roomiest
 from policyd.model import Admit, JobDeadline, PendingJob, QueuedJob
 from policyd.model.pending import Why
 
@@ -63,14 +64,12 @@ class Placement:
     free: Mapping[str, float] = field(default_factory=dict)
 
 
-def _freest(free: Mapping[str, float], held_on: str | None) -> str:
-    return min(free, key=lambda n: (-free[n], n != held_on, n))
-
-
 def place(candidates: Sequence[Candidate], free_cores: Mapping[str, float], *,
           policy: str) -> Placement:
-    """Admit what fits, in order (see the module docstring)."""
-    free = dict(free_cores)
+    """Admit what fits, in order (see the module docstring). The workers are kept sorted by
+    free cores (`policyd.engine.roomiest`): a candidate fits somewhere exactly when it fits
+    on the freest, which is where it goes, so a candidate costs no pass over every worker."""
+    free = Roomiest(free_cores)
     order = sorted(candidates, key=lambda c: (c.last, c.key, c.job.id))
     admits: list[Admit] = []
     waiting: list[tuple[Candidate, Why, str]] = []
@@ -80,34 +79,32 @@ def place(candidates: Sequence[Candidate], free_cores: Mapping[str, float], *,
         if c.blocked:
             waiting.append((c, c.blocked_why, c.blocked))
             continue
-        fitting = {n: f for n, f in free.items() if f + FIT_TOLERANCE_CORES >= c.cores}
-        if not fitting:
-            best = _freest(free, c.job.node) if free else None
-            most = f"most free: {best} with {free[best]:.2f}" if best is not None else "no nodes"
+        node = free.first(c.job.node)
+        if node is None or free.cores[node] + FIT_TOLERANCE_CORES < c.cores:
+            most = (f"most free: {node} with {free.cores[node]:.2f}" if node is not None
+                    else "no nodes")
             waiting.append((c, "no_fit", f"{c.about}; needs {c.cores:.2f} free cores, no node "
                                          f"has them ({most})"))
             continue
-        node = _freest(fitting, c.job.node)
         admits.append(Admit(policy=policy, container=c.job.id, node=node, held_on=c.job.node,
-                            reason=f"{c.about}; {c.cores:.2f} cores needed, {free[node]:.2f} "
-                                   f"free on {node}"))
-        free[node] -= c.cores
+                            reason=f"{c.about}; {c.cores:.2f} cores needed, "
+                                   f"{free.cores[node]:.2f} free on {node}"))
+        free.change(node, -c.cores)
     others_wait = bool(waiting)
     for c in order:
         if not c.last:
             continue
         if c.blocked:
             waiting.append((c, c.blocked_why, c.blocked))
-        elif others_wait or not free:
+        elif others_wait or (node := free.first(c.job.node)) is None:
             waiting.append((c, "hopeless", f"{c.about}; admitted when no other job waits"))
         else:
-            node = _freest(free, c.job.node)
             admits.append(Admit(policy=policy, container=c.job.id, node=node,
                                 held_on=c.job.node,
                                 reason=f"{c.about}; no other job waits: admitted on {node} "
-                                       f"({max(free[node], 0.0):.2f} cores free)"))
-            free[node] -= c.cores
+                                       f"({max(free.cores[node], 0.0):.2f} cores free)"))
+            free.change(node, -c.cores)
     queue = tuple(QueuedJob(container=c.job.id, position=i, why=why, reason=reason,
                             deadline=c.deadline)
                   for i, (c, why, reason) in enumerate(waiting, start=1))
-    return Placement(admits=tuple(admits), queue=queue, free=free)
+    return Placement(admits=tuple(admits), queue=queue, free=free.cores)

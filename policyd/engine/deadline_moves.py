@@ -10,19 +10,20 @@ the cores it needs fit both the spare cores and the most it can use there (its c
 worker's cores), and the migration budget allows a move from its worker to that one. Each move
 takes the cores from the target's spare and gives the job's reserved cores back to its worker.
 
-The workers are kept sorted by spare cores, so a job looks at the roomiest first and stops at
-the first that takes it, or as soon as one has less to spare than it needs: at 10,000 workers
-a job costs the few it skips, not a pass over all of them. Pure: no I/O, no clock.
+The workers are kept sorted by spare cores (`policyd.engine.roomiest`), so a job looks at the
+roomiest first and stops at the first that takes it, or as soon as one has less to spare than
+it needs: at 10,000 workers a job costs the few it skips, not a pass over all of them. Pure:
+no I/O, no clock.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
 from policyd.engine.deadline_cores import span
 from policyd.engine.guards import MigrationBudget
+from policyd.engine.roomiest import Roomiest
 from policyd.model import AtRiskJob, Migrate
 
 if TYPE_CHECKING:  # the kind's module imports this one
@@ -31,27 +32,13 @@ if TYPE_CHECKING:  # the kind's module imports this one
 TOLERANCE_CORES = 1e-9
 
 
-class _Roomiest:
-    """Workers by spare cores, most first (ties by name), kept sorted as moves change them."""
-
-    def __init__(self, spare: Mapping[str, float]) -> None:
-        self.spare = dict(spare)
-        self.order = sorted((-cores, name) for name, cores in self.spare.items())
-
-    def change(self, name: str, by: float) -> None:
-        old = (-self.spare[name], name)
-        del self.order[bisect.bisect_left(self.order, old)]
-        self.spare[name] += by
-        bisect.insort(self.order, (-self.spare[name], name))
-
-
 def at_risk_moves(policy: str, spec: DeadlineSpec, jobs: Sequence[tuple[str, AtRiskJob]], *,
                   spare: MutableMapping[str, float], capacity: Mapping[str, float],
                   now: float) -> dict[str, Migrate]:
     """The moves of `jobs` ((worker, job) pairs), by container id (module docstring). `spare`
     is updated in place with the moves' cores, for the admissions that follow."""
     budget = MigrationBudget.of(spec)
-    workers = _Roomiest({name: spare[name] for name in capacity})
+    workers = Roomiest({name: spare[name] for name in capacity})
     moves: dict[str, Migrate] = {}
     for node, job in sorted(jobs, key=lambda x: x[1].deadline_seconds):
         if budget.exhausted:
@@ -60,8 +47,8 @@ def at_risk_moves(policy: str, spec: DeadlineSpec, jobs: Sequence[tuple[str, AtR
             continue
         need = job.need_elsewhere_cores
         target = None
-        for minus_spare, name in workers.order:
-            if -minus_spare + TOLERANCE_CORES < need:
+        for name in workers:
+            if workers.cores[name] + TOLERANCE_CORES < need:
                 break  # the rest have less to spare
             if name == node or need > min(job.cap_cores, capacity[name]) + TOLERANCE_CORES:
                 continue
@@ -76,12 +63,12 @@ def at_risk_moves(policy: str, spec: DeadlineSpec, jobs: Sequence[tuple[str, AtR
             reason=(f"at risk on {node}: needs {job.need_here_cores:.2f} cores to meet its "
                     f"deadline in {span(job.deadline_seconds - now)}, the node gives "
                     f"{job.granted_cores:.2f}; on {target} {need:.2f} of "
-                    f"{workers.spare[target]:.2f} spare cores meet it with the margin, the "
+                    f"{workers.cores[target]:.2f} spare cores meet it with the margin, the "
                     f"move's {spec.migration_cost_seconds:g} s counted"))
         budget.spend(node, target)
         workers.change(target, -need)
-        if node in workers.spare:
+        if node in workers.cores:
             workers.change(node, job.reserved_cores)
-    spare.update(workers.spare)
+    spare.update(workers.cores)
     return moves
 

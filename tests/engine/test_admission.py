@@ -4,6 +4,10 @@ admitted only when nothing else waits."""
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from policyd.engine.admission import Candidate, place
 from policyd.model import PendingJob
 from policyd.model.pending import Why
@@ -58,3 +62,58 @@ def test_last_jobs_start_only_when_nothing_else_waits() -> None:
     p = place([candidate("late", 0.0, last=True, cores=3.0)], {"w1": 2.0}, policy="dl")
     assert [(a.container, a.node) for a in p.admits] == [("late", "w1")]
     assert "no other job waits" in p.admits[0].reason
+
+
+def plain_place(candidates: list[Candidate], free_cores: dict[str, float]
+                ) -> tuple[list[tuple[str, str]], list[str], dict[str, float]]:
+    """The rule as a pass over every node for every candidate: the freest node among those
+    it fits (ties: where it is held, then by name); `last` ones only when nothing waits."""
+    free = dict(free_cores)
+    order = sorted(candidates, key=lambda c: (c.last, c.key, c.job.id))
+    admitted, waiting = [], []
+
+    def freest(nodes: dict[str, float], held_on: str | None) -> str:
+        return min(nodes, key=lambda n: (-nodes[n], n != held_on, n))
+
+    for c in order:
+        if c.last:
+            continue
+        fitting = {n: f for n, f in free.items() if f + 1e-9 >= c.cores}
+        if c.blocked or not fitting:
+            waiting.append(c.job.id)
+            continue
+        node = freest(fitting, c.job.node)
+        admitted.append((c.job.id, node))
+        free[node] -= c.cores
+    others_wait = bool(waiting)
+    for c in order:
+        if not c.last:
+            continue
+        if c.blocked or others_wait or not free:
+            waiting.append(c.job.id)
+            continue
+        node = freest(free, c.job.node)
+        admitted.append((c.job.id, node))
+        free[node] -= c.cores
+    return admitted, waiting, free
+
+
+def test_kept_sorted_the_nodes_give_what_a_pass_over_every_node_gives() -> None:
+    rng = random.Random(11)
+    admitted_total = 0
+    for _ in range(400):
+        nodes = [f"w{i}" for i in range(rng.randint(0, 8))]
+        free = {n: rng.choice([-1.0, 0.0, 0.5, 1.0, 1.5, 2.0, 4.0]) for n in nodes}
+        candidates = [Candidate(
+            job=PendingJob(id=f"j{i}", name=f"j{i}", submitted_at=float(i),
+                           node=rng.choice([None, *nodes])),
+            key=(float(rng.randint(0, 3)),), cores=rng.choice([0.5, 1.0, 2.0]), about="a",
+            last=rng.random() < 0.2, blocked="held back" if rng.random() < 0.1 else "")
+            for i in range(rng.randint(0, 10))]
+        placed = place(candidates, free, policy="p")
+        admitted, waiting, left = plain_place(candidates, free)
+        assert [(a.container, a.node) for a in placed.admits] == admitted
+        assert [q.container for q in placed.queue] == waiting
+        assert placed.free == pytest.approx(left)
+        admitted_total += len(admitted)
+    assert admitted_total > 500
