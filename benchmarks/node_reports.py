@@ -2,22 +2,27 @@
 10,000 workers (issue 18; benchmarks/README.md, "node_reports.py").
 
     flock /tmp/policyd-slow.lock .venv/bin/python benchmarks/node_reports.py [--nodes 1000 10000]
-                                              [--cycles 5] [--kind specon|predictive]
+                                    [--cycles 5] [--kind specon|predictive|deadline]
 
 Per size: the synthetic cluster of engine_scale.py (10 jobs a worker, 60 samples a series) under
 the thesis's SpeCon (policies/specon.yaml) or the shipped Predictive, which moves jobs
 (policies/predictive.yaml; each job's steps and declared total added as forecast_scale.py adds
-them; half the workers crowded, half roomy: `CROWDED_CORES`); every worker's report made by the
+them; half the workers crowded, half roomy: `CROWDED_CORES`) or the shipped Deadline
+(policies/deadline.yaml; the same steps and workers, each job's deadline set where it needs
+`DEADLINE_CORES` cores, so that the crowded workers' jobs are at risk, and one held job per
+`HELD_EVERY` workers to admit); every worker's report made by the
 kind's `node_reports` (what each node agent makes of its own node); a child process publishes
 them on /metrics endpoints of 1,000 workers each (as the agents would, each its own), re-stamped
 every 5 s so that none goes stale; a real Prometheus (127.0.0.1, 5 s scrapes) scrapes them. Then
 the manager's cycles, in this process: `NodeReportSource.snapshot` (the one instant query, its
 answer decoded) and `decide` (SpeCon's Algorithms 4 and 5, Predictive's moves, from the
-reports), each timed in wall and CPU seconds (the child's and Prometheus's CPU are theirs, not
-counted); the answer's bytes and Prometheus's own evaluation time (`stats=all`) from one raw
-fetch; the process's peak RSS. Also one agent's cycle: `node_reports` on one worker's 10 jobs
-(median of 200; Predictive's agent plans the worker's limits in it, its node part's work).
-"listed": the jobs the reports name (requests, candidates, waiting jobs).
+reports; Deadline's moves and admissions, its held jobs handed over as the manager's own
+source would list them, that listing not timed), each timed in wall and CPU seconds (the
+child's and Prometheus's CPU are theirs, not counted); the answer's bytes and Prometheus's own
+evaluation time (`stats=all`) from one raw fetch; the process's peak RSS. Also one agent's
+cycle: `node_reports` on one worker's 10 jobs (median of 200; Predictive's and Deadline's
+agents plan the worker's limits in it, their node part's work).
+"listed": the jobs the reports name (requests, candidates, waiting and at-risk jobs).
 """
 
 from __future__ import annotations
@@ -48,9 +53,10 @@ from policyd.daemon.health import Health
 from policyd.daemon.http import StatusServer
 from policyd.daemon.node_report_metrics import NodeReportCollector
 from policyd.engine import decide
+from policyd.engine.forecasting import forecast_containers, settings_of
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
-from policyd.model import NodeReport, Snapshot
+from policyd.model import NodeReport, PendingJob, Snapshot
 from policyd.policy import load_policies
 from policyd.sources.node_reports import NodeReportSource, reports_query
 from tests.integration.servers import LOOPBACK, prometheus
@@ -64,10 +70,15 @@ CROWDED_CORES, ROOMY_CORES = 4.0, 32.0
 """Predictive's workers: even ones crowded (its 10 jobs on 4 cores: six wait), odd ones with
 cores to spare, so that every crowded worker reports as many waiting jobs as it may lose and
 the manager has moves to price (the report's largest size)."""
+DEADLINE_CORES = 1.5
+"""Deadline's jobs: each one's deadline 1.2 x its forecast time on this many cores away."""
+HELD_EVERY = 10
+"""Deadline: one held job per this many workers."""
 
 
 def shipped(kind: str) -> PolicyDocument:
-    """The shipped policy of `kind` (specon, predictive), selecting the synthetic jobs."""
+    """The shipped policy of `kind` (specon, predictive, deadline), selecting the synthetic
+    jobs."""
     policy = load_policies(ROOT / "policies" / f"{kind}.yaml")[0]
     spec = policy.spec.model_copy(update={"selector": policy.spec.selector.model_copy(
         update={"labels": {"app": "train"}})})
@@ -129,6 +140,26 @@ def wait_for(source: NodeReportSource, policy: PolicyDocument, count: int) -> No
                        f"{source.last_warnings[:3]}")
 
 
+def with_deadlines(policy: PolicyDocument, snapshot: Snapshot) -> Snapshot:
+    """`snapshot` with each forecast job's deadline `DEADLINE_CORES` away (module docstring),
+    and held jobs with deadlines."""
+    settings = settings_of(policy, snapshot, alpha=0.05, interval_seconds=20.0)
+    found = forecast_containers(settings, snapshot, list(snapshot.containers))
+
+    def at(seconds: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(snapshot.time + seconds))
+
+    containers = tuple(
+        c if c.id not in found.by_id else replace(c, labels={
+            **c.labels, "policyd.io/deadline": at(
+                1.2 * found.by_id[c.id].remaining_seconds_at(DEADLINE_CORES))})
+        for c in snapshot.containers)
+    held = tuple(PendingJob(id=f"held-{i}", name=f"held-{i}", submitted_at=snapshot.time - 5,
+                            labels={"app": "train", "policyd.io/deadline": at(3600 + i)})
+                 for i in range(len(snapshot.nodes) // HELD_EVERY))
+    return replace(snapshot, containers=containers, pending=held)
+
+
 def series_of(reports: tuple[NodeReport, ...], policy: str) -> int:
     """How many series the agents publish for `reports`."""
     collector = NodeReportCollector()
@@ -139,10 +170,12 @@ def series_of(reports: tuple[NodeReport, ...], policy: str) -> int:
 def measure(nodes: int, cycles: int, kind: str) -> dict[str, float]:
     policy = shipped(kind)
     snapshot = make_snapshot(nodes * PER_NODE, per_node=PER_NODE)
-    if kind == "predictive":  # half the workers crowded (jobs wait), half with cores to spare
+    if kind != "specon":  # half the workers crowded (jobs wait), half with cores to spare
         snapshot = replace(with_steps(snapshot, totals=True), nodes=tuple(
             replace(n, cpu_capacity=CROWDED_CORES if i % 2 == 0 else ROOMY_CORES)
             for i, n in enumerate(snapshot.nodes)))
+    if kind == "deadline":
+        snapshot = with_deadlines(policy, snapshot)
     reports = reports_of(policy, snapshot)
     one = replace(snapshot, nodes=snapshot.nodes[:1],
                   containers=tuple(c for c in snapshot.containers
@@ -168,7 +201,7 @@ def measure(nodes: int, cycles: int, kind: str) -> dict[str, float]:
             walls, cpus, observes, moves = [], [], [], 0
             for _ in range(cycles):
                 wall, cpu = time.perf_counter(), time.process_time()
-                seen = source.snapshot([policy])
+                seen = replace(source.snapshot([policy]), pending=snapshot.pending)
                 observed = time.perf_counter() - wall
                 decision = decide(policy, seen)
                 walls.append(time.perf_counter() - wall)
@@ -181,7 +214,7 @@ def measure(nodes: int, cycles: int, kind: str) -> dict[str, float]:
         publisher.join()
     return {"nodes": nodes, "containers": nodes * PER_NODE, "series": series,
             "listed": sum(len(r.requests) + len(r.candidates) + len(r.waiting)
-                          for r in reports),
+                          + len(r.at_risk) for r in reports),
             "cycle_wall_s": statistics.median(walls), "cycle_cpu_s": statistics.median(cpus),
             "observe_wall_s": statistics.median(observes),
             "answer_mb": size / 1e6, "fetch_s": fetch, "prometheus_eval_s": evaluation,
@@ -193,7 +226,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[1_000, 10_000])
     parser.add_argument("--cycles", type=int, default=5)
-    parser.add_argument("--kind", choices=("specon", "predictive"), default="specon")
+    parser.add_argument("--kind", choices=("specon", "predictive", "deadline"), default="specon")
     args = parser.parse_args()
     print(f"{host_speed_text()}; {args.kind}", flush=True)
     print(f"{'workers':>8} {'jobs':>8} {'listed':>7} {'series':>7} {'answer':>8} {'fetch':>7} "

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from policyd import fastjson
 from policyd.clients.http_access import HttpAccess
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
@@ -207,13 +208,16 @@ class NodeReportSource:
         current = {p.name: float((intervals or {}).get(p.name)
                                  or KINDS.of(p).intervals(p).base_seconds) for p in policies}
         query = reports_query([p.name for p in policies])
-        answer = ask(self.url, "query", query, lambda: self._client.custom_query(
-            query, params={"time": f"{now:.3f}"}))
-        if not isinstance(answer, list):
-            raise SourceError(kind="bad_response", url=self.url, what="query", query=query,
-                              detail=f"expected a vector, got {type(answer).__name__}")
-        reports, warnings = parse_reports(answer, now=now, max_age_seconds={
-            name: STALE_INTERVALS * seconds for name, seconds in current.items()})
+        # The decoded answer and the reports made of it: a few objects a series, no cycles,
+        # so no garbage collection until they are done (policyd.fastjson)
+        with fastjson.paused_gc():
+            answer = ask(self.url, "query", query, lambda: self._client.custom_query(
+                query, params={"time": f"{now:.3f}"}))
+            if not isinstance(answer, list):
+                raise SourceError(kind="bad_response", url=self.url, what="query", query=query,
+                                  detail=f"expected a vector, got {type(answer).__name__}")
+            reports, warnings = parse_reports(answer, now=now, max_age_seconds={
+                name: STALE_INTERVALS * seconds for name, seconds in current.items()})
         if not reports:
             warnings.append(f"no node report for {', '.join(current)}: no node agent publishes "
                             "one (node_reports: true in the agents' settings too?)")
