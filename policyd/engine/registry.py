@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from policyd.engine.kind import Kind
 from policyd.engine.spec import PolicyDocument
@@ -65,6 +65,11 @@ class Registry(Mapping[str, Kind]):
         except KeyError:
             raise LookupError(f"policy {policy.name!r} is of kind {policy.kind!r}, which is not "
                               f"registered (known: {', '.join(self._kinds)})") from None
+
+    def admitting(self, policies: Iterable[PolicyDocument]) -> bool:
+        """Whether any of `policies` starts held jobs (acts on "admission"): a source lists
+        the held jobs only then."""
+        return any("admission" in self.of(p).acts_on_of(p) for p in policies)
 
     @contextlib.contextmanager
     def registered(self, kind: Kind) -> Iterator[Kind]:

@@ -37,6 +37,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
 from policyd.clients.http_access import HttpAccess
+from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
 from policyd.model import PendingJob, Snapshot
 from policyd.sources import promql
@@ -131,8 +132,11 @@ class KubernetesPodSource:
         with self._pool.batch() as batch:
             sent = send_cycle(batch, self.url, q, facts=False)  # the facts: from the API
             listed = batch.alongside(self._from_api)
+            # held Jobs only for a policy that starts them: listing every managed Job is
+            # the cycle's largest read on a big cluster (benchmarks/README.md)
             jobs = (batch.alongside(self._held)
-                    if self.batch is not None and not self.scope.node_name else None)
+                    if self.batch is not None and not self.scope.node_name
+                    and KINDS.admitting(policies) else None)
             # the answers taken in the order they were once asked for: the first failure wins
             evaluation = sent.evaluation()
             cpu = sent.cpu() if sent.cpu is not None else []

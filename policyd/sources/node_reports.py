@@ -254,8 +254,7 @@ class ReportedSource:
         if not policies or not all(KINDS.of(p).reports_of(p) for p in policies):
             return self.source.snapshot(policies, intervals=intervals)
         snap = self.reports.snapshot(policies, intervals=intervals)
-        if isinstance(self.source, HeldJobs) and \
-                any("admission" in KINDS.of(p).acts_on_of(p) for p in policies):
+        if isinstance(self.source, HeldJobs) and KINDS.admitting(policies):
             snap = replace(snap, pending=self.source.held(policies))
         return snap
 

@@ -16,7 +16,7 @@ from policyd.sources.kubernetes_pods import KubernetesPodSource
 from policyd.sources.kubernetes_snapshot import api_settings, merge
 from policyd.sources.promql import CycleQueries
 from tests.kubernetes.builders import answer, api_error, apis, node, pod, raw
-from tests.sources.builders import flowcon
+from tests.sources.builders import deadline, flowcon
 
 
 class Scope:
@@ -122,12 +122,15 @@ def test_with_a_jobs_api_the_held_jobs_come_from_one_job_list() -> None:
         {"kind": "JobList", "items": [held, running]}))
     source = KubernetesPodSource("http://prom", Scope(), core=core, prometheus=FakePrometheus(),
                                  clock=lambda: 1030.0, batch=batch)
-    snap = source.snapshot([flowcon(interval_seconds=30)])
+    snap = source.snapshot([deadline(interval_seconds=30)])
     assert [(p.id, p.submitted_at, dict(p.annotations)) for p in snap.pending] == [
         ("ml/wait", 1000.0, {"policyd.io/deadline": "1h"})]
     assert batch.list_job_for_all_namespaces.call_count == 1
     assert batch.list_job_for_all_namespaces.call_args.kwargs["label_selector"] == (
         "policyd.io/managed=true")
+    # a policy that starts no held job: no Job list (on a big cluster, the cycle's largest read)
+    assert source.snapshot([flowcon(interval_seconds=30)]).pending == ()
+    assert batch.list_job_for_all_namespaces.call_count == 1
 
 
 def test_a_job_list_the_api_refuses_is_the_cycles_source_error() -> None:
@@ -142,7 +145,7 @@ def test_a_job_list_the_api_refuses_is_the_cycles_source_error() -> None:
     source = KubernetesPodSource("http://prom", Scope(), core=core, prometheus=FakePrometheus(),
                                  clock=lambda: 1030.0, batch=batch)
     with pytest.raises(SourceError) as caught:
-        source.snapshot([flowcon(interval_seconds=30)])
+        source.snapshot([deadline(interval_seconds=30)])
     assert (caught.value.kind, caught.value.what, caught.value.query) == ("http", "list", "jobs")
     assert "HTTP 403 Forbidden" in str(caught.value)
 

@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from policyd.engine.deadline import DeadlinePolicy
 from policyd.engine.flowcon import FlowConPolicy
 from policyd.engine.spec import API_VERSION
 from policyd.engine.specon import SpeConPolicy
@@ -28,6 +29,13 @@ def specon(name: str = "sc", **spec: Any) -> SpeConPolicy:
     body = {"interval_seconds": INTERVAL, "window_intervals": WINDOW, **spec}
     return SpeConPolicy.model_validate({"apiVersion": API_VERSION, "kind": "SpeCon",
                                         "metadata": {"name": name}, "spec": body})
+
+
+def deadline(name: str = "dl", **spec: Any) -> DeadlinePolicy:
+    """A Deadline policy: one that starts held jobs (acts on admission)."""
+    body = {"interval_seconds": INTERVAL, "window_intervals": WINDOW, **spec}
+    return DeadlinePolicy.model_validate({"apiVersion": API_VERSION, "kind": "Deadline",
+                                          "metadata": {"name": name}, "spec": body})
 
 
 def queries(settings: SourceSettings, **spec: Any) -> CycleQueries:
