@@ -216,15 +216,17 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
             if done:
                 LOG.info("kubernetes: settled %d half-done migrations", len(done))
     batch = None if node is not None else k8s.BatchV1Api(shared)  # Jobs: the manager's
+    jobs = JobWatch(batch, scope) if batch is not None else None
     source = KubernetesPodSource(prometheus.url, scope, core=core,
                                  timeout_seconds=prometheus.timeout_seconds,
                                  max_concurrent_queries=prometheus.max_concurrent_queries,
                                  access=checked_access(prometheus, "prometheus"),
                                  evaluation_node_label=prometheus.evaluation_node_label,
-                                 batch=batch)
+                                 batch=batch,
+                                 held_from=jobs.held_now if jobs is not None else None)
     events: EventSource = PodWatch(core, scope)
-    if batch is not None:
-        events = MergedEvents(events, JobWatch(batch, scope))
+    if jobs is not None:  # it also keeps the held Jobs for the source, while it runs
+        events = MergedEvents(events, jobs)
     return Parts(source=source, actuator=actuator, events=events,
                  observer=DeclarationEvents(actuator.events,
                                             container_name=scope.container_name),

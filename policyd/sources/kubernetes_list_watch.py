@@ -8,7 +8,9 @@ namespaces or one per configured namespace, and their selectors) and a `track` f
 held), with the event kinds an object makes when it becomes tracked and when it stops being
 tracked (pods: started / stopped; Jobs: submitted / nothing). Objects are known by uid, so an
 object is reported once each time it enters; the first list reports nothing (what exists at
-start is the snapshot's business), a relist (after 410 Gone or a failure) the difference.
+start is the snapshot's business), a relist (after 410 Gone or a failure) the difference. What
+is tracked now is also there to read (`tracked`), as an informer's cache is: the manager's
+source takes the held Jobs from the Job watch instead of listing every Job each cycle.
 
 The loop itself (watch windows from the list's resourceVersion, 410 relists, back-off, the
 prompt stop) is `policyd.clients.kubernetes_follow.Follower`'s, shared with the policy
@@ -20,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Unpack
 
 from policyd.clients.kubernetes_follow import Follower, FollowOptions, Listing
@@ -30,11 +32,13 @@ from policyd.model.events import ContainerEvent, EventKind
 @dataclass(frozen=True, kw_only=True)
 class Tracked:
     """An object of interest: its uid, and the `container` and `node` its events name (the
-    ids the snapshot uses)."""
+    ids the snapshot uses); `item`, what the watch keeps of it for its readers (`JobWatch`:
+    the pending job)."""
 
     uid: str
     container: str
     node: str
+    item: Any = field(default=None, compare=False)
 
 
 def event(kind: EventKind, tracked: Tracked, now: float) -> ContainerEvent:
@@ -70,38 +74,52 @@ class ListWatch(Follower):
         self.track = track
         self.entered, self.left, self.name = entered, left, name
         self._clock = clock
+        self._lock = threading.Lock()
+        self._known: dict[str, Tracked] | None = None  # None: not listed yet (or stopped)
 
     def _tracked(self, items: Iterable[Mapping[str, Any]]) -> dict[str, Tracked]:
         return {t.uid: t for t in map(self.track, items) if t is not None}
 
-    def watch(self, on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
-        known: dict[str, Tracked] | None = None  # None: not listed yet
+    def tracked(self) -> list[Tracked] | None:
+        """The objects tracked now, as the list and the watch's events since have shown them
+        (a reader's copy); None while the watch does not run or has not listed yet."""
+        with self._lock:
+            return None if self._known is None else list(self._known.values())
 
+    def watch(self, on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
         def listed(items: list[dict[str, Any]]) -> None:
-            nonlocal known
             fresh = self._tracked(items)
+            with self._lock:
+                known, self._known = self._known, fresh
             if known is not None:
                 for found in diff(known, fresh, self._clock(), entered=self.entered,
                                   left=self.left):
                     on_event(found)
-            known = fresh
 
         def changed(kind: str, obj: dict[str, Any]) -> None:
-            assert known is not None  # a change comes only after a list
-            self._apply(known, kind, obj, on_event)
+            self._apply(kind, obj, on_event)
 
-        self.follow(listed, changed, stop)
+        try:
+            self.follow(listed, changed, stop)
+        finally:
+            with self._lock:
+                self._known = None  # no longer kept up to date
 
-    def _apply(self, known: dict[str, Tracked], kind: str, obj: Mapping[str, Any],
+    def _apply(self, kind: str, obj: Mapping[str, Any],
                on_event: Callable[[ContainerEvent], None]) -> None:
         now = self.track(obj) if kind != "DELETED" else None
         uid = str((obj.get("metadata") or {}).get("uid", ""))
-        was = known.get(uid)
+        with self._lock:
+            known = self._known
+            assert known is not None  # a change comes only after a list
+            was = known.get(uid)
+            if now is not None:
+                known[uid] = now  # entered, or changed while tracked (the newest kept)
+            elif was is not None:
+                del known[uid]
         if now is not None and was is None:
-            known[uid] = now
             self._report(self.entered, now, on_event)
         elif now is None and was is not None:
-            del known[uid]
             self._report(self.left, was, on_event)
 
     def _report(self, kind: EventKind | None, tracked: Tracked,

@@ -83,10 +83,14 @@ class KubernetesPodSource:
                  retries: int = 2, access: HttpAccess | None = None,
                  evaluation_node_label: str | None = None,
                  max_concurrent_queries: int = MAX_CONCURRENT_QUERIES,
-                 clock: Callable[[], float] = time.time, batch: Any = None) -> None:
+                 clock: Callable[[], float] = time.time, batch: Any = None,
+                 held_from: Callable[[], tuple[PendingJob, ...] | None] | None = None) -> None:
         self.url = prometheus_url.rstrip("/")
         self.scope, self.core, self._clock = scope, core, clock
         self.batch = batch  # a BatchV1Api: held Jobs are listed (not on a node agent)
+        self.held_from = held_from
+        """The Jobs held now as the manager's Job watch sees them (`JobWatch.held_now`;
+        None from it: not known yet, list them)."""
         self.settings = api_settings(evaluation_node_label)
         self._pool = prometheus_pool(self.url, workers=max_concurrent_queries,
                                      name="kubernetes-query", timeout_seconds=timeout_seconds,
@@ -114,10 +118,13 @@ class KubernetesPodSource:
                          "jobs")
 
     def held(self, policies: Sequence[PolicyDocument]) -> tuple[PendingJob, ...]:
-        """The held Jobs alone (`policyd.sources.node_reports.HeldJobs`): one list of Jobs,
-        no query; a node agent's source has none (it lists no Jobs)."""
+        """The held Jobs alone (`policyd.sources.node_reports.HeldJobs`): the Job watch's, or
+        one list of Jobs, no query; a node agent's source has none (it lists no Jobs)."""
         if self.batch is None or self.scope.node_name:
             return ()
+        watched = self.held_from() if self.held_from is not None else None
+        if watched is not None:
+            return watched
         warnings: list[str] = []
         pending = held_jobs(self._held(), warnings)
         for line in warnings:
@@ -132,11 +139,13 @@ class KubernetesPodSource:
         with self._pool.batch() as batch:
             sent = send_cycle(batch, self.url, q, facts=False)  # the facts: from the API
             listed = batch.alongside(self._from_api)
-            # held Jobs only for a policy that starts them: listing every managed Job is
-            # the cycle's largest read on a big cluster (benchmarks/README.md)
-            jobs = (batch.alongside(self._held)
-                    if self.batch is not None and not self.scope.node_name
-                    and KINDS.admitting(policies) else None)
+            # held Jobs only for a policy that starts them, from the Job watch when it runs:
+            # listing every managed Job is the cycle's largest read on a big cluster
+            # (benchmarks/README.md)
+            wanted = (self.batch is not None and not self.scope.node_name
+                      and KINDS.admitting(policies))
+            watched = self.held_from() if wanted and self.held_from is not None else None
+            jobs = batch.alongside(self._held) if wanted and watched is None else None
             # the answers taken in the order they were once asked for: the first failure wins
             evaluation = sent.evaluation()
             cpu = sent.cpu() if sent.cpu is not None else []
@@ -150,6 +159,8 @@ class KubernetesPodSource:
             held: list[str] = []
             if jobs is not None:
                 snap = replace(snap, pending=held_jobs(jobs(), held))
+            elif watched is not None:
+                snap = replace(snap, pending=watched)
         self.last_warnings = (*missed, *warnings, *measured, *held)
         for line in self.last_warnings:
             LOG.warning("kubernetes source: %s", line)

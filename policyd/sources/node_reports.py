@@ -235,7 +235,7 @@ class NodeReportSource:
 @runtime_checkable
 class HeldJobs(Protocol):
     """A source that can list the held jobs alone, without a snapshot's queries (the
-    Kubernetes source: one list of Jobs; docker-stats: the engines' lists)."""
+    Kubernetes source: its Job watch's; docker-stats: the engines' lists)."""
 
     def held(self, policies: Sequence[PolicyDocument]) -> tuple[PendingJob, ...]: ...
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s  # type: ignore[import-untyped]
 
+from policyd.model import PendingJob
 from policyd.model.events import ContainerEvent
 from policyd.sources.kubernetes_jobs import JobWatch, held, held_jobs
 from policyd.sources.merged_events import MergedEvents
@@ -149,6 +150,44 @@ def test_stop_returns_at_once_not_at_the_end_of_the_window() -> None:
         assert not thread.is_alive() and time.monotonic() - started < 1.5
 
 
+def test_the_watch_keeps_the_jobs_held_now_as_a_list_would_show_them() -> None:
+    """What the manager's source reads instead of listing every Job (`held_now`): nothing
+    until the watch has listed, then the held Jobs as they change (held before the watch,
+    submitted during it, annotated while held, admitted), nothing again once it stops."""
+    with served() as (server, _):
+        world.job(server.cluster, "job-norepl", suspend=True)  # held before the watch
+        with server.api_client() as api:
+            assert JobWatch(k8s.BatchV1Api(api), Scope()).held_now() is None  # not running
+        with watching(server) as (watcher, seen):
+            world.job(server.cluster, "job-a", suspend=True)
+            seen.wait(1)
+            def seen_as(jobs: tuple[PendingJob, ...] | None) -> list[tuple[Any, ...]]:
+                return [(p.id, p.submitted_at, dict(p.labels), dict(p.annotations))
+                        for p in jobs or ()]
+
+            assert seen_as(watcher.held_now()) == seen_as(
+                held_jobs(server.cluster.items("jobs"), []))
+            assert [p.id for p in watcher.held_now() or ()] == [f"{NS}/job-a",
+                                                                 f"{NS}/job-norepl"]
+            patch = server.cluster.handle
+            patch("PATCH", f"/apis/batch/v1/namespaces/{NS}/jobs/job-a", {},
+                  {"metadata": {"annotations": {"policyd.io/deadline": "2h"}}})
+            wait_until(lambda: any(dict(p.annotations).get("policyd.io/deadline") == "2h"
+                                   for p in watcher.held_now() or ()))
+            patch("PATCH", f"/apis/batch/v1/namespaces/{NS}/jobs/job-a", {},
+                  {"spec": {"suspend": False}})  # admitted
+            wait_until(lambda: [p.id for p in watcher.held_now() or ()] == [
+                f"{NS}/job-norepl"])
+        assert watcher.held_now() is None  # stopped: no longer kept up to date
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "not within the timeout"
+        time.sleep(0.01)
+
+
 def test_held_is_the_snapshots_rule_and_id() -> None:
     body = response("job_get_job-a.json")
     assert held(body) is None  # running (active 1, not suspended)
@@ -222,7 +261,8 @@ class NoSeries:
 def test_the_daemon_admits_a_job_submitted_held_at_once_not_an_hour_later() -> None:
     """A Deadline policy of a one-hour interval, the manager's listener (pod and Job watches)
     as `kubernetes_parts` builds it: its first cycle finds nothing held; a Job submitted held
-    then is pinned and unsuspended within seconds, by the tick the watch's event ran."""
+    then is pinned and unsuspended within seconds, by the tick the watch's event ran, which
+    read it from the watch (`held_from`), not from a list of every Job."""
     from prometheus_client import CollectorRegistry  # noqa: PLC0415
 
     from policyd.daemon.metrics import DaemonMetrics  # noqa: PLC0415
@@ -240,12 +280,13 @@ def test_the_daemon_admits_a_job_submitted_held_at_once_not_an_hour_later() -> N
         core, batch = k8s.CoreV1Api(api), k8s.BatchV1Api(api)
         actuator = world.actuator_on(server, clock)
         scope = actuator.settings  # as kubernetes_parts: the actuator's settings are the scope
+        jobs = JobWatch(batch, scope)
         source = KubernetesPodSource("http://127.0.0.1:9", scope, core=core, batch=batch,
-                                     prometheus=NoSeries())
+                                     prometheus=NoSeries(), held_from=jobs.held_now)
         registry = CollectorRegistry()
         daemon = Daemon([policy], source=source, actuator=actuator,
                         metrics=DaemonMetrics(registry), loop_seconds=0.05,
-                        events=MergedEvents(PodWatch(core, scope), JobWatch(batch, scope)))
+                        events=MergedEvents(PodWatch(core, scope), jobs))
         daemon.start()
         try:
             ticks = {"policy": "dl", "result": "ok"}
@@ -263,6 +304,9 @@ def test_the_daemon_admits_a_job_submitted_held_at_once_not_an_hour_later() -> N
         finally:
             daemon.shutdown()
     assert (registry.get_sample_value("policyd_ticks_total", ticks) or 0) >= 2  # woken
+    lists = [r for r in server.requests
+             if r["path"].endswith("/jobs") and not r["query"].get("watch")]
+    assert len(lists) <= 2  # the watch's first list, and the first cycle's if it came sooner
     job = server.cluster.get("jobs", NS, "job-a")
     assert job is not None and job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [

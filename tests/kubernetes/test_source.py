@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import pytest
 from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
 
+from policyd.model import PendingJob
 from policyd.model.events import ContainerEvent
 from policyd.sources.errors import SourceError
 from policyd.sources.kubernetes_pod_facts import pod_facts
@@ -170,6 +172,25 @@ def test_the_held_jobs_alone_are_one_job_list() -> None:
     batch.list_job_for_all_namespaces.side_effect = api_error(403, reason="Forbidden")
     with pytest.raises(SourceError, match="HTTP 403"):
         source.held([flowcon()])
+
+    # the manager's Job watch running: its held Jobs, no list; before its first list: a list
+    core, batch, _ = apis()
+    answer(batch.list_job_for_all_namespaces, lambda **k: raw(
+        {"kind": "JobList", "items": [held]}))
+    answer(core.list_pod_for_all_namespaces, lambda **k: raw(
+        {"kind": "PodList", "metadata": {"resourceVersion": "5"}, "items": [pod()]}))
+    answer(core.list_node, lambda **k: raw({"kind": "NodeList", "items": [node()]}))
+    view: list[tuple[PendingJob, ...] | None] = [None]
+    source = KubernetesPodSource("http://prom", Scope(), core=core, prometheus=FakePrometheus(),
+                                 clock=lambda: 1030.0, batch=batch,
+                                 held_from=lambda: view[0])
+    (listed,) = source.held([flowcon()])
+    assert listed.id == "ml/wait" and batch.list_job_for_all_namespaces.call_count == 1
+    view[0] = (replace(listed, id="ml/other"),)
+    assert [p.id for p in source.held([flowcon()])] == ["ml/other"]
+    assert [p.id for p in source.snapshot([deadline(interval_seconds=30)]).pending] == [
+        "ml/other"]
+    assert batch.list_job_for_all_namespaces.call_count == 1
 
     class OnNode(Scope):
         node_name = "w1"
