@@ -75,6 +75,7 @@ from pydantic import Field, model_validator
 from policyd.engine.admission import Candidate, place
 from policyd.engine.deadline_admission import candidates as candidates_of
 from policyd.engine.deadline_cores import (
+    EPSILON_CORES,
     Ask,
     cores_for,
     limit_fraction,
@@ -82,7 +83,7 @@ from policyd.engine.deadline_cores import (
     span,
     split,
 )
-from policyd.engine.deadline_moves import TOLERANCE_CORES, at_risk_moves
+from policyd.engine.deadline_moves import at_risk_moves
 from policyd.engine.deadline_reports import node_part, plan_from_reports
 from policyd.engine.declarations import Declared, declared
 from policyd.engine.forecast_output import Forecast
@@ -401,7 +402,7 @@ def _at_risk(policy: DeadlinePolicy, nodes: dict[str, _Node], now: float
                              - spec.migration_cost_seconds)
             cap = f.cap_cores if job.declared.max_cores is None else \
                 min(f.cap_cores, job.declared.max_cores)  # at least a core (`_at_least_a_core`)
-            if not need <= cap + TOLERANCE_CORES:  # inf too: it meets it nowhere
+            if not need <= cap + EPSILON_CORES:  # inf too: it meets it nowhere
                 continue
             out.append((name, AtRiskJob(
                 container=c.id, deadline_seconds=deadline, need_elsewhere_cores=need,

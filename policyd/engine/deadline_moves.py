@@ -21,15 +21,13 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
-from policyd.engine.deadline_cores import span
+from policyd.engine.deadline_cores import EPSILON_CORES, span
 from policyd.engine.guards import MigrationBudget
 from policyd.engine.roomiest import Roomiest
 from policyd.model import AtRiskJob, Migrate
 
 if TYPE_CHECKING:  # the kind's module imports this one
     from policyd.engine.deadline import DeadlineSpec
-
-TOLERANCE_CORES = 1e-9
 
 
 def at_risk_moves(policy: str, spec: DeadlineSpec, jobs: Sequence[tuple[str, AtRiskJob]], *,
@@ -38,7 +36,7 @@ def at_risk_moves(policy: str, spec: DeadlineSpec, jobs: Sequence[tuple[str, AtR
     """The moves of `jobs` ((worker, job) pairs), by container id (module docstring). `spare`
     is updated in place with the moves' cores, for the admissions that follow."""
     budget = MigrationBudget.of(spec)
-    workers = Roomiest({name: spare[name] for name in capacity})
+    workers = Roomiest(spare)
     moves: dict[str, Migrate] = {}
     for node, job in sorted(jobs, key=lambda x: x[1].deadline_seconds):
         if budget.exhausted:
@@ -48,9 +46,9 @@ def at_risk_moves(policy: str, spec: DeadlineSpec, jobs: Sequence[tuple[str, AtR
         need = job.need_elsewhere_cores
         target = None
         for name in workers:
-            if workers.cores[name] + TOLERANCE_CORES < need:
+            if workers.cores[name] + EPSILON_CORES < need:
                 break  # the rest have less to spare
-            if name == node or need > min(job.cap_cores, capacity[name]) + TOLERANCE_CORES:
+            if name == node or need > min(job.cap_cores, capacity[name]) + EPSILON_CORES:
                 continue
             if budget.refusal(node, name) is None:
                 target = name
@@ -67,8 +65,6 @@ def at_risk_moves(policy: str, spec: DeadlineSpec, jobs: Sequence[tuple[str, AtR
                     f"move's {spec.migration_cost_seconds:g} s counted"))
         budget.spend(node, target)
         workers.change(target, -need)
-        if node in workers.cores:
-            workers.change(node, job.reserved_cores)
+        workers.change(node, job.reserved_cores)
     spare.update(workers.cores)
     return moves
-

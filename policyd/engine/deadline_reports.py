@@ -104,5 +104,5 @@ def _with_limits(admits: tuple[Admit, ...], asked: dict[str, tuple[float, bool]]
     top: defaultdict[str, float] = defaultdict(float)
     for a in admits:
         top[a.node] = max(top[a.node], nodes[a.node][1], starts[a.container])
-    return [replace(a, fraction=limit_fraction(starts[a.container], top[a.node], nodes[a.node][0],
-                                         mode), mode=mode) for a in admits]
+    return [replace(a, mode=mode, fraction=limit_fraction(
+        starts[a.container], top[a.node], nodes[a.node][0], mode)) for a in admits]
