@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import docker
 import docker.errors
@@ -44,6 +44,8 @@ from policyd.model import Series
 from policyd.sources.cadvisor_info import parse_timestamp
 from policyd.sources.docker_held import HELD_STATUS, HeldFacts, held_of, listed_name
 from policyd.sources.speed_label import engine_speed
+
+_R = TypeVar("_R")
 
 
 class DockerTargets(Protocol):
@@ -162,14 +164,8 @@ class DockerStats:
         a warning. The rings are left as they were (`keep` folds the samples in), so a cycle
         that fails after reading leaves no trace."""
         result = Poll(at=at)
-        futures = {n: self._hosts_pool.submit(self._poll_host, n) for n in self.nodes}
-        for node, future in futures.items():
-            try:
-                reading, warnings = future.result()
-            except (docker.errors.DockerException, OSError, KeyError, ValueError) as exc:
-                result.warnings.append(f"node {node}: engine unreachable or unreadable "
-                                       f"({type(exc).__name__}: {exc}); its containers left out")
-                continue
+        for reading, warnings in self._each_host(self._poll_host, result.warnings,
+                                                 left_out="its containers"):
             result.hosts.append(reading)
             result.warnings.extend(warnings)
         return result
@@ -197,17 +193,25 @@ class DockerStats:
         held: list[HeldFacts] = []
         running: set[str] = set()
         warnings: list[str] = []
-        futures = {n: self._hosts_pool.submit(self._listed, n) for n in self.nodes}
-        for node, future in futures.items():
-            try:
-                names, found = future.result()
-            except (docker.errors.DockerException, OSError, KeyError, ValueError) as exc:
-                warnings.append(f"node {node}: engine unreachable or unreadable "
-                                f"({type(exc).__name__}: {exc}); its held containers left out")
-                continue
+        for names, found in self._each_host(self._listed, warnings,
+                                            left_out="its held containers"):
             running |= names
             held += found
         return held, running, warnings
+
+    def _each_host(self, call: Callable[[str], _R], warnings: list[str], *,
+                   left_out: str) -> Iterator[_R]:
+        """`call(node)` on every host at once, the answers in the hosts' order; a host that
+        fails is left out with a warning in `warnings` (saying `left_out` of it is)."""
+        futures = {n: self._hosts_pool.submit(call, n) for n in self.nodes}
+        for node, future in futures.items():
+            try:
+                answer = future.result()
+            except (docker.errors.DockerException, OSError, KeyError, ValueError) as exc:
+                warnings.append(f"node {node}: engine unreachable or unreadable "
+                                f"({type(exc).__name__}: {exc}); {left_out} left out")
+                continue
+            yield answer
 
     def _listed(self, node: str) -> tuple[set[str], list[HeldFacts]]:
         client = self.client(node)
