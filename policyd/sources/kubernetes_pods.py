@@ -117,12 +117,22 @@ class KubernetesPodSource:
         return _api_call(functools.partial(list_jobs, self.batch, self.scope), self.batch,
                          "jobs")
 
+    @property
+    def _sees_jobs(self) -> bool:
+        """Held Jobs are the manager's: a node agent's source has no Jobs API (nor the RBAC)."""
+        return self.batch is not None and not self.scope.node_name
+
+    def _watched(self) -> tuple[PendingJob, ...] | None:
+        """The held Jobs as the Job watch sees them; None: not known (no watch, or it has not
+        listed yet)."""
+        return self.held_from() if self.held_from is not None else None
+
     def held(self, policies: Sequence[PolicyDocument]) -> tuple[PendingJob, ...]:
         """The held Jobs alone (`policyd.sources.node_reports.HeldJobs`): the Job watch's, or
         one list of Jobs, no query; a node agent's source has none (it lists no Jobs)."""
-        if self.batch is None or self.scope.node_name:
+        if not self._sees_jobs:
             return ()
-        watched = self.held_from() if self.held_from is not None else None
+        watched = self._watched()
         if watched is not None:
             return watched
         warnings: list[str] = []
@@ -142,9 +152,8 @@ class KubernetesPodSource:
             # held Jobs only for a policy that starts them, from the Job watch when it runs:
             # listing every managed Job is the cycle's largest read on a big cluster
             # (benchmarks/README.md)
-            wanted = (self.batch is not None and not self.scope.node_name
-                      and KINDS.admitting(policies))
-            watched = self.held_from() if wanted and self.held_from is not None else None
+            wanted = self._sees_jobs and KINDS.admitting(policies)
+            watched = self._watched() if wanted else None
             jobs = batch.alongside(self._held) if wanted and watched is None else None
             # the answers taken in the order they were once asked for: the first failure wins
             evaluation = sent.evaluation()
