@@ -83,6 +83,10 @@ _AT_RISK_HELP = {
                         "worker."),
 }
 
+_JOB_LISTS = (("waiting", WAITING_FIGURES, _WAITING_HELP),
+              ("at_risk", AT_RISK_FIGURES, _AT_RISK_HELP))
+"""A report's lists of jobs (its field, and the series' name), each job one series a figure."""
+
 
 class NodeReportCollector(Collector):
     """The latest node reports of each policy (module docstring)."""
@@ -120,16 +124,12 @@ class NodeReportCollector(Collector):
             labels=[*node, "container"])
         spare = GaugeMetricFamily(f"{METRIC_PREFIX}{SPARE_FIGURE}",
                                   "Cores the node's plan leaves unused.", labels=node)
-        waiting = {figure: GaugeMetricFamily(f"{METRIC_PREFIX}waiting_{figure}",
-                                             _WAITING_HELP[figure],
-                                             labels=[*node, "container"])
-                   for figure in WAITING_FIGURES}
         top = GaugeMetricFamily(f"{METRIC_PREFIX}{TOP_FIGURE}",
                                 "The most cores one job is granted on the node.", labels=node)
-        at_risk = {figure: GaugeMetricFamily(f"{METRIC_PREFIX}at_risk_{figure}",
-                                             _AT_RISK_HELP[figure],
-                                             labels=[*node, "container"])
-                   for figure in AT_RISK_FIGURES}
+        listed = {(field, figure): GaugeMetricFamily(f"{METRIC_PREFIX}{field}_{figure}",
+                                                     helps[figure],
+                                                     labels=[*node, "container"])
+                  for field, figures, helps in _JOB_LISTS for figure in figures}
         for r in reports:
             at = [r.policy, r.node]
             for figure, field in NODE_FIGURES.items():
@@ -145,11 +145,10 @@ class NodeReportCollector(Collector):
                 spare.add_metric(at, r.spare_cores)
             if r.top_cores:
                 top.add_metric(at, r.top_cores)
-            for w in r.waiting:
-                for figure in WAITING_FIGURES:
-                    waiting[figure].add_metric([*at, w.container], getattr(w, figure))
-            for j in r.at_risk:
-                for figure in AT_RISK_FIGURES:
-                    at_risk[figure].add_metric([*at, j.container], getattr(j, figure))
-        yield from (*families.values(), jobs, requests, candidates, spare, *waiting.values(),
-                    top, *at_risk.values())
+            for field, figures, _ in _JOB_LISTS:
+                for j in getattr(r, field):
+                    for figure in figures:
+                        listed[(field, figure)].add_metric([*at, j.container],
+                                                           getattr(j, figure))
+        yield from (*families.values(), jobs, requests, candidates, spare, top,
+                    *listed.values())
