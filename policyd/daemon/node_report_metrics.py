@@ -1,7 +1,8 @@
 """A node agent's reports on its /metrics, for the manager to read through Prometheus.
 
 With `node_reports: true`, a node agent computes, for each policy of a cluster-wide kind that
-can decide from reports (`Kind.node_reports`: SpeCon, Predictive with `migrate`, Deadline), its
+can decide from reports (`Kind.reports_of`: SpeCon, Predictive with `migrate`, Deadline, a
+policy cluster-wide only because it may stop jobs), its
 node's report every interval (`policyd.model.node_report`), and publishes the latest here;
 Prometheus scrapes it with the rest of policyd's metrics (the ServiceMonitor of
 deploy/kubernetes), and the manager reads every node's with one query
@@ -29,6 +30,9 @@ Names and labels (the contract `policyd.sources.node_reports` reads):
   figure of a job its worker cannot give the cores its deadline needs: `deadline_seconds`,
   `need_elsewhere_cores`, `cap_cores`, `reserved_cores`, `granted_cores`, `need_here_cores`
   (`policyd.model.node_report.AtRiskJob`)
+* `policyd_node_report_stop_request{policy,node,container,event}` (any policy that may stop
+  jobs): a job the agent would stop, event target | converged, valued its latest loss or its
+  remaining improvement (`policyd.model.node_report.StopRequest`)
 
 A kind's own figures are left out when they are zero, as they are in other kinds' reports (a
 SpeCon report has no spare cores, a Predictive report no categorised jobs): the manager reads
@@ -50,6 +54,7 @@ from policyd.model.node_report import (
     METRIC_PREFIX,
     NODE_FIGURES,
     SPARE_FIGURE,
+    STOP_FIGURE,
     TOP_FIGURE,
     WAITING_FIGURES,
 )
@@ -126,6 +131,11 @@ class NodeReportCollector(Collector):
                                   "Cores the node's plan leaves unused.", labels=node)
         top = GaugeMetricFamily(f"{METRIC_PREFIX}{TOP_FIGURE}",
                                 "The most cores one job is granted on the node.", labels=node)
+        stops = GaugeMetricFamily(
+            f"{METRIC_PREFIX}{STOP_FIGURE}",
+            "A job the node agent would stop, for the manager to stop: its latest loss (target) "
+            "or its remaining improvement (converged).",
+            labels=[*node, "container", "event"])
         listed = {(field, figure): GaugeMetricFamily(f"{METRIC_PREFIX}{field}_{figure}",
                                                      helps[figure],
                                                      labels=[*node, "container"])
@@ -145,10 +155,12 @@ class NodeReportCollector(Collector):
                 spare.add_metric(at, r.spare_cores)
             if r.top_cores:
                 top.add_metric(at, r.top_cores)
+            for s in r.stops:
+                stops.add_metric([*at, s.container, s.event], s.figure)
             for field, figures, _ in _JOB_LISTS:
                 for j in getattr(r, field):
                     for figure in figures:
                         listed[(field, figure)].add_metric([*at, j.container],
                                                            getattr(j, figure))
-        yield from (*families.values(), jobs, requests, candidates, spare, top,
+        yield from (*families.values(), jobs, requests, candidates, spare, top, stops,
                     *listed.values())

@@ -22,6 +22,7 @@ from policyd.model.node_report import (
     NodeReport,
     ReallocationRequest,
     RebalanceCandidate,
+    StopRequest,
     WaitingJob,
 )
 from policyd.model.pending import PendingJob, QueuedJob
@@ -52,5 +53,6 @@ __all__ = [
     "SetCpu",
     "Snapshot",
     "Stop",
+    "StopRequest",
     "WaitingJob",
 ]

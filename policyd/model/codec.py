@@ -33,6 +33,7 @@ from policyd.model.node_report import (
     NodeReport,
     ReallocationRequest,
     RebalanceCandidate,
+    StopRequest,
     WaitingJob,
 )
 from policyd.model.pending import PendingJob, QueuedJob
@@ -297,6 +298,7 @@ def _node_report(raw: Any, path: str, problems: list[str]) -> NodeReport | None:
                              path=path, problems=problems)
     at_risk = _reported_jobs(raw, "at_risk", AtRiskJob, figures=AT_RISK_FIGURES,
                              path=path, problems=problems)
+    stops = _stop_requests(raw, path, problems)
     time, capacity, used = (figures[k] for k in ("time", "cpu_capacity_cores",
                                                  "cpu_used_cores"))
     if len(problems) > before or time is None or capacity is None or used is None \
@@ -310,7 +312,7 @@ def _node_report(raw: Any, path: str, problems: list[str]) -> NodeReport | None:
             requests=tuple(ReallocationRequest(container=c, gain=g) for c, g in requests),
             candidates=tuple(RebalanceCandidate(container=c, converged_seconds=d)
                              for c, d in candidates),
-            spare_cores=spare, waiting=waiting, top_cores=top, at_risk=at_risk)
+            spare_cores=spare, waiting=waiting, top_cores=top, at_risk=at_risk, stops=stops)
     except ValueError as exc:
         problems.append(f"{path}: {exc}")
         return None
@@ -332,6 +334,25 @@ def _listed(raw: Mapping[str, Any], key: str, path: str, problems: list[str]
         else:
             problems.append(f"{where}: expected an object")
     return out
+
+
+def _stop_requests(raw: Mapping[str, Any], path: str, problems: list[str]
+                   ) -> tuple[StopRequest, ...]:
+    """A node report's `stops`: the jobs its agent would stop."""
+    out = []
+    for where, item in _listed(raw, "stops", path, problems):
+        container = _required_string(item, "container", where, problems)
+        figure = _number(item, "figure", where, problems)
+        event = item.get("event")
+        if event not in ("target", "converged"):
+            problems.append(f"{where}.event: expected target or converged, got {event!r}")
+            continue
+        if container and figure is not None:
+            try:
+                out.append(StopRequest(container=container, event=event, figure=figure))
+            except ValueError as exc:
+                problems.append(f"{where}: {exc}")
+    return tuple(out)
 
 
 _J = TypeVar("_J", WaitingJob, AtRiskJob)
@@ -471,6 +492,9 @@ def node_report_to_dict(report: NodeReport) -> dict[str, Any]:
                          **{name: getattr(j, name) for name in AT_RISK_FIGURES}}
                         for j in report.at_risk]}
            if report.at_risk else {}),
+        **({"stops": [{"container": q.container, "event": q.event, "figure": q.figure}
+                      for q in report.stops]}
+           if report.stops else {}),
     }
 
 

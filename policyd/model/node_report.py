@@ -21,6 +21,11 @@ the jobs the policy selects there); the rest is the kind's:
   the cores to meet their deadline (`at_risk`: the cores each needs elsewhere, the move
   counted, and the most it can use).
 
+Beside a kind's own figures, any report may list the jobs its agent would stop (`stops`): a
+policy with `on_target` / `on_converged: stop` whose agent decides its node (a node kind such as
+FlowCon or QoE, or a kind's node part), since only the manager may stop a job. The agent
+applies the rest of its decision and the manager stops them.
+
 Only jobs policyd may act on are listed (the agent applies the guards: opt-out, minimum age,
 cooldown, back-off), and at most as many per worker as a cycle may move off one worker. Plain
 values: no I/O.
@@ -32,6 +37,7 @@ import math
 from dataclasses import dataclass
 
 from policyd.model.forecast import seconds_per_step
+from policyd.model.qoe import DeliveryEvent
 
 METRIC_PREFIX = "policyd_node_report_"
 """Where agents publish reports and the manager reads them: `policyd_node_report_<figure>`."""
@@ -49,6 +55,8 @@ WAITING_FIGURES = ("ahead_seconds", "best_cores", "remaining_steps", "serial_sec
 AT_RISK_FIGURES = ("deadline_seconds", "need_elsewhere_cores", "cap_cores", "reserved_cores",
                    "granted_cores", "need_here_cores")
 """An at-risk job's series, `at_risk_<figure>` by container: the `AtRiskJob` fields."""
+STOP_FIGURE = "stop_request"
+"""A job the agent would stop, `stop_request` by container and event: `StopRequest.figure`."""
 TOP_FIGURE = "top_cores"
 """A node's series that only Deadline reports: `NodeReport.top_cores`."""
 CATEGORY_FIELDS = {"PC": "pc", "WC": "wc", "CC": "cc"}
@@ -129,6 +137,26 @@ class AtRiskJob:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StopRequest:
+    """A job the agent's decision stops (its policy's `on_target` / `on_converged: stop`),
+    for the manager to stop: what happened (`event`) and its figure, for the reason: the
+    latest loss for "target", the loss's remaining improvement as a fraction of today's loss
+    for "converged"."""
+
+    container: str
+    event: DeliveryEvent
+    figure: float
+
+    def __post_init__(self) -> None:
+        if self.event not in ("target", "converged"):
+            raise ValueError(f"stop request {self.container}: event must be target or "
+                             f"converged, not {self.event!r}")
+        if not math.isfinite(self.figure):
+            raise ValueError(f"stop request {self.container}: its figure must be a finite "
+                             "number")
+
+
+@dataclass(frozen=True, kw_only=True)
 class NodeReport:
     """One worker of one policy, as its node agent saw it at `time` (module docstring)."""
 
@@ -148,6 +176,7 @@ class NodeReport:
     waiting: tuple[WaitingJob, ...] = ()
     top_cores: float = 0.0
     at_risk: tuple[AtRiskJob, ...] = ()
+    stops: tuple[StopRequest, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.policy or not self.node:

@@ -3,7 +3,8 @@
 With `node_reports: true`, node agents publish each node's report of a cluster-wide kind
 (`policyd.daemon.node_report_metrics`: SpeCon's category counts, CPU, requests and rebalance
 candidates; Predictive's spare cores and waiting jobs; Deadline's spare cores, largest grant and
-at-risk jobs) and Prometheus scrapes them; the manager asks for all of them at once:
+at-risk jobs; the jobs any split policy's agents would stop) and Prometheus scrapes them; the
+manager asks for all of them at once:
 
     {__name__=~"policyd_node_report_.+", policy=~"<the policies>"}
 
@@ -45,6 +46,7 @@ from policyd.model import (
     ReallocationRequest,
     RebalanceCandidate,
     Snapshot,
+    StopRequest,
     WaitingJob,
 )
 from policyd.model.node_report import (
@@ -53,9 +55,11 @@ from policyd.model.node_report import (
     METRIC_PREFIX,
     NODE_FIGURES,
     SPARE_FIGURE,
+    STOP_FIGURE,
     TOP_FIGURE,
     WAITING_FIGURES,
 )
+from policyd.model.qoe import DeliveryEvent
 from policyd.sources.errors import SourceError
 from policyd.sources.prometheus_connect import PrometheusClient, ask, connect_prometheus
 from policyd.sources.promql import render_matchers
@@ -70,10 +74,12 @@ STALE_INTERVALS = 2.0
 _FIELDS = {f"{METRIC_PREFIX}{figure}": field for figure, field in (
     *NODE_FIGURES.items(), (SPARE_FIGURE, SPARE_FIGURE), (TOP_FIGURE, TOP_FIGURE),
     ("jobs", "jobs"), ("request_gain", "request_gain"),
-    ("candidate_converged_seconds", "candidate_converged_seconds"),
+    ("candidate_converged_seconds", "candidate_converged_seconds"), (STOP_FIGURE, STOP_FIGURE),
     *((f"waiting_{figure}", f"waiting_{figure}") for figure in WAITING_FIGURES),
     *((f"at_risk_{figure}", f"at_risk_{figure}") for figure in AT_RISK_FIGURES))}
 """A series' metric name -> the report's field (or the list it goes to)."""
+_EVENTS: dict[str, DeliveryEvent] = {"target": "target", "converged": "converged"}
+"""A stop request's `event` label -> its event."""
 _WAITING = {f"waiting_{figure}": figure for figure in WAITING_FIGURES}
 """A waiting job's series' field -> its `WaitingJob` field."""
 _AT_RISK = {f"at_risk_{figure}": figure for figure in AT_RISK_FIGURES}
@@ -95,6 +101,7 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
     figures: defaultdict[tuple[str, str, str], dict[str, float]] = defaultdict(dict)
     requests: defaultdict[tuple[str, str, str], list[ReallocationRequest]] = defaultdict(list)
     candidates: defaultdict[tuple[str, str, str], list[RebalanceCandidate]] = defaultdict(list)
+    stops: defaultdict[tuple[str, str, str], list[StopRequest]] = defaultdict(list)
     waiting: defaultdict[tuple[str, str, str], defaultdict[str, dict[str, float]]] = \
         defaultdict(lambda: defaultdict(dict))
     at_risk: defaultdict[tuple[str, str, str], defaultdict[str, dict[str, float]]] = \
@@ -122,6 +129,11 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
             if labels.get("container"):
                 candidates[key].append(RebalanceCandidate(container=labels["container"],
                                                           converged_seconds=value))
+        elif field == STOP_FIGURE:
+            event = _EVENTS.get(labels.get("event", ""))
+            if labels.get("container") and event is not None:
+                stops[key].append(StopRequest(container=labels["container"], event=event,
+                                              figure=value))
         elif field in _WAITING:
             if labels.get("container"):
                 waiting[key][labels["container"]][_WAITING[field]] = value
@@ -156,7 +168,8 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
                 # in the order the agent plans them: the work ahead of each, ties by id
                 waiting=tuple(sorted(jobs, key=lambda w: (w.ahead_seconds, w.container))),
                 top_cores=found.get(TOP_FIGURE, 0.0),
-                at_risk=tuple(sorted(risky, key=lambda j: (j.deadline_seconds, j.container))))
+                at_risk=tuple(sorted(risky, key=lambda j: (j.deadline_seconds, j.container))),
+                stops=tuple(sorted(stops[key], key=lambda q: q.container)))
         except (KeyError, ValueError) as exc:
             warnings.append(f"node report of {node} for {policy} ({instance or 'no instance'}) "
                             f"left out: incomplete or inconsistent ({exc})")
