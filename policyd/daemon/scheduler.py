@@ -19,11 +19,14 @@ replayed when that tick ends.
 Scope: a node agent (`scope="node"`) runs only the policies whose kind decides each node on its
 own; the others are left to the manager (logged at start and on every reload), but still count
 as peers for ownership. With `node_reports`, a node agent also runs the cluster-wide policies
-whose kind decides from node reports (SpeCon, Predictive with `migrate`), as reports: each
-tick takes its node's snapshot, asks the kind for the node's report (`Kind.node_reports`) and
+that can be decided from node reports (`Kind.reports_of`: SpeCon, Predictive with `migrate`,
+Deadline, and any policy that is cluster-wide only because it may stop jobs), as reports: each
+tick takes its node's snapshot, makes the node's report (`policyd.engine.report`) and
 publishes it on /metrics (`policyd.daemon.node_report_metrics`) for the manager. Of such a
-policy the agent decides and applies only its node's part, when the kind has one
-(`Kind.node_part`: Predictive's CPU limits; SpeCon has none), from the same snapshot.
+policy the agent decides and applies only its node's part, when it has one
+(`Kind.agent_part`: Predictive's CPU limits, a FlowCon policy with `on_converged: stop`
+without its stops; SpeCon has none), from the same snapshot: the jobs it would stop are in
+the report, for the manager to stop.
 
 Pending moves: before each tick's snapshot, `settle` (the backend's, e.g. the Docker
 actuator's `settle_pending`) finishes or rolls back what a crash or an engine outage left half
@@ -62,7 +65,7 @@ from policyd.daemon.health import Health
 from policyd.daemon.metrics import DaemonMetrics
 from policyd.daemon.ports import OutcomeObserver, flush_observer
 from policyd.daemon.reload import PolicyPoller, Reload
-from policyd.engine import decide
+from policyd.engine import report
 from policyd.engine.kind import Scope
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule, wakes_on
@@ -324,21 +327,18 @@ class Daemon:
 
     def _report(self, policy: PolicyDocument, interval: float,
                 peers: Sequence[PolicyDocument]) -> TickReport:
-        """A reported policy's tick: its node's part decided and applied, when the kind has
-        one (`Kind.node_part`: Predictive's CPU limits), and its node's report published from
-        the same snapshot; the rest is the manager's."""
+        """A reported policy's tick: its node's part decided and applied, when it has one
+        (`Kind.agent_part`: Predictive's CPU limits, a FlowCon policy that may stop jobs
+        whole), and its node's report published from the same snapshot, with the jobs to
+        stop, which the manager stops (`policyd.engine.report`); the rest is the manager's."""
         name = policy.name
-        kind = KINDS.of(policy)
-        make = kind.node_reports
-        assert make is not None
         started = time.perf_counter()
         outcome: Outcome | None = None
         try:
             snapshot = observe(self.source, policy, interval)
-            if kind.node_part is not None:
-                outcome = act(decide(kind.node_part(policy), snapshot, peers=peers),
-                              self.actuator, dry_run=self.dry_run_actuator)
-            reports = make(policy, snapshot)
+            decision, reports = report(policy, snapshot, peers=peers)
+            if decision is not None:
+                outcome = act(decision, self.actuator, dry_run=self.dry_run_actuator)
         except Exception as exc:  # a bug or an unexpected failure: report it, keep running
             return self._failed(name, exc, started, undone="no node report", what="node report")
         self.metrics.node_reports.publish(name, reports)
@@ -346,9 +346,10 @@ class Daemon:
         if outcome is not None:
             self._record(name, outcome, policy.spec.dry_run, time.perf_counter() - started)
         LOG.info("policy %s: node report of %s published (%d requests, %d candidates, %d "
-                 "waiting)", name, ", ".join(r.node for r in reports) or "no node",
-                 sum(len(r.requests) for r in reports), sum(len(r.candidates) for r in reports),
-                 sum(len(r.waiting) for r in reports))
+                 "waiting, %d at risk, %d to stop)", name,
+                 ", ".join(r.node for r in reports) or "no node",
+                 *(sum(len(getattr(r, listed)) for r in reports)
+                   for listed in ("requests", "candidates", "waiting", "at_risk", "stops")))
         return TickReport(policy=name, result="ok", outcome=outcome)
 
     def _settle_pending(self) -> None:

@@ -13,6 +13,10 @@ converged are notified, deprioritized or stopped, as the policy's `on_target` an
 beside it, actions on containers another policy owns are left to that policy), and the forecast
 of where each job is going (`policyd.engine.forecasting`: every assessment carries one, or a
 note why there is none).
+
+With node reports (`Snapshot.node_reports`, the manager of a split policy) the kind decides
+from them, and the jobs the agents report to stop are stopped (`policyd.engine.reported_stops`);
+`report` is the agent's side: its node's part decided, its stops taken out and reported.
 """
 
 from __future__ import annotations
@@ -24,8 +28,15 @@ from policyd.engine.delivery import deliver
 from policyd.engine.forecasting import settings_of, with_forecasts
 from policyd.engine.ownership import yield_to_owners
 from policyd.engine.registry import KINDS
+from policyd.engine.reported_stops import (
+    plain_reports,
+    reported_stops,
+    stops_decision,
+    take_stops,
+    with_stops,
+)
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Decision, Snapshot
+from policyd.model import Decision, NodeReport, Snapshot, StopRequest
 
 
 def decide(policy: PolicyDocument, snapshot: Snapshot, *,
@@ -35,8 +46,15 @@ def decide(policy: PolicyDocument, snapshot: Snapshot, *,
     out the forecasts a kind did not make itself (a caller that reads only the actions: the
     simulator's measured runs)."""
     kind = KINDS.of(policy)
+    if snapshot.node_reports and kind.stops_only(policy):
+        return replace(stops_decision(policy, snapshot, kind=kind.name,
+                                      interval_seconds=kind.intervals(policy).base_seconds),
+                       opt_out_key=policy.spec.selector.opt_out_key)
     decision = replace(kind.plan(policy, snapshot),
                        opt_out_key=policy.spec.selector.opt_out_key)
+    if snapshot.node_reports:
+        decision = replace(decision, actions=(*decision.actions,
+                                              *reported_stops(policy, snapshot)))
     decision = deliver(decision, policy, snapshot, forecasts=forecasts)
     decision = yield_to_owners(decision, policy, peers, snapshot.containers, snapshot.pending)
     if not forecasts:
@@ -46,4 +64,24 @@ def decide(policy: PolicyDocument, snapshot: Snapshot, *,
     return with_forecasts(decision, settings, snapshot)
 
 
-__all__ = ["KINDS", "PolicyDocument", "decide"]
+def report(policy: PolicyDocument, snapshot: Snapshot, *,
+           peers: Sequence[PolicyDocument] = ()
+           ) -> tuple[Decision | None, tuple[NodeReport, ...]]:
+    """A node agent's tick of a policy it reports to the manager (`Kind.reports_of`), from its
+    node's `snapshot`: what it applies (its node's part, `Kind.agent_part`, without the stops
+    only the manager makes; None when the kind gives the agent nothing to decide) and its
+    node's report, the jobs to stop listed in it."""
+    kind = KINDS.of(policy)
+    part = kind.agent_part(policy)
+    decision: Decision | None = None
+    stops: dict[str, tuple[StopRequest, ...]] = {}
+    if part is not None:
+        decision, stops = take_stops(decide(part, snapshot, peers=peers), snapshot)
+    if kind.stops_only(policy) or kind.node_reports is None:
+        reports = plain_reports(policy, snapshot)
+    else:
+        reports = kind.node_reports(policy, snapshot)
+    return decision, with_stops(reports, stops)
+
+
+__all__ = ["KINDS", "PolicyDocument", "decide", "report"]

@@ -43,7 +43,10 @@ and never import a kind's module or test its type (an import-linter contract kee
   reports says what an agent reports of its node (`policyd.model.node_report`); with
   `node_reports: true` in the daemon's settings, agents publish them and the manager decides
   from them alone (docs/design.md, "The manager from node reports"); `node_part(policy)`: what
-  the agent also decides and applies on its node (Predictive's CPU limits).
+  the agent also decides and applies on its node (Predictive's CPU limits). A policy that is
+  cluster-wide only because it may stop jobs (`stops_only`: a FlowCon policy with
+  `on_converged: stop`) splits the same way whatever its kind: its agents decide it and report
+  the jobs to stop, which the manager stops (`agent_part`, `policyd.engine.reported_stops`).
 
 This module holds plain declarations: no I/O, no policy logic.
 """
@@ -191,15 +194,41 @@ class Kind:
         """Where `policy` runs: each worker on its own, or the whole cluster. A policy that
         may stop or move jobs runs cluster-wide whatever its kind: a node agent may only set
         CPU (it holds no right to delete pods or change Jobs: deploy/kubernetes/rbac.yaml)."""
-        declared = self.policy_scope(policy) if self.policy_scope is not None else self.scope
+        declared = self._declared_scope(policy)
         if declared == "node" and self.acts_on_of(policy) & MANAGER_ONLY:
             return "cluster"
         return declared
 
+    def _declared_scope(self, policy: PolicyDocument) -> Scope:
+        return self.policy_scope(policy) if self.policy_scope is not None else self.scope
+
+    def stops_only(self, policy: PolicyDocument) -> bool:
+        """Whether `policy` runs cluster-wide only because it may stop jobs (`on_target` /
+        `on_converged: stop` on a policy of scope node): its node agents can decide the rest,
+        and the manager only stops what they report (`policyd.engine.reported_stops`)."""
+        own = (self.policy_acts_on(policy) if self.policy_acts_on is not None
+               else self.acts_on)
+        return (self._declared_scope(policy) == "node" and not own & MANAGER_ONLY
+                and "stop" in delivery_classes(policy))
+
     def reports_of(self, policy: PolicyDocument) -> bool:
-        """Whether `policy` can be decided from its node agents' reports (`node_reports`): a
-        cluster-wide policy of a kind that has them."""
-        return self.node_reports is not None and self.scope_of(policy) == "cluster"
+        """Whether `policy` can be decided from its node agents' reports: a cluster-wide
+        policy of a kind that has them (`node_reports`), or one that is cluster-wide only
+        because it may stop jobs (`stops_only`). A policy whose agents would decide nothing
+        (a kind without `node_part`) cannot stop jobs from reports: it reads every container."""
+        if self.stops_only(policy):
+            return True
+        return (self.node_reports is not None and self.scope_of(policy) == "cluster"
+                and ("stop" not in delivery_classes(policy) or self.node_part is not None))
+
+    def agent_part(self, policy: PolicyDocument) -> PolicyDocument | None:
+        """What a node agent decides and applies of a policy it reports (`reports_of`), its
+        stops reported to the manager instead of made: the whole policy when it is
+        cluster-wide only because it may stop jobs, else the kind's `node_part` (None: the
+        agent only reports)."""
+        if self.stops_only(policy):
+            return policy
+        return self.node_part(policy) if self.node_part is not None else None
 
     def acts_on_of(self, policy: PolicyDocument) -> frozenset[ActionClass]:
         """The action classes `policy` may emit (for ownership): its kind's, and those of its

@@ -1,6 +1,7 @@
 """Node reports through a real Prometheus: two node agents' /metrics scraped, the manager's
 source reads every node's report back in one query and decides what one snapshot of every
-container decides (`node_reports: true`), for SpeCon, Predictive with `migrate` and Deadline."""
+container decides (`node_reports: true`), for SpeCon, Predictive with `migrate`, Deadline, and
+a policy of scope node that may stop jobs."""
 
 from __future__ import annotations
 
@@ -15,15 +16,17 @@ from prometheus_client import CollectorRegistry
 from policyd.daemon.health import Health
 from policyd.daemon.http import StatusServer
 from policyd.daemon.metrics import DaemonMetrics
-from policyd.engine import decide
+from policyd.engine import decide, report
 from policyd.engine.deadline import node_reports as deadline_reports
 from policyd.engine.predictive_reports import node_reports as predictive_reports
 from policyd.engine.spec import PolicyDocument
 from policyd.engine.specon_reports import node_reports
-from policyd.model import NodeReport, Snapshot
+from policyd.model import NodeReport, Snapshot, Stop
 from policyd.sources.node_reports import NodeReportSource
 from tests.daemon.test_node_reports_deadline import mid_run as deadline_mid_run
 from tests.daemon.test_node_reports_predictive import mid_run
+from tests.daemon.test_node_reports_stops import policy as stopping_policy
+from tests.daemon.test_node_reports_stops import with_stops
 from tests.engine.specon_builders import cluster, policy, thesis_jobs
 from tests.engine.test_deadline_reports import placements
 from tests.engine.test_deadline_reports import shipped as deadline_policy
@@ -125,3 +128,22 @@ def test_deadlines_at_risk_jobs_come_back_whole_and_are_placed_as_from_every_con
     decided = decide(p, replace(snap, time=whole.time, pending=whole.pending))
     assert placements(decided) == placements(decide(p, whole))
     assert {frm for _, frm, _ in placements(decided)} >= {"held", "worker-2"}
+
+
+def test_the_jobs_to_stop_come_back_whole_and_are_stopped_as_from_every_container(
+        tmp_path: Path) -> None:
+    """A QoE policy with `on_converged` / `on_target: stop` (scope node: its agents decide it)
+    on qoe-random-32-4w at its first stop, its four workers' reports published by two agents:
+    every job to stop read back with its event and figure, and the stops one snapshot of every
+    container makes."""
+    p, whole = stopping_policy(), with_stops()
+    _, reports = report(p, whole)
+    assert any(r.stops for r in reports)
+    nodes = [n.name for n in whole.nodes]
+    snap = through_prometheus(tmp_path, p, reports, {"agent-a": tuple(nodes[:2]),
+                                                     "agent-b": tuple(nodes[2:])})
+    assert [replace(r, time=0.0) for r in snap.node_reports] == \
+        [replace(r, time=0.0) for r in reports]
+    decided = decide(p, snap)
+    assert sorted((a.container, a.node, a.event) for a in decided.actions) == sorted(
+        (a.container, a.node, a.event) for a in decide(p, whole).actions if isinstance(a, Stop))

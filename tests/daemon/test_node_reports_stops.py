@@ -1,0 +1,97 @@
+"""Node agents that decide a policy which may stop jobs (`on_converged: stop` on a QoE policy,
+a kind of scope node) and report the jobs to stop; the manager stops them from what its source
+reads back (`node_reports: true`, `policyd.engine.reported_stops`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+
+from prometheus_client import CollectorRegistry
+
+from policyd.daemon.metrics import DaemonMetrics
+from policyd.daemon.roles import NodeScopedSource, node_agent_policies
+from policyd.daemon.scheduler import Daemon
+from policyd.engine import decide, report
+from policyd.engine.spec import PolicyDocument
+from policyd.model import SetCpu, Snapshot, Stop
+from policyd.sim import scenarios
+from policyd.sim.world import World
+from policyd.sources.node_reports import NodeReportSource, ReportedSource
+from policyd.tick import FixedSource, observe
+from tests.daemon.fakes import FakeActuator
+from tests.daemon.test_node_reports import Answering, samples, vector
+from tests.engine.test_reported_stops import stopping
+
+SCENARIO = "qoe-random-32-4w"
+
+
+@cache
+def policy() -> PolicyDocument:
+    return stopping(SCENARIO)
+
+
+@cache
+def with_stops() -> Snapshot:
+    """The first snapshot of the scenario (every 15 s) whose decision stops a job."""
+    p = policy()
+    world = World(replace(scenarios.build(SCENARIO), policies=(p,)), policies=(p,))
+    for seconds in range(60, 3000, 15):
+        world.run_until(seconds)
+        snap = observe(world, p)
+        if any(isinstance(a, Stop) for a in decide(p, snap).actions):
+            return snap
+    raise AssertionError("no stop in the run")
+
+
+def stopping_node(snap: Snapshot) -> str:
+    return next(a.node for a in decide(policy(), snap).actions if isinstance(a, Stop))
+
+
+def test_a_node_agent_sets_its_nodes_cpu_and_publishes_the_jobs_to_stop() -> None:
+    snap, p = with_stops(), policy()
+    node = stopping_node(snap)
+    registry, actuator = CollectorRegistry(), FakeActuator()
+    agent = Daemon([p], source=NodeScopedSource(FixedSource(snap), node), actuator=actuator,
+                   metrics=DaemonMetrics(registry), scope="node", node_reports=True)
+    (ticked,) = agent.run_once()
+    agent.shutdown()
+    assert ticked.result == "ok"
+    whole = decide(p, snap)
+    # its node's part: what one snapshot does there, but the stops (the manager's)
+    assert [a for a in actuator.applied] == [
+        a for a in whole.actions if a.node == node and not isinstance(a, Stop)]
+    assert all(isinstance(a, SetCpu) for a in actuator.applied)
+    found = samples(registry)
+    stops = {(k[1][0][1], k[1][1][1]): v for k, v in found.items()
+             if k[0] == "policyd_node_report_stop_request"}
+    expected = [a for a in whole.actions if isinstance(a, Stop) and a.node == node]
+    assert sorted(stops) == sorted((a.container, a.event) for a in expected)
+    assert all(v >= 0 for v in stops.values())
+
+
+def test_the_manager_stops_from_the_reports_what_one_snapshot_stops() -> None:
+    snap, p = with_stops(), policy()
+    _, reports = report(p, snap)
+    registry = CollectorRegistry()
+    DaemonMetrics(registry).node_reports.publish(p.name, reports)
+    source = ReportedSource(FixedSource(snap), NodeReportSource(
+        "http://prom", client=Answering(vector(registry)), clock=lambda: snap.time))
+    manager = source.snapshot([p])
+    assert source.reports.last_warnings == ()
+    assert manager.containers == () and manager.node_reports == reports
+    found = decide(p, manager)
+    whole = decide(p, snap)
+    assert [(a.container, a.node, a.event, a.grace_seconds) for a in found.actions] == sorted(
+        (a.container, a.node, a.event, a.grace_seconds) for a in whole.actions
+        if isinstance(a, Stop))
+    assert all("reported by the node agent of" in a.reason for a in found.actions)
+
+
+def test_which_process_runs_a_policy_that_may_stop_jobs() -> None:
+    p = policy()
+    assert node_agent_policies([p], node_reports=True) == [p]
+    assert node_agent_policies([p]) == []  # without reports: the manager's, every container
+    notify = p.model_copy(update={"spec": p.spec.model_copy(update={
+        "on_converged": "notify", "on_target": "notify"})})
+    assert node_agent_policies([notify]) == [notify]  # a node policy: the agents' alone
