@@ -2,7 +2,8 @@
 10,000 workers (issue 18; benchmarks/README.md, "node_reports.py").
 
     flock /tmp/policyd-slow.lock .venv/bin/python benchmarks/node_reports.py [--nodes 1000 10000]
-                                    [--cycles 5] [--kind specon|predictive|deadline]
+                                    [--cycles 5]
+                                    [--kind specon|predictive|deadline|flowcon-stop]
 
 Per size: the synthetic cluster of engine_scale.py (10 jobs a worker, 60 samples a series) under
 the thesis's SpeCon (policies/specon.yaml) or the shipped Predictive, which moves jobs
@@ -10,18 +11,22 @@ the thesis's SpeCon (policies/specon.yaml) or the shipped Predictive, which move
 them; half the workers crowded, half roomy: `CROWDED_CORES`) or the shipped Deadline
 (policies/deadline.yaml; the same steps and workers, each job's deadline set where it needs
 `DEADLINE_CORES` cores, so that the crowded workers' jobs are at risk, and one held job per
-`HELD_EVERY` workers to admit); every worker's report made by the
-kind's `node_reports` (what each node agent makes of its own node); a child process publishes
+`HELD_EVERY` workers to admit) or the shipped FlowCon with `on_converged` and `on_target: stop`
+(`flowcon-stop`: a policy that runs in the manager only because it may stop jobs; the same
+steps, totals and workers); every worker's report made by the kind's `node_reports` (what each
+node agent makes of its own node; for flowcon-stop the agent's whole tick, `policyd.engine.
+report`: its decision, its stops listed in the report); a child process publishes
 them on /metrics endpoints of 1,000 workers each (as the agents would, each its own), re-stamped
 every 5 s so that none goes stale; a real Prometheus (127.0.0.1, 5 s scrapes) scrapes them. Then
 the manager's cycles, in this process: `NodeReportSource.snapshot` (the one instant query, its
 answer decoded) and `decide` (SpeCon's Algorithms 4 and 5, Predictive's moves, from the
 reports; Deadline's moves and admissions, its held jobs handed over as the manager's own
-source would list them, that listing not timed), each timed in wall and CPU seconds (the
+source would list them, that listing not timed; flowcon-stop's stops), each timed in wall and CPU seconds (the
 child's and Prometheus's CPU are theirs, not counted); the answer's bytes and Prometheus's own
 evaluation time (`stats=all`) from one raw fetch; the process's peak RSS. Also one agent's
 cycle: `node_reports` on one worker's 10 jobs (median of 200; Predictive's and Deadline's
-agents plan the worker's limits in it, their node part's work).
+agents plan the worker's limits in it, their node part's work; flowcon-stop's agent decides
+the whole policy on its node, forecasts included).
 "listed": the jobs the reports name (requests, candidates, waiting and at-risk jobs).
 """
 
@@ -52,7 +57,7 @@ from timing import host_speed_text
 from policyd.daemon.health import Health
 from policyd.daemon.http import StatusServer
 from policyd.daemon.node_report_metrics import NodeReportCollector
-from policyd.engine import decide
+from policyd.engine import decide, report
 from policyd.engine.forecasting import forecast_containers, settings_of
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
@@ -76,19 +81,24 @@ HELD_EVERY = 10
 """Deadline: one held job per this many workers."""
 
 
+KINDS_MEASURED = ("specon", "predictive", "deadline", "flowcon-stop")
+
+
 def shipped(kind: str) -> PolicyDocument:
-    """The shipped policy of `kind` (specon, predictive, deadline), selecting the synthetic
-    jobs."""
-    policy = load_policies(ROOT / "policies" / f"{kind}.yaml")[0]
-    spec = policy.spec.model_copy(update={"selector": policy.spec.selector.model_copy(
-        update={"labels": {"app": "train"}})})
+    """The shipped policy of `kind` (`KINDS_MEASURED`), selecting the synthetic jobs."""
+    stops = kind == "flowcon-stop"
+    policy = load_policies(ROOT / "policies" / f"{'flowcon' if stops else kind}.yaml")[0]
+    spec = policy.spec.model_copy(update={
+        "selector": policy.spec.selector.model_copy(update={"labels": {"app": "train"}}),
+        **({"on_converged": "stop", "on_target": "stop"} if stops else {})})
     return policy.model_copy(update={"spec": spec})
 
 
 def reports_of(policy: PolicyDocument, snapshot: Snapshot) -> tuple[NodeReport, ...]:
-    make = KINDS.of(policy).node_reports
-    assert make is not None
-    return make(policy, snapshot)
+    kind = KINDS.of(policy)
+    if kind.node_reports is None or kind.stops_only(policy):
+        return report(policy, snapshot)[1]
+    return kind.node_reports(policy, snapshot)
 
 
 def publish(reports: tuple[NodeReport, ...], policy: str, ready: Connection) -> None:
@@ -214,7 +224,7 @@ def measure(nodes: int, cycles: int, kind: str) -> dict[str, float]:
         publisher.join()
     return {"nodes": nodes, "containers": nodes * PER_NODE, "series": series,
             "listed": sum(len(r.requests) + len(r.candidates) + len(r.waiting)
-                          + len(r.at_risk) for r in reports),
+                          + len(r.at_risk) + len(r.stops) for r in reports),
             "cycle_wall_s": statistics.median(walls), "cycle_cpu_s": statistics.median(cpus),
             "observe_wall_s": statistics.median(observes),
             "answer_mb": size / 1e6, "fetch_s": fetch, "prometheus_eval_s": evaluation,
@@ -226,7 +236,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[1_000, 10_000])
     parser.add_argument("--cycles", type=int, default=5)
-    parser.add_argument("--kind", choices=("specon", "predictive", "deadline"), default="specon")
+    parser.add_argument("--kind", choices=KINDS_MEASURED, default="specon")
     args = parser.parse_args()
     print(f"{host_speed_text()}; {args.kind}", flush=True)
     print(f"{'workers':>8} {'jobs':>8} {'listed':>7} {'series':>7} {'answer':>8} {'fetch':>7} "
