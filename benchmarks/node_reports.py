@@ -15,19 +15,19 @@ them; half the workers crowded, half roomy: `CROWDED_CORES`) or the shipped Dead
 (`flowcon-stop`: a policy that runs in the manager only because it may stop jobs; the same
 steps, totals and workers); every worker's report made by the kind's `node_reports` (what each
 node agent makes of its own node; for flowcon-stop the agent's whole tick, `policyd.engine.
-report`: its decision, its stops listed in the report); a child process publishes
-them on /metrics endpoints of 1,000 workers each (as the agents would, each its own), re-stamped
-every 5 s so that none goes stale; a real Prometheus (127.0.0.1, 5 s scrapes) scrapes them. Then
-the manager's cycles, in this process: `NodeReportSource.snapshot` (the one instant query, its
-answer decoded) and `decide` (SpeCon's Algorithms 4 and 5, Predictive's moves, from the
-reports; Deadline's moves and admissions, its held jobs handed over as the manager's own
-source would list them, that listing not timed; flowcon-stop's stops), each timed in wall and CPU seconds (the
-child's and Prometheus's CPU are theirs, not counted); the answer's bytes and Prometheus's own
-evaluation time (`stats=all`) from one raw fetch; the process's peak RSS. Also one agent's
-cycle: `node_reports` on one worker's 10 jobs (median of 200; Predictive's and Deadline's
-agents plan the worker's limits in it, their node part's work; flowcon-stop's agent decides
-the whole policy on its node, forecasts included).
-"listed": the jobs the reports name (requests, candidates, waiting and at-risk jobs).
+report`: its decision, its stops listed in the report); a child process publishes them on
+/metrics endpoints of 1,000 workers each (as the agents would, each its own), re-stamped every 5
+s so that none goes stale; a real Prometheus (127.0.0.1, 5 s scrapes) scrapes them. Then the
+manager's cycles, in this process: `NodeReportSource.snapshot` (the one instant query, its
+answer decoded) and `decide` (SpeCon's Algorithms 4 and 5, Predictive's moves, from the reports;
+Deadline's moves and admissions, its held jobs handed over as the manager's own source would
+list them, that listing not timed; flowcon-stop's stops), each timed in wall and CPU seconds
+(the child's and Prometheus's CPU are theirs, not counted); the answer's bytes and Prometheus's
+own evaluation time (`stats=all`) from one raw fetch; the process's peak RSS. Also one agent's
+cycle: `node_reports` on one worker's 10 jobs (median of 200; Predictive's and Deadline's agents
+plan the worker's limits in it, their node part's work; flowcon-stop's agent decides the whole
+policy on its node, forecasts included).
+"listed": the jobs the reports name (requests, candidates, waiting, at-risk jobs and stops).
 """
 
 from __future__ import annotations

@@ -92,9 +92,11 @@ class Follower:
         self.relists = 0
 
     def follow(self, listed: Callable[[list[dict[str, Any]]], None],
-               changed: Callable[[str, dict[str, Any]], None], stop: threading.Event) -> None:
+               changed: Callable[[str, dict[str, Any]], None], stop: threading.Event,
+               lost: Callable[[], None] | None = None) -> None:
         """List and watch until `stop`, giving each list to `listed` and each change after it
-        to `changed`."""
+        to `changed`; `lost` is called when a list or a watch fails for another reason than an
+        expired version (what was seen may be going stale until the next list)."""
         stoppable = Stoppable(stop)
         stopper = stoppable.close_on_stop()
         delay = self.backoff_seconds
@@ -112,12 +114,16 @@ class Follower:
                     LOG.info("%s: resourceVersion expired (410 Gone); relisting", self.label)
                     continue
                 LOG.warning("%s: HTTP %s; relisting in %.1f s", self.label, exc.status, delay)
+                if lost is not None:
+                    lost()
                 stop.wait(delay)
                 delay = min(delay * 2, self.max_backoff_seconds)
             except Exception as exc:  # connection problems of every kind: relist later
                 if stop.is_set():
                     break  # the stopper closed the stream under the client
                 LOG.warning("%s: %s; relisting in %.1f s", self.label, exc, delay)
+                if lost is not None:
+                    lost()
                 stop.wait(delay)
                 delay = min(delay * 2, self.max_backoff_seconds)
         stopper.join(timeout=1)

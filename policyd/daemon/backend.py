@@ -217,14 +217,16 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
                 LOG.info("kubernetes: settled %d half-done migrations", len(done))
     batch = None if node is not None else k8s.BatchV1Api(shared)  # Jobs: the manager's
     jobs = JobWatch(batch, scope) if batch is not None else None
+    pods = PodWatch(core, scope)  # the listener, and the source's view of the pods
     source = KubernetesPodSource(prometheus.url, scope, core=core,
                                  timeout_seconds=prometheus.timeout_seconds,
                                  max_concurrent_queries=prometheus.max_concurrent_queries,
                                  access=checked_access(prometheus, "prometheus"),
                                  evaluation_node_label=prometheus.evaluation_node_label,
                                  batch=batch,
-                                 held_from=jobs.held_now if jobs is not None else None)
-    events: EventSource = PodWatch(core, scope)
+                                 held_from=jobs.held_now if jobs is not None else None,
+                                 pods_from=pods.running_now)
+    events: EventSource = pods
     if jobs is not None:  # it also keeps the held Jobs for the source, while it runs
         events = MergedEvents(events, jobs)
     return Parts(source=source, actuator=actuator, events=events,

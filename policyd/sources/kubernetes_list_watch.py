@@ -10,7 +10,11 @@ tracked (pods: started / stopped; Jobs: submitted / nothing). Objects are known 
 object is reported once each time it enters; the first list reports nothing (what exists at
 start is the snapshot's business), a relist (after 410 Gone or a failure) the difference. What
 is tracked now is also there to read (`tracked`), as an informer's cache is: the manager's
-source takes the held Jobs from the Job watch instead of listing every Job each cycle.
+source takes the held Jobs from the Job watch instead of listing every Job each cycle, and the
+source of every role its pods from the pod watch instead of listing them. A list or a watch
+that fails (the API server unreachable, a 5xx) forgets the view until the next list succeeds:
+a reader then lists for itself, and fails as the API does, rather than read a view that
+nobody keeps up to date.
 
 The loop itself (watch windows from the list's resourceVersion, 410 relists, back-off, the
 prompt stop) is `policyd.clients.kubernetes_follow.Follower`'s, shared with the policy
@@ -76,21 +80,25 @@ class ListWatch(Follower):
         self._clock = clock
         self._lock = threading.Lock()
         self._known: dict[str, Tracked] | None = None  # None: not listed yet (or stopped)
+        self._current = False  # whether `_known` is kept up to date (`tracked`)
 
     def _tracked(self, items: Iterable[Mapping[str, Any]]) -> dict[str, Tracked]:
         return {t.uid: t for t in map(self.track, items) if t is not None}
 
     def tracked(self) -> list[Tracked] | None:
         """The objects tracked now, as the list and the watch's events since have shown them
-        (a reader's copy); None while the watch does not run or has not listed yet."""
+        (a reader's copy); None while the watch does not run, has not listed yet, or has lost
+        the API server since its last list."""
         with self._lock:
-            return None if self._known is None else list(self._known.values())
+            if self._known is None or not self._current:
+                return None
+            return list(self._known.values())
 
     def watch(self, on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
         def listed(items: list[dict[str, Any]]) -> None:
             fresh = self._tracked(items)
             with self._lock:
-                known, self._known = self._known, fresh
+                known, self._known, self._current = self._known, fresh, True
             if known is not None:
                 for found in diff(known, fresh, self._clock(), entered=self.entered,
                                   left=self.left):
@@ -99,8 +107,12 @@ class ListWatch(Follower):
         def changed(kind: str, obj: dict[str, Any]) -> None:
             self._apply(kind, obj, on_event)
 
+        def lost() -> None:
+            with self._lock:
+                self._current = False  # kept for the next list's difference, not to be read
+
         try:
-            self.follow(listed, changed, stop)
+            self.follow(listed, changed, stop, lost)
         finally:
             with self._lock:
                 self._known = None  # no longer kept up to date

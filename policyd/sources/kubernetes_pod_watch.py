@@ -6,6 +6,14 @@ reports the difference. The loop is `kubernetes_list_watch.ListWatch`, shared wi
 Jobs' `kubernetes_jobs.JobWatch`; this module says only which calls (`kubernetes_pod_facts`'
 list calls, with `watch=True`) and what counts as running (`pod_facts(...).running`, by uid).
 
+What it sees is also the source's pod list (`running_now`), as an informer's cache is: every
+cycle used to list every managed pod, 44.5 MB of JSON and 2.1 CPU s of decoding at 10,000 pods
+on a slow 2-core host (benchmarks/README.md, "kubernetes_pods.py"), and the API server's work to
+serve it. A change reaches the view as the watch's event; the view is read only while the
+watch keeps it (`ListWatch.tracked`), and only when one watch call covers every managed pod
+(all namespaces, or one): with several namespaces the calls are watched in turn, so a change in
+one waits up to a window while another is watched, too stale for a snapshot.
+
 Must not: build snapshots or read Prometheus (the source, `kubernetes_pods`), or act on what it
 sees (the daemon ticks the policies).
 """
@@ -16,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any, Unpack
 
 from policyd.sources.kubernetes_list_watch import ListWatch, Tracked, WatchOptions
-from policyd.sources.kubernetes_pod_facts import PodScope, pod_facts, pod_listing
+from policyd.sources.kubernetes_pod_facts import PodFacts, PodScope, pod_facts, pod_listing
 
 
 class PodWatch(ListWatch):
@@ -37,4 +45,14 @@ class PodWatch(ListWatch):
         f = pod_facts(pod, self.scope.container_name)
         if f is None or not f.running:
             return None
-        return Tracked(uid=f.uid, container=f.id, node=f.node)
+        return Tracked(uid=f.uid, container=f.id, node=f.node, item=f)
+
+    def running_now(self) -> list[PodFacts] | None:
+        """The managed pods running now, as the watch has seen them (the source reads them
+        instead of listing every pod: `KubernetesPodSource`); None while the watch does not
+        keep them (not running, not listed yet, the API server lost since) or when several
+        watch calls share it (module docstring)."""
+        if len(self.listing.calls) != 1:
+            return None
+        tracked = self.tracked()
+        return None if tracked is None else [t.item for t in tracked]

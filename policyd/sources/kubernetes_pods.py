@@ -2,7 +2,8 @@
 
 Per cycle, a constant number of calls whatever the number of pods: one pod list
 (`list_pod_for_all_namespaces`, or one `list_namespaced_pod` per configured namespace, with
-the label selector, and on a node agent the field selector of its node), one node list
+the label selector, and on a node agent the field selector of its node) unless the pod watch
+keeps them (`pods_from`: `PodWatch.running_now`, an informer's cache), one node list
 (allocatable CPU = capacity; both `kubernetes_pod_facts`), and the two Prometheus range
 queries of `promql.build_queries` (evaluation, CPU), the progress pair when a policy needs
 steps and one per QoE metric; with a Jobs API (the manager), one Job list for the held Jobs
@@ -43,7 +44,13 @@ from policyd.model import PendingJob, Snapshot
 from policyd.sources import promql
 from policyd.sources.errors import SourceError
 from policyd.sources.kubernetes_jobs import held_jobs, list_jobs
-from policyd.sources.kubernetes_pod_facts import PodScope, list_nodes, list_pods, pod_facts
+from policyd.sources.kubernetes_pod_facts import (
+    PodFacts,
+    PodScope,
+    list_nodes,
+    list_pods,
+    pod_facts,
+)
 from policyd.sources.kubernetes_snapshot import api_settings, merge
 from policyd.sources.matrix import ResponseShapeError
 from policyd.sources.progress import ProgressTable
@@ -84,13 +91,17 @@ class KubernetesPodSource:
                  evaluation_node_label: str | None = None,
                  max_concurrent_queries: int = MAX_CONCURRENT_QUERIES,
                  clock: Callable[[], float] = time.time, batch: Any = None,
-                 held_from: Callable[[], tuple[PendingJob, ...] | None] | None = None) -> None:
+                 held_from: Callable[[], tuple[PendingJob, ...] | None] | None = None,
+                 pods_from: Callable[[], list[PodFacts] | None] | None = None) -> None:
         self.url = prometheus_url.rstrip("/")
         self.scope, self.core, self._clock = scope, core, clock
         self.batch = batch  # a BatchV1Api: held Jobs are listed (not on a node agent)
         self.held_from = held_from
         """The Jobs held now as the manager's Job watch sees them (`JobWatch.held_now`;
         None from it: not known yet, list them)."""
+        self.pods_from = pods_from
+        """The managed pods running now as the pod watch sees them (`PodWatch.running_now`;
+        None from it: not kept, list them)."""
         self.settings = api_settings(evaluation_node_label)
         self._pool = prometheus_pool(self.url, workers=max_concurrent_queries,
                                      name="kubernetes-query", timeout_seconds=timeout_seconds,
@@ -102,14 +113,19 @@ class KubernetesPodSource:
         """How many of a cycle's Prometheus queries may be out at once."""
         return self._pool.workers
 
-    def _from_api(self) -> tuple[list[dict[str, Any]], dict[str, float],
-                                 dict[str, dict[str, str]]]:
-        """The pod list, the nodes' allocatable CPU and their labels; API failures are
-        SourceErrors."""
-        def listed() -> tuple[list[dict[str, Any]], dict[str, float], dict[str, dict[str, str]]]:
-            items, _ = list_pods(self.core, self.scope)
-            return items, *list_nodes(self.core, self.scope.node_name)
-        return _api_call(listed, self.core, "pods, nodes")
+    def _from_api(self, watched: list[PodFacts] | None
+                  ) -> tuple[list[PodFacts], dict[str, float], dict[str, dict[str, str]]]:
+        """The running pods' facts (`watched`, else listed), the nodes' allocatable CPU and
+        their labels; API failures are SourceErrors."""
+        def listed() -> tuple[list[PodFacts], dict[str, float], dict[str, dict[str, str]]]:
+            if watched is not None:
+                running = watched
+            else:
+                items, _ = list_pods(self.core, self.scope)
+                running = [f for f in (pod_facts(p, self.scope.container_name) for p in items)
+                           if f is not None and f.running]
+            return running, *list_nodes(self.core, self.scope.node_name)
+        return _api_call(listed, self.core, "nodes" if watched is not None else "pods, nodes")
 
     def _held(self) -> list[dict[str, Any]]:
         """The Jobs that may be held; an API failure is a SourceError, as the pod list's is
@@ -148,7 +164,8 @@ class KubernetesPodSource:
                                  node=self.scope.node_name)
         with self._pool.batch() as batch:
             sent = send_cycle(batch, self.url, q, facts=False)  # the facts: from the API
-            listed = batch.alongside(self._from_api)
+            pods = self.pods_from() if self.pods_from is not None else None
+            listed = batch.alongside(functools.partial(self._from_api, pods))
             # held Jobs only for a policy that starts them, from the Job watch when it runs:
             # listing every managed Job is the cycle's largest read on a big cluster
             # (benchmarks/README.md)
@@ -159,9 +176,9 @@ class KubernetesPodSource:
             evaluation = sent.evaluation()
             cpu = sent.cpu() if sent.cpu is not None else []
             progress, missed = progress_from(q, sent.progress)
-            items, allocatable, node_labels = listed()
+            found, allocatable, node_labels = listed()
             snap, warnings = self._merged(q, intervals, evaluation=evaluation, cpu=cpu,
-                                          items=items, allocatable=allocatable,
+                                          found=found, allocatable=allocatable,
                                           node_labels=node_labels, progress=progress)
             snap, measured = metrics_from(sent.metrics, snap,
                                           self.settings.evaluation_identity_labels)
@@ -176,12 +193,11 @@ class KubernetesPodSource:
         return snap
 
     def _merged(self, q: promql.CycleQueries, intervals: Mapping[str, float] | None, *,
-                evaluation: Any, cpu: Any, items: list[dict[str, Any]],
+                evaluation: Any, cpu: Any, found: list[PodFacts],
                 allocatable: dict[str, float], node_labels: dict[str, dict[str, str]],
                 progress: ProgressTable) -> tuple[Snapshot, tuple[str, ...]]:
         """Prometheus's answers and the API's lists -> the snapshot and its warnings."""
-        found = [f for f in (pod_facts(p, self.scope.container_name) for p in items)
-                 if f is not None and f.running]
+        found = sorted(found, key=lambda f: f.id)  # the list's order, whichever gave them
         try:
             parsed = merge(evaluation=evaluation, cpu=cpu, found=found,
                            allocatable=allocatable, queries=q, settings=self.settings,
