@@ -65,18 +65,19 @@ def decide(policy: PolicyDocument, snapshot: Snapshot, *,
 
 
 def report(policy: PolicyDocument, snapshot: Snapshot, *,
-           peers: Sequence[PolicyDocument] = ()
+           peers: Sequence[PolicyDocument] = (), forecasts: bool = True
            ) -> tuple[Decision | None, tuple[NodeReport, ...]]:
     """A node agent's tick of a policy it reports to the manager (`Kind.reports_of`), from its
     node's `snapshot`: what it applies (its node's part, `Kind.agent_part`, without the stops
     only the manager makes; None when the kind gives the agent nothing to decide) and its
-    node's report, the jobs to stop listed in it."""
+    node's report, the jobs to stop listed in it. `forecasts` as for `decide`."""
     kind = KINDS.of(policy)
     part = kind.agent_part(policy)
     decision: Decision | None = None
     stops: dict[str, tuple[StopRequest, ...]] = {}
     if part is not None:
-        decision, stops = take_stops(decide(part, snapshot, peers=peers), snapshot)
+        decision, stops = take_stops(decide(part, snapshot, peers=peers, forecasts=forecasts),
+                                     snapshot)
     if kind.stops_only(policy) or kind.node_reports is None:
         reports = plain_reports(policy, snapshot)
     else:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from policyd.engine import decide
+from policyd.engine import decide, report
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Decision, Snapshot
+from policyd.model import Decision, NodeReport, Snapshot
 from policyd.sim.world import World
 from policyd.tick import Outcome, observe
 
@@ -22,21 +22,24 @@ def reported(p: PolicyDocument, snap: Snapshot) -> Snapshot:
 
 
 class SplitWorld(World):
-    """Each tick, the agents' part (`Kind.node_part`) decided on the cluster's snapshot and
-    applied, then the manager's decision from the reports of that same snapshot, applied;
-    the manager's decisions kept with their times (`managed`)."""
+    """Each tick, the agents' tick (`policyd.engine.report`: their part decided and applied,
+    their reports made) on the cluster's snapshot, then the manager's decision from those
+    reports, applied; the manager's decisions kept with their times (`managed`), and every
+    report (`reports`)."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.managed: list[tuple[float, Decision]] = []
+        self.reports: list[NodeReport] = []
 
     def _tick(self, schedule: Schedule) -> Schedule:
         p = schedule.policy
         snap = observe(self, p, schedule.interval_seconds)
-        make_part = KINDS.of(p).node_part
-        assert make_part is not None
-        local = decide(make_part(p), snap, peers=self.policies, forecasts=False)
-        manager = decide(p, reported(p, snap), peers=self.policies, forecasts=False)
+        local, reports = report(p, snap, peers=self.policies, forecasts=False)
+        assert local is not None
+        self.reports += reports
+        manager = decide(p, replace(snap, containers=(), node_reports=reports),
+                         peers=self.policies, forecasts=False)
         self.managed.append((self.now, manager))
         for decision in (local, manager):
             for action in decision.actions:

@@ -9,13 +9,13 @@ import pytest
 
 from policyd.engine import decide, report
 from policyd.engine.registry import KINDS
-from policyd.engine.schedule import Schedule
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Decision, NodeReport, Snapshot, Stop, StopRequest
+from policyd.model import NodeReport, Snapshot, Stop, StopRequest
 from policyd.model.codec import SnapshotError, snapshot_from_dict, snapshot_to_dict
 from policyd.sim import scenarios
 from policyd.sim.world import World
-from policyd.tick import Outcome, observe
+from policyd.tick import observe
+from tests.engine.split_world import SplitWorld
 
 
 def with_spec(p: PolicyDocument, **update: object) -> PolicyDocument:
@@ -45,34 +45,6 @@ def test_a_node_policy_that_may_stop_jobs_is_split_and_others_are_not() -> None:
     assert KINDS.of(specon).reports_of(scenario_policy("specon-random-20"))
 
 
-class SplitStops(World):
-    """Each tick as with `node_reports`: the agents' tick (`report`) on the cluster's snapshot
-    applied, then the manager's decision from those reports, applied. The manager's
-    decisions are kept (`managed`)."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.managed: list[tuple[float, Decision]] = []
-        self.reports: list[NodeReport] = []
-
-    def _tick(self, schedule: Schedule) -> Schedule:
-        p = schedule.policy
-        snap = observe(self, p, schedule.interval_seconds)
-        local, reports = report(p, snap, peers=self.policies)
-        assert local is not None
-        assert not any(isinstance(a, Stop) for a in local.actions)
-        self.reports += reports
-        manager = decide(p, replace(snap, containers=(), node_reports=reports),
-                         peers=self.policies, forecasts=False)
-        assert all(isinstance(a, Stop) for a in manager.actions)
-        self.managed.append((self.now, manager))
-        for decision in (local, manager):
-            for action in decision.actions:
-                self.apply(action, decision)
-            self.outcomes.append((self.now, Outcome(decision=decision)))
-        return schedule.ran(local, self.now)
-
-
 def stops_of(world: World) -> list[tuple[float, str, str, str]]:
     return sorted((t, a.container, a.node, a.event) for t, o in world.outcomes
                   for a in o.decision.actions if isinstance(a, Stop))
@@ -87,8 +59,11 @@ def test_split_the_run_is_the_run_of_one_snapshot(name: str) -> None:
     scenario = replace(scenarios.build(name), policies=(p,))
     whole = World(scenario, policies=(p,))
     whole.run()
-    split = SplitStops(scenario, policies=(p,))
+    split = SplitWorld(scenario, policies=(p,))
     split.run()
+    managed = [a for _, d in split.managed for a in d.actions]
+    assert all(isinstance(a, Stop) for a in managed)
+    assert len(stops_of(split)) == len(managed)  # the agents' part stopped nothing itself
     assert stops_of(split) == stops_of(whole)
     assert len(stops_of(whole)) >= 3, "too few stops to compare"
     ours, theirs = split.result("policy"), whole.result("policy")
