@@ -41,6 +41,7 @@ def take_stops(decision: Decision, snapshot: Snapshot
     by_id = {c.id: c for c in snapshot.containers}
     forecasts = {a.container: a.forecast for a in decision.assessments}
     out: defaultdict[str, list[StopRequest]] = defaultdict(list)
+    unfigured: list[str] = []
     for stop in stops:
         figure = math.nan
         if stop.event == "target" and stop.container in by_id:
@@ -53,10 +54,14 @@ def take_stops(decision: Decision, snapshot: Snapshot
         if math.isfinite(figure):
             out[stop.node].append(StopRequest(container=stop.container, event=stop.event,
                                               figure=figure))
+        else:  # the delivery step judges only finite figures: a defect, said, never silent
+            unfigured.append(stop.container)
     kept = tuple(a for a in decision.actions if not isinstance(a, Stop))
     reported = sum(len(v) for v in out.values())
-    note = f"{reported} stop(s) reported to the manager, which stops jobs"
-    return (replace(decision, actions=kept, notes=(*decision.notes, note)),
+    notes = [f"{reported} job(s) to stop reported to the manager (only it stops jobs)"]
+    if unfigured:
+        notes.append(f"not reported, no finite figure behind the stop: {', '.join(unfigured)}")
+    return (replace(decision, actions=kept, notes=(*decision.notes, *notes)),
             {node: tuple(requests) for node, requests in out.items()})
 
 

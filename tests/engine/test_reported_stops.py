@@ -9,8 +9,9 @@ import pytest
 
 from policyd.engine import decide, report
 from policyd.engine.registry import KINDS
+from policyd.engine.reported_stops import take_stops
 from policyd.engine.spec import PolicyDocument
-from policyd.model import NodeReport, Snapshot, Stop, StopRequest
+from policyd.model import Decision, NodeReport, Snapshot, Stop, StopRequest
 from policyd.model.codec import SnapshotError, snapshot_from_dict, snapshot_to_dict
 from policyd.sim import scenarios
 from policyd.sim.world import World
@@ -91,7 +92,7 @@ def test_the_agent_applies_everything_but_the_stops() -> None:
     listed = {(q.container, q.event) for r in reports for q in r.stops}
     assert listed == {(a.container, a.event) for a in whole.actions if isinstance(a, Stop)}
     assert sum(r.selected for r in reports) == len(whole.assessments)
-    assert any("reported to the manager" in n for n in local.notes)
+    assert any("to stop reported to the manager" in n for n in local.notes)
     manager = decide(p, replace(snap, containers=(), node_reports=reports))
     assert [(a.container, a.node, a.event, a.grace_seconds) for a in manager.actions] == \
         [(a.container, a.node, a.event, a.grace_seconds) for a in whole.actions
@@ -166,3 +167,12 @@ def test_the_manager_stops_with_the_policy_grace_and_a_reason_with_the_figure() 
     assert decision.assessments == () and "2 job(s) to stop" in decision.notes[0]
     dry = decide(with_spec(p, dry_run=True), snap)
     assert dry.dry_run
+
+
+def test_a_stop_without_a_finite_figure_is_named_not_dropped_silently() -> None:
+    stop = Stop(policy="p", container="a", node="w1", event="converged", reason="converged")
+    decision = Decision(policy="p", kind="FlowCon", time=100.0, actions=(stop,),
+                        assessments=(), next_interval=20.0)  # no forecast behind it
+    kept, stops = take_stops(decision, reports_snapshot(()))
+    assert kept.actions == () and stops == {}
+    assert any("not reported" in n and "a" in n for n in kept.notes)
