@@ -7,9 +7,9 @@ Jobs' `kubernetes_jobs.JobWatch`; this module says only which calls (`kubernetes
 list calls, with `watch=True`) and what counts as running (`pod_facts(...).running`, by uid).
 
 What it sees is also the source's pod list (`running_now`), as an informer's cache is: every
-cycle used to list every managed pod, 44.5 MB of JSON and 2.1 CPU s of decoding at 10,000 pods
-on a slow 2-core host (benchmarks/README.md, "kubernetes_pods.py"), and the API server's work to
-serve it. A change reaches the view as the watch's event; the view is read only while the
+cycle used to list every managed pod, 44.5 MB of JSON and 2-3 CPU s of decoding at 10,000 pods
+on a slow 2-core host (benchmarks/README.md, "pod_list.py"), and the API server's work to serve
+it. A change reaches the view as the watch's event; the view is read only while the
 watch keeps it (`ListWatch.tracked`), and only when one watch call covers every managed pod
 (all namespaces, or one): with several namespaces the calls are watched in turn, so a change in
 one waits up to a window while another is watched, too stale for a snapshot.
