@@ -19,7 +19,7 @@ METRICS = {
     "policyd_actions_total", "policyd_migrations_total", "policyd_tick_duration_seconds_bucket",
     "policyd_source_errors_total", "policyd_ticks_total", "policyd_job_category",
     "policyd_interval_seconds", "policyd_policy_reload_errors_total", "policyd_qoe_alerting",
-    "policyd_deadline_jobs", "policyd_admission_waiting_jobs",
+    "policyd_deadline_jobs", "policyd_admission_waiting_jobs", "policyd_node_report_stop_request",
 }
 
 
