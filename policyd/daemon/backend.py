@@ -190,6 +190,7 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
     from policyd.actuators.kubernetes.calls import api_client  # noqa: PLC0415
     from policyd.actuators.kubernetes.declaration_events import DeclarationEvents  # noqa: PLC0415
     from policyd.sources.kubernetes_jobs import JobWatch  # noqa: PLC0415
+    from policyd.sources.kubernetes_node_watch import NodeWatch  # noqa: PLC0415
     from policyd.sources.kubernetes_pod_watch import PodWatch  # noqa: PLC0415
     from policyd.sources.kubernetes_pods import KubernetesPodSource  # noqa: PLC0415
     from policyd.sources.merged_events import MergedEvents  # noqa: PLC0415
@@ -218,6 +219,7 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
     batch = None if node is not None else k8s.BatchV1Api(shared)  # Jobs: the manager's
     jobs = JobWatch(batch, scope) if batch is not None else None
     pods = PodWatch(core, scope)  # the listener, and the source's view of the pods
+    nodes = NodeWatch(core, scope.node_name)  # the source's view of the nodes (no events)
     source = KubernetesPodSource(prometheus.url, scope, core=core,
                                  timeout_seconds=prometheus.timeout_seconds,
                                  max_concurrent_queries=prometheus.max_concurrent_queries,
@@ -225,10 +227,10 @@ def kubernetes_parts(settings: DaemonSettings, *, recover: bool = True,
                                  evaluation_node_label=prometheus.evaluation_node_label,
                                  batch=batch,
                                  held_from=jobs.held_now if jobs is not None else None,
-                                 pods_from=pods.running_now)
-    events: EventSource = pods
-    if jobs is not None:  # it also keeps the held Jobs for the source, while it runs
-        events = MergedEvents(events, jobs)
+                                 pods_from=pods.running_now, nodes_from=nodes.nodes_now)
+    # one listener: the pods' and (the manager's) the held Jobs' events, and the views the
+    # source reads while the watches run
+    events: EventSource = MergedEvents(pods, nodes, *((jobs,) if jobs is not None else ()))
     return Parts(source=source, actuator=actuator, events=events,
                  observer=DeclarationEvents(actuator.events,
                                             container_name=scope.container_name),

@@ -6,7 +6,8 @@ the training container's name, and on a node agent its node. The list calls are
 `list_pod_for_all_namespaces`, or one `list_namespaced_pod` per configured namespace, with the
 label selector and, on a node agent, the field selector of its node (`selectors`), so that a
 DaemonSet of N agents costs N small lists per cycle rather than N lists of the whole cluster;
-the nodes are one `list_node` (only the agent's own node on an agent).
+the nodes are one `list_node` (only the agent's own node on an agent), read into `NodeFacts`
+(`node_facts`: allocatable CPU and labels).
 
 A pod is read into `PodFacts` (`pod_facts`): its training container (`container_name`, else
 the pod's first container), node, start time, labels, annotations (the markers
@@ -23,14 +24,13 @@ into the cycle's error (the source does: `kubernetes_pods`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from policyd.clients import kubernetes_quantity
 from policyd.clients.kubernetes_follow import Listing
-from policyd.clients.kubernetes_json import body
 
 
 class PodScope(Protocol):
@@ -132,19 +132,46 @@ def list_pods(core: Any, scope: PodScope) -> tuple[list[dict[str, Any]], str]:
     return pod_listing(core, scope).list()
 
 
-def list_nodes(core: Any, node_name: str | None = None
-               ) -> tuple[dict[str, float], dict[str, dict[str, str]]]:
+@dataclass(frozen=True, kw_only=True)
+class NodeFacts:
+    """One node as the API describes it: its allocatable CPU (None when absent, unreadable or
+    not positive) and its labels (`policyd.io/speed`)."""
+
+    name: str
+    uid: str
+    allocatable_cores: float | None
+    labels: Mapping[str, str]
+
+
+def node_facts(node: Mapping[str, Any]) -> NodeFacts:
+    """A node (JSON) -> NodeFacts."""
+    meta = node.get("metadata") or {}
+    value = cores(((node.get("status") or {}).get("allocatable") or {}).get("cpu"))
+    return NodeFacts(name=str(meta.get("name", "")), uid=str(meta.get("uid", "")),
+                     allocatable_cores=value if value and value > 0 else None,
+                     labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()})
+
+
+def node_listing(core: Any, node_name: str | None = None) -> Listing:
+    """The nodes' list call: every node, or only `node_name` (a node agent's own)."""
+    narrow = {"field_selector": f"metadata.name={node_name}"} if node_name else {}
+    return Listing(calls=((core.list_node, ()),), selectors=narrow)
+
+
+NodeTables = tuple[dict[str, float], dict[str, dict[str, str]]]
+"""Node name -> allocatable CPU cores (the nodes that have it), and node name -> labels."""
+
+
+def node_tables(nodes: Iterable[NodeFacts]) -> NodeTables:
+    """Node name -> allocatable CPU cores (the nodes that have it), and node name -> its
+    labels."""
+    listed = list(nodes)
+    return ({n.name: n.allocatable_cores for n in listed if n.allocatable_cores is not None},
+            {n.name: dict(n.labels) for n in listed})
+
+
+def list_nodes(core: Any, node_name: str | None = None) -> NodeTables:
     """Node name -> allocatable CPU cores, and node name -> its labels (one call; only
     `node_name` when given)."""
-    narrow = {"field_selector": f"metadata.name={node_name}"} if node_name else {}
-    got = body(core.list_node(**narrow, _preload_content=False))
-    allocatable: dict[str, float] = {}
-    node_labels: dict[str, dict[str, str]] = {}
-    for node in got.get("items") or []:
-        name = str(node["metadata"]["name"])
-        node_labels[name] = {str(k): str(v) for k, v in
-                             (node["metadata"].get("labels") or {}).items()}
-        value = cores(((node.get("status") or {}).get("allocatable") or {}).get("cpu"))
-        if value and value > 0:
-            allocatable[name] = value
-    return allocatable, node_labels
+    items, _ = node_listing(core, node_name).list()
+    return node_tables(node_facts(n) for n in items)

@@ -4,7 +4,8 @@ Per cycle, a constant number of calls whatever the number of pods: one pod list
 (`list_pod_for_all_namespaces`, or one `list_namespaced_pod` per configured namespace, with
 the label selector, and on a node agent the field selector of its node) unless the pod watch
 keeps them (`pods_from`: `PodWatch.running_now`, an informer's cache), one node list
-(allocatable CPU = capacity; both `kubernetes_pod_facts`), and the two Prometheus range
+(allocatable CPU = capacity; both `kubernetes_pod_facts`) unless the node watch keeps them
+(`nodes_from`: `NodeWatch.nodes_now`), and the two Prometheus range
 queries of `promql.build_queries` (evaluation, CPU), the progress pair when a policy needs
 steps and one per QoE metric; with a Jobs API (the manager), one Job list for the held Jobs
 (`kubernetes_jobs`). The Prometheus queries go on the source's `query_pool`
@@ -45,6 +46,7 @@ from policyd.sources import promql
 from policyd.sources.errors import SourceError
 from policyd.sources.kubernetes_jobs import held_jobs, list_jobs
 from policyd.sources.kubernetes_pod_facts import (
+    NodeTables,
     PodFacts,
     PodScope,
     list_nodes,
@@ -92,7 +94,8 @@ class KubernetesPodSource:
                  max_concurrent_queries: int = MAX_CONCURRENT_QUERIES,
                  clock: Callable[[], float] = time.time, batch: Any = None,
                  held_from: Callable[[], tuple[PendingJob, ...] | None] | None = None,
-                 pods_from: Callable[[], list[PodFacts] | None] | None = None) -> None:
+                 pods_from: Callable[[], list[PodFacts] | None] | None = None,
+                 nodes_from: Callable[[], NodeTables | None] | None = None) -> None:
         self.url = prometheus_url.rstrip("/")
         self.scope, self.core, self._clock = scope, core, clock
         self.batch = batch  # a BatchV1Api: held Jobs are listed (not on a node agent)
@@ -102,6 +105,9 @@ class KubernetesPodSource:
         self.pods_from = pods_from
         """The managed pods running now as the pod watch sees them (`PodWatch.running_now`;
         None from it: not kept, list them)."""
+        self.nodes_from = nodes_from
+        """The nodes' allocatable CPU and labels as the node watch sees them
+        (`NodeWatch.nodes_now`; None from it: not kept, list them)."""
         self.settings = api_settings(evaluation_node_label)
         self._pool = prometheus_pool(self.url, workers=max_concurrent_queries,
                                      name="kubernetes-query", timeout_seconds=timeout_seconds,
@@ -113,19 +119,23 @@ class KubernetesPodSource:
         """How many of a cycle's Prometheus queries may be out at once."""
         return self._pool.workers
 
-    def _from_api(self, watched: list[PodFacts] | None
+    def _from_api(self, pods: list[PodFacts] | None, nodes: NodeTables | None
                   ) -> tuple[list[PodFacts], dict[str, float], dict[str, dict[str, str]]]:
-        """The running pods' facts (`watched`, else listed), the nodes' allocatable CPU and
-        their labels; API failures are SourceErrors."""
+        """The running pods' facts, the nodes' allocatable CPU and their labels: the watches'
+        views (`pods`, `nodes`), else listed; API failures are SourceErrors."""
         def listed() -> tuple[list[PodFacts], dict[str, float], dict[str, dict[str, str]]]:
-            if watched is not None:
-                running = watched
+            if pods is not None:
+                running = pods
             else:
                 items, _ = list_pods(self.core, self.scope)
                 running = [f for f in (pod_facts(p, self.scope.container_name) for p in items)
                            if f is not None and f.running]
-            return running, *list_nodes(self.core, self.scope.node_name)
-        return _api_call(listed, self.core, "nodes" if watched is not None else "pods, nodes")
+            allocatable, labels = (nodes if nodes is not None
+                                   else list_nodes(self.core, self.scope.node_name))
+            return running, allocatable, labels
+        what = ", ".join(name for name, view in (("pods", pods), ("nodes", nodes))
+                         if view is None)
+        return _api_call(listed, self.core, what or "nothing")
 
     def _held(self) -> list[dict[str, Any]]:
         """The Jobs that may be held; an API failure is a SourceError, as the pod list's is
@@ -165,7 +175,8 @@ class KubernetesPodSource:
         with self._pool.batch() as batch:
             sent = send_cycle(batch, self.url, q, facts=False)  # the facts: from the API
             pods = self.pods_from() if self.pods_from is not None else None
-            listed = batch.alongside(functools.partial(self._from_api, pods))
+            nodes = self.nodes_from() if self.nodes_from is not None else None
+            listed = batch.alongside(functools.partial(self._from_api, pods, nodes))
             # held Jobs only for a policy that starts them, from the Job watch when it runs:
             # listing every managed Job is the cycle's largest read on a big cluster
             # (benchmarks/README.md)

@@ -325,6 +325,7 @@ def test_kubernetes_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         DeclarationEvents,
     )
     from policyd.sources.kubernetes_jobs import JobWatch  # noqa: PLC0415
+    from policyd.sources.kubernetes_node_watch import NodeWatch  # noqa: PLC0415
     from policyd.sources.kubernetes_pod_watch import PodWatch  # noqa: PLC0415
     from policyd.sources.kubernetes_pods import KubernetesPodSource  # noqa: PLC0415
     from policyd.sources.merged_events import MergedEvents  # noqa: PLC0415
@@ -348,11 +349,14 @@ def test_kubernetes_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     parts = kubernetes_parts(settings, recover=recover, node=node)
     assert isinstance(parts.source, KubernetesPodSource)
     assert parts.source.max_concurrent_queries == 3  # prometheus.max_concurrent_queries
-    if node is None:  # the manager also watches the Jobs, for the held ones
-        assert isinstance(parts.events, MergedEvents)
-        assert [type(s) for s in parts.events.sources] == [PodWatch, JobWatch]
-    else:  # a node agent has no RBAC on Jobs
-        assert isinstance(parts.events, PodWatch)
+    # the pods and the nodes watched, their views the source's; the manager also watches the
+    # Jobs, for the held ones (a node agent has no RBAC on Jobs)
+    assert isinstance(parts.events, MergedEvents)
+    watches = parts.events.sources
+    assert [type(s) for s in watches] == [PodWatch, NodeWatch, *([JobWatch] if node is None
+                                                                 else [])]
+    assert parts.source.pods_from == watches[0].running_now  # type: ignore[attr-defined]
+    assert parts.source.nodes_from == watches[1].nodes_now  # type: ignore[attr-defined]
     assert isinstance(parts.actuator, KubernetesActuator)
     assert len(ran) == calls and (parts.actuator._settle_at == math.inf) is recovered
     assert parts.actuator.settings.node_name == node  # the source and the watch read it too

@@ -98,6 +98,7 @@ class FakeCluster:
                                                     "kubernetes.io/os": "linux",
                                                     **(labels or {})})
         node["metadata"].pop("managedFields", None)
+        node["metadata"].pop("uid", None)  # each node its own, as the API server gives them
         node["status"]["allocatable"]["cpu"] = cpu
         node["status"]["capacity"]["cpu"] = cpu
         return self.add("nodes", node)

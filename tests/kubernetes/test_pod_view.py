@@ -1,7 +1,7 @@
-"""The pod watch as the source's view of the pods (`PodWatch.running_now`, an informer's cache):
-kept as a list would show them, forgotten when the API server is lost, not used when several
-namespaces are watched in turn; and the source and the daemon reading it instead of listing
-every pod each cycle."""
+"""The pod and node watches as the source's views of the pods and nodes (`PodWatch.running_now`,
+`NodeWatch.nodes_now`, as an informer's cache): kept as a list would show them, forgotten when
+the API server is lost, the pods' not used when several namespaces are watched in turn; and
+the source and the daemon reading them instead of listing every pod and node each cycle."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from kubernetes import client as k8s  # type: ignore[import-untyped]
 
 from policyd.model.codec import snapshot_to_dict
 from policyd.model.events import ContainerEvent
-from policyd.sources.kubernetes_pod_facts import PodFacts, pod_facts
+from policyd.sources.kubernetes_node_watch import NodeWatch
+from policyd.sources.kubernetes_pod_facts import PodFacts, list_nodes, pod_facts
 from policyd.sources.kubernetes_pod_watch import PodWatch
 from policyd.sources.kubernetes_pods import KubernetesPodSource
+from policyd.sources.merged_events import MergedEvents
 from tests.kubernetes import world
 from tests.kubernetes.builders import answer, apis, node, pod, raw
 from tests.kubernetes.fake_apiserver import FakeApiServer
@@ -161,14 +163,15 @@ def test_the_source_takes_the_pods_from_the_view_and_lists_only_the_nodes() -> N
     view = [f for f in (pod_facts(p, None) for p in reversed(pods)) if f is not None]
     listing = KubernetesPodSource("http://prom", Scope(), core=core,
                                   prometheus=FakePrometheus(), clock=lambda: 1030.0)
+    nodes = list_nodes(core)
     viewing = KubernetesPodSource("http://prom", Scope(), core=core,
                                   prometheus=FakePrometheus(), clock=lambda: 1030.0,
-                                  pods_from=lambda: view)
+                                  pods_from=lambda: view, nodes_from=lambda: nodes)
     policies = [flowcon(interval_seconds=30)]
     expected = snapshot_to_dict(listing.snapshot(policies))
     assert snapshot_to_dict(viewing.snapshot(policies)) == expected
     assert core.list_pod_for_all_namespaces.call_count == 1  # the listing source's only
-    assert core.list_node.call_count == 2
+    assert core.list_node.call_count == 2  # list_nodes' above and the listing source's
     unknown = KubernetesPodSource("http://prom", Scope(), core=core,
                                   prometheus=FakePrometheus(), clock=lambda: 1030.0,
                                   pods_from=lambda: None)  # the watch keeps none: list
@@ -176,9 +179,15 @@ def test_the_source_takes_the_pods_from_the_view_and_lists_only_the_nodes() -> N
     assert core.list_pod_for_all_namespaces.call_count == 2
 
 
-def pod_lists(server: FakeApiServer) -> int:
+def lists(server: FakeApiServer, resource: str) -> int:
+    """The list calls (not watches) of `resource` the server has had."""
     return len([r for r in server.requests
-                if r["path"].endswith("/pods") and not r["query"].get("watch")])
+                if r["path"].endswith(f"/{resource}") and not r["query"].get("watch")])
+
+
+def ticks(registry: Any) -> int:
+    return int(registry.get_sample_value("policyd_ticks_total",
+                                         {"policy": "fc", "result": "ok"}) or 0)
 
 
 def ticks_until(registry: Any, count: int, timeout: float = 10.0) -> None:
@@ -189,10 +198,10 @@ def ticks_until(registry: Any, count: int, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def test_the_daemons_ticks_list_no_pods_once_the_watch_has_listed() -> None:
+def test_the_daemons_ticks_list_no_pods_nor_nodes_once_the_watches_have_listed() -> None:
     """A FlowCon policy ticking every 0.05 s with the listener as `kubernetes_parts` builds it
-    (the pod watch, its view the source's `pods_from`): after the watch's list, its ticks make
-    no pod list of their own."""
+    (the pod and node watches, their views the source's `pods_from` and `nodes_from`): after
+    the watches' lists, its ticks make no list of their own."""
     from prometheus_client import CollectorRegistry  # noqa: PLC0415
 
     from policyd.daemon.metrics import DaemonMetrics  # noqa: PLC0415
@@ -205,21 +214,56 @@ def test_the_daemons_ticks_list_no_pods_once_the_watch_has_listed() -> None:
         core = k8s.CoreV1Api(api)
         actuator = world.actuator_on(server, clock)
         scope = actuator.settings
-        pods = PodWatch(core, scope)
+        pods, nodes = PodWatch(core, scope), NodeWatch(core)
         source = KubernetesPodSource("http://127.0.0.1:9", scope, core=core,
-                                     prometheus=NoSeries(), pods_from=pods.running_now)
+                                     prometheus=NoSeries(), pods_from=pods.running_now,
+                                     nodes_from=nodes.nodes_now)
         registry = CollectorRegistry()
-        daemon = Daemon([policy], source=source, actuator=actuator, events=pods,
+        daemon = Daemon([policy], source=source, actuator=actuator,
+                        events=MergedEvents(pods, nodes),
                         metrics=DaemonMetrics(registry), loop_seconds=0.05,
                         interval_scale=0.05)
         daemon.start()
         try:
-            watch_open(server)
-            before = pod_lists(server)
-            ticks_until(registry, int(registry.get_sample_value(
-                "policyd_ticks_total", {"policy": "fc", "result": "ok"}) or 0) + 3)
+            watch_open(server, 2)  # the pods' and the nodes'
+            # one tick may have started before the watch listed (and listed itself): one tick
+            # more, and every tick after it starts with the watch's view
+            ticks_until(registry, ticks(registry) + 1)
+            before = lists(server, "pods"), lists(server, "nodes")
+            ticks_until(registry, ticks(registry) + 3)
         finally:
             daemon.shutdown()
-    assert before <= 2  # the watch's list, and the first tick's if it came sooner
-    assert pod_lists(server) == before
+    assert max(before) <= 3  # the watches' lists, and ticks' that came sooner
+    assert (lists(server, "pods"), lists(server, "nodes")) == before
 
+
+
+def test_the_node_watch_keeps_the_nodes_as_a_list_would_show_them() -> None:
+    with served() as (server, _):
+        world.node_w2(server.cluster)
+        with server.api_client() as api:
+            core = k8s.CoreV1Api(api)
+            assert NodeWatch(core).nodes_now() is None  # not running
+            stop = threading.Event()
+            watcher, mine = NodeWatch(core), NodeWatch(core, "w2")  # a manager's, an agent's
+            threads = [threading.Thread(target=w.watch, args=(lambda e: None, stop))
+                       for w in (watcher, mine)]
+            for thread in threads:
+                thread.start()
+            try:
+                watch_open(server, 2)
+                assert watcher.nodes_now() == list_nodes(core) == mine.nodes_now()
+                world.hollow_1(server.cluster, cpu="3")  # a node that joins
+                server.cluster.handle("PATCH", "/api/v1/nodes/w2", {}, {"metadata": {
+                    "labels": {"policyd.io/speed": "1.5"}}})
+                wait_until(lambda: watcher.nodes_now() == list_nodes(core))
+                allocatable, labels = watcher.nodes_now() or ({}, {})
+                assert allocatable["hollow-1"] == 3.0
+                assert labels["w2"]["policyd.io/speed"] == "1.5"
+                wait_until(lambda: mine.nodes_now() == list_nodes(core, "w2"))
+                assert list((mine.nodes_now() or ({}, {}))[0]) == ["w2"]  # its own only
+            finally:
+                stop.set()
+                for thread in threads:
+                    thread.join(5)
+            assert watcher.nodes_now() is None  # stopped: no longer kept up to date

@@ -23,6 +23,7 @@ from policyd.daemon.policy_resources import PolicyResources
 from policyd.engine.registry import KINDS
 from policyd.model import Admit
 from policyd.sources.kubernetes_jobs import JobWatch, list_jobs
+from policyd.sources.kubernetes_node_watch import NodeWatch
 from policyd.sources.kubernetes_pod_facts import list_nodes, list_pods
 from policyd.sources.kubernetes_pod_watch import PodWatch
 from tests.kubernetes import world
@@ -122,6 +123,7 @@ def source_and_watch(server: FakeApiServer, clock: Any) -> None:
             PodWatch(core, scope, window_seconds=1).watch(lambda e: None,
                                                           _soon(threading.Event()))
         list_nodes(core)
+        NodeWatch(core, window_seconds=1).watch(lambda e: None, _soon(threading.Event()))
 
 
 def _soon(stop: threading.Event) -> threading.Event:

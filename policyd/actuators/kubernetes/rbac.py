@@ -65,7 +65,8 @@ CALLS: Mapping[str, Rule] = {
     "list_namespaced_config_map": Rule("", "configmaps", "", "list"),
     # actuator: a Kubernetes Event on every action
     "create_namespaced_event": Rule("events.k8s.io", "events", "", "create"),
-    # source: one pod list and one node list per cycle; the pod watch (watch=True)
+    # source: the pod and node watches (watch=True), whose views it reads; a pod list and a
+    # node list in a cycle only while a watch does not keep its view
     "list_pod_for_all_namespaces": Rule("", "pods", "", "list"),
     "list_namespaced_pod": Rule("", "pods", "", "list"),
     "list_node": Rule("", "nodes", "", "list"),
@@ -81,7 +82,8 @@ CALLS: Mapping[str, Rule] = {
 }
 
 WATCHES: frozenset[str] = frozenset({"list_pod_for_all_namespaces", "list_namespaced_pod",
-                                     "list_job_for_all_namespaces", "list_namespaced_job"})
+                                     "list_job_for_all_namespaces", "list_namespaced_job",
+                                     "list_node"})
 """List methods that `watch.Watch().stream` calls with `watch=True` (verb `watch`)."""
 
 POLICY_RULES: frozenset[Rule] = frozenset(
