@@ -9,7 +9,9 @@ NODE=URL`, `policyd.sources.cadvisor_source`) and only the loss from Prometheus.
 kubernetes profile and a Kubernetes API (`--kubeconfig FILE`, or `--kubernetes-host URL` such as
 `kubectl proxy`'s), the snapshot is built exactly as the daemon builds it
 (`policyd.sources.kubernetes_pods`): pods, nodes and their capacity from one list each, loss
-and CPU from Prometheus; kube-state-metrics is not needed.
+and CPU from Prometheus; kube-state-metrics is not needed. With `--node-reports` it is the
+manager's snapshot with `node_reports: true`: the node agents' reports, read from Prometheus
+in one query (`policyd.sources.node_reports`), and no container.
 """
 
 from __future__ import annotations
@@ -62,6 +64,11 @@ def add_arguments(parser: argparse.ArgumentParser,
                       help="how many of the cycle's Prometheus queries are out at once, 1 to "
                            "16, as the daemon's prometheus.max_concurrent_queries (default: 1, "
                            "one after the other)")
+    live.add_argument("--node-reports", action="store_true",
+                      help="decide as a manager with node_reports: true does: the policies "
+                           "from their node agents' reports in Prometheus (one query), not "
+                           "from every container (SpeCon, Predictive with migrate, Deadline, "
+                           "and policies that may stop jobs)")
     live.add_argument("--save-snapshot", metavar="FILE",
                       help="write the snapshot the decision was made from (replay it with "
                            "--snapshot)")
@@ -184,6 +191,23 @@ def _kubernetes_source(args: argparse.Namespace) -> tuple[LiveSource, Callable[[
     return source, shared.close
 
 
+def _reported(args: argparse.Namespace, source: LiveSource,
+              policies: Sequence[PolicyDocument]) -> LiveSource:
+    """`--node-reports`: the manager's source with `node_reports: true` (the reports from
+    Prometheus; the held jobs of an admitting policy from `source`, as the daemon's
+    manager has them); every policy must be one a manager decides from reports."""
+    from policyd.engine.registry import KINDS  # noqa: PLC0415
+    from policyd.sources.node_reports import NodeReportSource, ReportedSource  # noqa: PLC0415
+
+    others = [f"--node-reports: policy {p.name} ({p.kind}) is not decided from node reports "
+              "(its node agents decide it alone, or it reads every container): plan it "
+              "without --node-reports" for p in policies if not KINDS.of(p).reports_of(p)]
+    if others:
+        raise InputError(others)
+    return ReportedSource(source, NodeReportSource(
+        args.prometheus, timeout_seconds=args.prometheus_timeout_seconds))
+
+
 def live_snapshot(args: argparse.Namespace, policies: Sequence[PolicyDocument],
                   err: TextIO) -> Snapshot:
     """The snapshot Prometheus (and cAdvisor) give now for `policies`; warnings go to `err`;
@@ -191,6 +215,8 @@ def live_snapshot(args: argparse.Namespace, policies: Sequence[PolicyDocument],
     from policyd.sources import SourceError  # noqa: PLC0415
 
     source, close = _source(args)
+    if args.node_reports:
+        source = _reported(args, source, policies)
     try:
         snapshot = source.snapshot(policies)
     except SourceError as exc:  # Prometheus's and cAdvisor's have logged what failed

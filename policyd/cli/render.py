@@ -204,11 +204,15 @@ def render_decision(decision: Decision, snapshot: Snapshot, *, color: bool = Fal
     by_node: dict[str, list[Assessment]] = defaultdict(list)
     for assessment in decision.assessments:
         by_node[assessment.node].append(assessment)
+    reported = {r.node: r for r in snapshot.node_reports if r.policy == decision.policy}
     for node in snapshot.nodes:
         found = by_node.get(node.name)
         header = f"node {node.name}  ({node.cpu_capacity:g} cores, {node.cpu_usage:.3g} used)"
         if not found:
-            lines.append(f"{header}  {dim}no managed containers{reset}")
+            report = reported.get(node.name)
+            said = (f"{report.selected} job{'s' if report.selected != 1 else ''} in its node "
+                    "agent's report" if report is not None else "no managed containers")
+            lines.append(f"{header}  {dim}{said}{reset}")
             continue
         lines.append(f"{bold}{header}{reset}")
         lines.extend(_rows(found, names, decision.kind, decision.time))

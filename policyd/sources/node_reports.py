@@ -261,11 +261,19 @@ class ReportedSource:
 
     def __init__(self, source: Source, reports: NodeReportSource) -> None:
         self.source, self.reports = source, reports
+        self._last: object = source
+
+    @property
+    def last_warnings(self) -> tuple[str, ...]:
+        """The data problems met by whichever source made the last snapshot."""
+        return tuple(getattr(self._last, "last_warnings", ()))
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:
         if not policies or not all(KINDS.of(p).reports_of(p) for p in policies):
+            self._last = self.source
             return self.source.snapshot(policies, intervals=intervals)
+        self._last = self.reports
         snap = self.reports.snapshot(policies, intervals=intervals)
         if isinstance(self.source, HeldJobs) and KINDS.admitting(policies):
             snap = replace(snap, pending=self.source.held(policies))

@@ -4,11 +4,17 @@ reads back (`node_reports: true`, `policyd.engine.reported_stops`)."""
 
 from __future__ import annotations
 
+import io
+import json
+import time
 from dataclasses import replace
 from functools import cache
+from pathlib import Path
 
+import yaml
 from prometheus_client import CollectorRegistry
 
+from policyd.cli import main
 from policyd.daemon.metrics import DaemonMetrics
 from policyd.daemon.roles import NodeScopedSource, node_agent_policies
 from policyd.daemon.scheduler import Daemon
@@ -22,6 +28,7 @@ from policyd.tick import FixedSource, observe
 from tests.daemon.fakes import FakeActuator
 from tests.daemon.test_node_reports import Answering, samples, vector
 from tests.engine.test_reported_stops import stopping
+from tests.sources.cadvisor_server import Stub, serving
 
 SCENARIO = "qoe-random-32-4w"
 
@@ -95,3 +102,51 @@ def test_which_process_runs_a_policy_that_may_stop_jobs() -> None:
     notify = p.model_copy(update={"spec": p.spec.model_copy(update={
         "on_converged": "notify", "on_target": "notify"})})
     assert node_agent_policies([notify]) == [notify]  # a node policy: the agents' alone
+
+
+def test_policyd_plan_node_reports_shows_the_managers_decision(tmp_path: Path) -> None:
+    """`policyd plan --prometheus URL --node-reports`: the decision a manager with
+    `node_reports: true` makes now, from the reports Prometheus holds (a stand-in answering the
+    one instant query with what two agents publish), in text and JSON."""
+    snap, p = with_stops(), policy()
+    now = float(int(time.time()))
+    _, reports = report(p, snap)
+    registry = CollectorRegistry()
+    DaemonMetrics(registry).node_reports.publish(p.name, tuple(replace(r, time=now)
+                                                               for r in reports))
+    answer = vector(registry)
+    for sample in answer:
+        sample["value"][0] = now
+    path = tmp_path / "qoe-stop.yaml"
+    path.write_text(yaml.safe_dump(p.model_dump(mode="json", by_alias=True)))
+    expected = sorted((a.container, a.event) for a in decide(p, snap).actions
+                      if isinstance(a, Stop))
+    stub = Stub(instant={"status": "success", "data": {"resultType": "vector",
+                                                          "result": answer}})
+    with serving(stub) as url:
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["plan", "--policy", str(path), "--prometheus", url, "--node-reports",
+                     "--output", "json"], out=out, err=err)
+        assert code == 0, err.getvalue()
+        decision = json.loads(out.getvalue())  # one policy: its decision
+        assert sorted((a["container"], a["event"]) for a in decision["actions"]) == expected
+        text = io.StringIO()
+        assert main(["plan", "--policy", str(path), "--prometheus", url, "--node-reports"],
+                    out=text, err=io.StringIO()) == 0
+        assert "reported by the node agent of" in text.getvalue()
+        assert f"{reports[0].selected} jobs in its node agent's report" in text.getvalue()
+    # one instant query a plan (the reports'), no range query: no container is read
+    assert [where for _, where, _ in stub.requests] == ["/api/v1/query"] * 2
+
+
+def test_policyd_plan_node_reports_refuses_a_policy_not_decided_from_them(
+        tmp_path: Path) -> None:
+    notify = policy().model_copy(update={"spec": policy().spec.model_copy(update={
+        "on_converged": "notify", "on_target": "notify"})})
+    path = tmp_path / "qoe.yaml"
+    path.write_text(yaml.safe_dump(notify.model_dump(mode="json", by_alias=True)))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["plan", "--policy", str(path), "--prometheus", "http://127.0.0.1:9",
+                 "--node-reports"], out=out, err=err)
+    assert code != 0
+    assert f"policy {notify.name} (QoE) is not decided from node reports" in err.getvalue()
