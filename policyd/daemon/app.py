@@ -163,6 +163,8 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
             events = roles.NodeScopedEvents(events, node) if events is not None else None
         elif settings.node_reports:
             source = reported_source(settings, source)
+            for line in roles.manager_reads(policies):
+                LOG.info("node_reports: %s", line)
         election = None
         if leader_identity is not None:
             if parts.lease_api is None:

@@ -97,6 +97,27 @@ def node_agent_policies(policies: Sequence[PolicyDocument], *,
             or (node_reports and KINDS.of(p).reports_of(p))]
 
 
+def manager_reads(policies: Sequence[PolicyDocument]) -> list[str]:
+    """What a manager with `node_reports` reads for each cluster-wide policy, one line each:
+    its node agents' reports, or every container (a kind that cannot be split, or SpeCon with
+    `stop`, whose agents decide nothing), so that an operator sees which policies the split
+    leaves reading the whole cluster."""
+    lines = []
+    for p in policies:
+        kind = KINDS.of(p)
+        if kind.scope_of(p) != "cluster":
+            continue
+        if kind.reports_of(p):
+            lines.append(f"policy {p.name} ({p.kind}): decided from its node agents' reports")
+        elif kind.node_reports is not None:
+            lines.append(f"policy {p.name} ({p.kind}): reads every container: it may stop jobs, "
+                         "and its node agents decide nothing that could report them")
+        else:
+            lines.append(f"policy {p.name} ({p.kind}): reads every container: {p.kind} is not "
+                         "decided from node reports")
+    return lines
+
+
 # --- manager: leader election ----------------------------------------------------------------
 
 def lease_settings(section: KubernetesSection, identity: str) -> LeaseSettings:

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from policyd.cli import main
 from policyd.daemon.metrics import DaemonMetrics
-from policyd.daemon.roles import NodeScopedSource, node_agent_policies
+from policyd.daemon.roles import NodeScopedSource, manager_reads, node_agent_policies
 from policyd.daemon.scheduler import Daemon
 from policyd.engine import decide, report
 from policyd.engine.spec import PolicyDocument
@@ -27,7 +27,7 @@ from policyd.sources.node_reports import NodeReportSource, ReportedSource
 from policyd.tick import FixedSource, observe
 from tests.daemon.fakes import FakeActuator
 from tests.daemon.test_node_reports import Answering, samples, vector
-from tests.engine.test_reported_stops import stopping
+from tests.engine.test_reported_stops import scenario_policy, stopping
 from tests.sources.cadvisor_server import Stub, serving
 
 SCENARIO = "qoe-random-32-4w"
@@ -150,3 +150,17 @@ def test_policyd_plan_node_reports_refuses_a_policy_not_decided_from_them(
                  "--node-reports"], out=out, err=err)
     assert code != 0
     assert f"policy {notify.name} (QoE) is not decided from node reports" in err.getvalue()
+
+
+def test_a_manager_says_which_policies_it_decides_from_reports_and_which_read_everything(
+) -> None:
+    split, specon = policy(), stopping("specon-random-20")
+    (flowcon2,) = scenarios.build("flowcon2-4w-20").policies
+    notify = scenario_policy(SCENARIO)  # scope node: the agents' alone, not the manager's
+    lines = manager_reads([split, specon, flowcon2, notify])
+    assert lines == [
+        f"policy {split.name} (QoE): decided from its node agents' reports",
+        f"policy {specon.name} (SpeCon): reads every container: it may stop jobs, and its "
+        "node agents decide nothing that could report them",
+        f"policy {flowcon2.name} (FlowCon2): reads every container: FlowCon2 is not decided "
+        "from node reports"]
