@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 from dataclasses import replace
 from functools import cache
@@ -164,3 +165,44 @@ def test_a_manager_says_which_policies_it_decides_from_reports_and_which_read_ev
         "node agents decide nothing that could report them",
         f"policy {flowcon2.name} (FlowCon2): reads every container: FlowCon2 is not decided "
         "from node reports"]
+
+
+def test_policyd_run_a_flowcon_policy_that_stops_jobs_runs_on_its_agents_with_node_reports(
+        tmp_path: Path) -> None:
+    """`policyd run --node w1` with a FlowCon policy that stops converged jobs: without
+    `node_reports` the agent leaves it to the manager (it would start nothing); with them the
+    agent sets its node's CPU and publishes its report, and the manager sends the policy's tick
+    to the node reports in Prometheus (here a closed port: that tick's source error)."""
+    from policyd.daemon.app import StartupError, run  # noqa: PLC0415
+    from policyd.daemon.backend import Parts  # noqa: PLC0415
+    from tests.daemon.fakes import FakeSource, policy_yaml  # noqa: PLC0415
+    from tests.daemon.test_kubernetes import k8s_settings, two_nodes  # noqa: PLC0415
+
+    path = tmp_path / "stop.yaml"
+    path.write_text(policy_yaml("fc-stop") + "  on_converged: stop\n")
+    settings = k8s_settings(tmp_path, path)
+
+    def parts() -> Parts:
+        return Parts(source=FakeSource(two_nodes), actuator=actuator, events=None)
+
+    actuator = FakeActuator()
+    try:
+        run(settings, out=io.StringIO(), stop=threading.Event(), once=True, node="w1",
+            parts=parts())
+    except StartupError as exc:
+        assert "no policy of a node-scoped kind" in str(exc)
+    else:
+        raise AssertionError("a node agent started without a policy it runs")
+    split = settings.model_copy(update={"node_reports": True})
+    registry, out = CollectorRegistry(), io.StringIO()
+    code = run(split, out=out, stop=threading.Event(), once=True, node="w1",
+               registry=registry, parts=parts())
+    assert code == 0, out.getvalue()
+    assert actuator.applied and all(isinstance(a, SetCpu) and a.node == "w1"
+                                    for a in actuator.applied)
+    assert ("policyd_node_report_time_seconds", (("node", "w1"), ("policy", "fc-stop"))) \
+        in samples(registry)
+    out = io.StringIO()
+    code = run(split, out=out, stop=threading.Event(), once=True, parts=parts())
+    (line,) = out.getvalue().splitlines()
+    assert code == 1 and "source_error" in line and "policyd_node_report_" in line, line
