@@ -42,6 +42,12 @@ from policyd.model import Action, Assessment, Container, Decision, SetCpu, Snaps
 from policyd.model import labels as keys
 from policyd.model.qoe import Delivery, DeliveryEvent, Response
 
+STOPPED = "stopped (checkpoint kept, delivered)"
+"""What a stopped job's assessment says was done (`policyd.engine.reported_stops` words it
+otherwise where an agent only reports the stop)."""
+REPORTED = "stop reported to the manager, which stops it"
+"""What an agent's assessment says of a stop it reported instead of making."""
+
 STALE_INTERVALS = 2.0
 """A loss sample older than this many of the policy's intervals says nothing about now."""
 
@@ -145,7 +151,7 @@ def deliver(decision: Decision, policy: PolicyDocument, snapshot: Snapshot, *,
             actions.append(Stop(policy=policy.name, container=c.id, node=c.node,
                                 event=hit.event, reason=hit.why,
                                 grace_seconds=spec.stop_grace_seconds))
-            reason = f"{hit.why}: stopped (checkpoint kept, delivered)"
+            reason = f"{hit.why}: {STOPPED}"
         elif hit.response == "deprioritize":
             floor = kind.floor(policy, per_node[c.node])
             next_fraction = floor

@@ -26,8 +26,9 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import replace
 
+from policyd.engine.delivery import REPORTED, STOPPED
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Decision, NodeReport, Snapshot, Stop, StopRequest
+from policyd.model import Assessment, Decision, NodeReport, Snapshot, Stop, StopRequest
 
 
 def take_stops(decision: Decision, snapshot: Snapshot
@@ -57,12 +58,25 @@ def take_stops(decision: Decision, snapshot: Snapshot
         else:  # the delivery step judges only finite figures: a defect, said, never silent
             unfigured.append(stop.container)
     kept = tuple(a for a in decision.actions if not isinstance(a, Stop))
+    stopped = {stop.container for stop in stops}
+    assessments = tuple(_reported(a) if a.container in stopped else a
+                        for a in decision.assessments)
     reported = sum(len(v) for v in out.values())
     notes = [f"{reported} job(s) to stop reported to the manager (only it stops jobs)"]
     if unfigured:
         notes.append(f"not reported, no finite figure behind the stop: {', '.join(unfigured)}")
-    return (replace(decision, actions=kept, notes=(*decision.notes, *notes)),
+    return (replace(decision, actions=kept, assessments=assessments,
+                    notes=(*decision.notes, *notes)),
             {node: tuple(requests) for node, requests in out.items()})
+
+
+def _reported(a: Assessment) -> Assessment:
+    """A stopped job's assessment as the agent that only reports the stop words it."""
+    delivery = a.delivery
+    if delivery is None:
+        return a
+    return a.but(delivery=replace(delivery, reason=delivery.reason.replace(STOPPED, REPORTED)),
+                 note=a.note.replace(STOPPED, REPORTED))
 
 
 def plain_reports(policy: PolicyDocument, snapshot: Snapshot) -> tuple[NodeReport, ...]:

@@ -93,6 +93,11 @@ def test_the_agent_applies_everything_but_the_stops() -> None:
     assert listed == {(a.container, a.event) for a in whole.actions if isinstance(a, Stop)}
     assert sum(r.selected for r in reports) == len(whole.assessments)
     assert any("to stop reported to the manager" in n for n in local.notes)
+    stopped = {a.container for a in whole.actions if isinstance(a, Stop)}
+    said = [a for a in local.assessments if a.container in stopped]
+    assert said and all(a.delivery is not None and a.delivery.response == "stop"
+                        and "stop reported to the manager" in a.delivery.reason
+                        and "checkpoint kept" not in a.delivery.reason + a.note for a in said)
     manager = decide(p, replace(snap, containers=(), node_reports=reports))
     assert [(a.container, a.node, a.event, a.grace_seconds) for a in manager.actions] == \
         [(a.container, a.node, a.event, a.grace_seconds) for a in whole.actions
