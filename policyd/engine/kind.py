@@ -206,9 +206,8 @@ class Kind:
         """Whether `policy` runs cluster-wide only because it may stop jobs (`on_target` /
         `on_converged: stop` on a policy of scope node): its node agents can decide the rest,
         and the manager only stops what they report (`policyd.engine.reported_stops`)."""
-        own = (self.policy_acts_on(policy) if self.policy_acts_on is not None
-               else self.acts_on)
-        return (self._declared_scope(policy) == "node" and not own & MANAGER_ONLY
+        return (self._declared_scope(policy) == "node"
+                and not self._own_classes(policy) & MANAGER_ONLY
                 and "stop" in delivery_classes(policy))
 
     def reports_of(self, policy: PolicyDocument) -> bool:
@@ -233,9 +232,13 @@ class Kind:
     def acts_on_of(self, policy: PolicyDocument) -> frozenset[ActionClass]:
         """The action classes `policy` may emit (for ownership): its kind's, and those of its
         responses to delivered jobs (`delivery_classes`)."""
-        own = (self.policy_acts_on(policy) if self.policy_acts_on is not None
-               else self.acts_on)
-        return own | delivery_classes(policy)
+        return self._own_classes(policy) | delivery_classes(policy)
+
+    def _own_classes(self, policy: PolicyDocument) -> frozenset[ActionClass]:
+        """The action classes of the kind's own plan for `policy` (without its responses to
+        delivered jobs)."""
+        return (self.policy_acts_on(policy) if self.policy_acts_on is not None
+                else self.acts_on)
 
     def __post_init__(self) -> None:
         if not self.name:
