@@ -109,6 +109,13 @@ def pod_facts(pod: Mapping[str, Any], container_name: str | None) -> PodFacts | 
         cpu_limit=cores((res.get("limits") or {}).get("cpu")))
 
 
+def running_facts(pod: Mapping[str, Any], container_name: str | None) -> PodFacts | None:
+    """A pod's facts when its training container runs (what a snapshot holds, listed or
+    watched); None otherwise."""
+    f = pod_facts(pod, container_name)
+    return f if f is not None and f.running else None
+
+
 def selectors(scope: PodScope) -> dict[str, str]:
     """The list/watch selectors of `scope`: its labels, and on a node agent (`node_name`) the
     field selector spec.nodeName, so the API server sends only that node's pods (a DaemonSet

@@ -4,7 +4,7 @@
 List, then watch from the list's resourceVersion; a 410 Gone (the version expired) relists and
 reports the difference. The loop is `kubernetes_list_watch.ListWatch`, shared with the held
 Jobs' `kubernetes_jobs.JobWatch`; this module says only which calls (`kubernetes_pod_facts`'
-list calls, with `watch=True`) and what counts as running (`pod_facts(...).running`, by uid).
+list calls, with `watch=True`) and what counts as running (`running_facts`, by uid).
 
 What it sees is also the source's pod list (`running_now`), as an informer's cache is: every
 cycle used to list every managed pod, 44.5 MB of JSON and 2-3 CPU s of decoding at 10,000 pods
@@ -24,12 +24,12 @@ from collections.abc import Mapping
 from typing import Any, Unpack
 
 from policyd.sources.kubernetes_list_watch import ListWatch, Tracked, WatchOptions
-from policyd.sources.kubernetes_pod_facts import PodFacts, PodScope, pod_facts, pod_listing
+from policyd.sources.kubernetes_pod_facts import PodFacts, PodScope, pod_listing, running_facts
 
 
 class PodWatch(ListWatch):
     """Pods starting and stopping (FlowCon's Algorithm 2 listener; `policyd.tick.EventSource`):
-    a running pod (`pod_facts(...).running`, by uid) that appears is "started", one that stops
+    a running pod (`running_facts`, by uid) that appears is "started", one that stops
     running or is deleted "stopped", each named `namespace/pod/container` on its node. The
     list, the watch windows, 410 and the back-off, and the prompt stop are
     `kubernetes_list_watch.ListWatch`'s; the calls `list_namespaced_pod` (one per configured
@@ -42,8 +42,8 @@ class PodWatch(ListWatch):
                          left="stopped", name="pod", **options)
 
     def _running(self, pod: Mapping[str, Any]) -> Tracked | None:
-        f = pod_facts(pod, self.scope.container_name)
-        if f is None or not f.running:
+        f = running_facts(pod, self.scope.container_name)
+        if f is None:
             return None
         return Tracked(uid=f.uid, container=f.id, node=f.node, item=f)
 

@@ -51,7 +51,7 @@ from policyd.sources.kubernetes_pod_facts import (
     PodScope,
     list_nodes,
     list_pods,
-    pod_facts,
+    running_facts,
 )
 from policyd.sources.kubernetes_snapshot import api_settings, merge
 from policyd.sources.matrix import ResponseShapeError
@@ -128,8 +128,8 @@ class KubernetesPodSource:
                 running = pods
             else:
                 items, _ = list_pods(self.core, self.scope)
-                running = [f for f in (pod_facts(p, self.scope.container_name) for p in items)
-                           if f is not None and f.running]
+                running = [f for f in (running_facts(p, self.scope.container_name)
+                                       for p in items) if f is not None]
             allocatable, labels = (nodes if nodes is not None
                                    else list_nodes(self.core, self.scope.node_name))
             return running, allocatable, labels
