@@ -26,10 +26,7 @@ To measure another commit's engine with the same benchmark (old against new in o
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dataclasses import replace
 
 from synthetic import make_snapshot
-from timing import host_speed_text, median_seconds, median_wall_and_cpu_seconds
+from timing import (
+    host_speed_text,
+    median_cpu_seconds,
+    median_seconds,
+    median_wall_and_cpu_seconds,
+)
 
 from policyd.engine import decide
 from policyd.engine.forecast import forecast
@@ -71,17 +73,6 @@ def with_steps(snapshot: Snapshot, *, totals: bool) -> Snapshot:
     return replace(snapshot, containers=tuple(
         replace(c, steps=Series.of(h.times_seconds, h.steps), total_steps=h.total_steps)
         for c, h in zip(snapshot.containers, built, strict=True)))
-
-
-def median_cpu_seconds(func: Callable[[], object], repeat: int) -> float:
-    """The median process CPU time of `repeat` calls: less sensitive than wall time to other
-    processes on a shared machine (numpy here runs on one thread)."""
-    runs = []
-    for _ in range(repeat):
-        start = time.process_time()
-        func()
-        runs.append(time.process_time() - start)
-    return statistics.median(runs)
 
 
 def main() -> None:

@@ -16,11 +16,8 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
-import gc
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +26,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from timing import host_speed_text
+from timing import host_speed_text, median_cpu_seconds
 
 from policyd.sources.kubernetes_list_watch import Tracked
 from policyd.sources.kubernetes_pod_facts import pod_facts
@@ -81,16 +78,6 @@ def viewed(body: bytes) -> PodWatch:
     return watch
 
 
-def cpu_seconds(work: Any, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        started = time.process_time()
-        work()
-        times.append(time.process_time() - started)
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, nargs="+", default=[1_000, 10_000, 100_000])
@@ -100,9 +87,9 @@ def main() -> None:
     print(f"{'pods':>8} {'list':>9} {'list: decode + facts':>21} {'view':>10}", flush=True)
     for pods in args.pods:
         body = pod_list(pods)
-        listing = cpu_seconds(functools.partial(listed, body), args.repeat)
+        listing = median_cpu_seconds(functools.partial(listed, body), args.repeat, collect=True)
         watch = viewed(body)
-        view = cpu_seconds(watch.running_now, args.repeat)
+        view = median_cpu_seconds(watch.running_now, args.repeat, collect=True)
         assert len(watch.running_now() or ()) == listed(body) == pods
         print(f"{pods:>8,} {len(body) / 1e6:>7.1f}MB {listing:>19.3f}s {view:>9.4f}s",
               flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -14,6 +15,21 @@ def median_seconds(func: Callable[[], object], repeat: int) -> float:
         start = time.perf_counter()
         func()
         runs.append(time.perf_counter() - start)
+    return statistics.median(runs)
+
+
+def median_cpu_seconds(func: Callable[[], object], repeat: int, *,
+                       collect: bool = False) -> float:
+    """The median process CPU time of `repeat` calls: less sensitive than wall time to other
+    processes on a shared machine (numpy here runs on one thread). `collect`: a full garbage
+    collection before each call, outside its time (no call pays for the last one's garbage)."""
+    runs = []
+    for _ in range(repeat):
+        if collect:
+            gc.collect()
+        start = time.process_time()
+        func()
+        runs.append(time.process_time() - start)
     return statistics.median(runs)
 
 
