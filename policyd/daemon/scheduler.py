@@ -70,6 +70,7 @@ from policyd.engine.kind import Scope
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule, wakes_on
 from policyd.engine.spec import PolicyDocument
+from policyd.fastjson import paused_gc
 from policyd.model.action_text import describe
 from policyd.model.codec import action_to_dict
 from policyd.model.events import ContainerEvent
@@ -336,7 +337,8 @@ class Daemon:
         outcome: Outcome | None = None
         try:
             snapshot = observe(self.source, policy, interval)
-            decision, reports = report(policy, snapshot, peers=peers)
+            with paused_gc():  # as `policyd.tick.tick` decides
+                decision, reports = report(policy, snapshot, peers=peers)
             if decision is not None:
                 outcome = act(decision, self.actuator, dry_run=self.dry_run_actuator)
         except Exception as exc:  # a bug or an unexpected failure: report it, keep running
