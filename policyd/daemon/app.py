@@ -37,7 +37,7 @@ from policyd.daemon.settings import DaemonSettings
 from policyd.daemon.simulated import SimulatedRun, SimulationError
 from policyd.engine.spec import PolicyDocument
 from policyd.policy import check_files
-from policyd.tick import Source
+from policyd.tick import Source, close_source
 
 LOG = logging.getLogger(__name__)
 
@@ -188,6 +188,7 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
                          leader_identity)
             reports = daemon.run_once()
             daemon.shutdown()
+            closed(source)
             for report in reports:
                 print(describe_report(report), file=out)
             return 0 if all(r.result == "ok" for r in reports) else 1
@@ -203,10 +204,20 @@ def run(settings: DaemonSettings, *, out: TextIO, stop: threading.Event, once: b
                 election.stop()  # after the daemon: no tick runs any more
             if resources is not None:
                 resources.join()
+            closed(source)
         return 0
     finally:
         if server is not None:
             server.close()
+
+
+def closed(source: Source) -> None:
+    """Close the daemon's source once no tick runs (`policyd.tick.close_source`: its query
+    threads, HTTP sessions, engine connections); a failure is logged, the shutdown goes on."""
+    try:
+        close_source(source)
+    except Exception:  # shutting down: say it, do not fail the exit for it
+        LOG.exception("closing the source failed")
 
 
 def reported_source(settings: DaemonSettings, source: Source) -> Source:

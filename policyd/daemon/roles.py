@@ -30,7 +30,7 @@ from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
 from policyd.model import Action, Decision, Snapshot
 from policyd.model.events import ContainerEvent
-from policyd.tick import Actuator, EventSource, Outcome, Source
+from policyd.tick import Actuator, EventSource, Outcome, Source, close_source
 
 if TYPE_CHECKING:  # leader imports the Kubernetes client: only when elections are wanted
     from policyd.daemon.leader import LeaderElector, LeaseSettings
@@ -59,6 +59,9 @@ class NodeScopedSource:
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:
         return scope_to_node(self.source.snapshot(policies, intervals=intervals), self.node)
+
+    def close(self) -> None:
+        close_source(self.source)
 
 
 class NodeScopedEvents:

@@ -119,6 +119,11 @@ class KubernetesPodSource:
         """How many of a cycle's Prometheus queries may be out at once."""
         return self._pool.workers
 
+    def close(self) -> None:
+        """Stop the query threads and close their HTTP sessions (the daemon's shutdown; the
+        watches end with the daemon's stop event)."""
+        self._pool.close()
+
     def _from_api(self, pods: list[PodFacts] | None, nodes: NodeTables | None
                   ) -> tuple[list[PodFacts], dict[str, float], dict[str, dict[str, str]]]:
         """The running pods' facts, the nodes' allocatable CPU and their labels: the watches'

@@ -64,7 +64,7 @@ from policyd.sources.errors import SourceError
 from policyd.sources.prometheus_connect import PrometheusClient, ask, connect_prometheus
 from policyd.sources.promql import render_matchers
 from policyd.sources.settings import Matcher, regex_literal
-from policyd.tick import Source
+from policyd.tick import Source, close_source
 
 LOG = logging.getLogger(__name__)
 
@@ -210,10 +210,17 @@ class NodeReportSource:
                  access: HttpAccess | None = None, client: PrometheusClient | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.url = url.rstrip("/")
+        self._owns_client = client is None
         self._client = client if client is not None else connect_prometheus(
             self.url, timeout_seconds=timeout_seconds, retries=retries, access=access)
         self._clock = clock
         self.last_warnings: tuple[str, ...] = ()
+
+    def close(self) -> None:
+        """Close the HTTP session of the client it made (a client passed in is the
+        caller's)."""
+        if self._owns_client:
+            close_source(self._client)
 
     def snapshot(self, policies: Sequence[PolicyDocument], *,
                  intervals: Mapping[str, float] | None = None) -> Snapshot:
@@ -262,6 +269,10 @@ class ReportedSource:
     def __init__(self, source: Source, reports: NodeReportSource) -> None:
         self.source, self.reports = source, reports
         self._last: object = source
+
+    def close(self) -> None:
+        close_source(self.source)
+        self.reports.close()
 
     @property
     def last_warnings(self) -> tuple[str, ...]:

@@ -128,3 +128,7 @@ class PrometheusSource:
         """The cluster now (the `Source` protocol); `intervals` are the policies' current
         (backed-off) intervals, which only the daemon knows."""
         return self.observe(policies, intervals=intervals).snapshot
+
+    def close(self) -> None:
+        """Stop the query threads and close their HTTP sessions (the daemon's shutdown)."""
+        self._pool.close()

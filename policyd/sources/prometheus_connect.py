@@ -166,7 +166,7 @@ def prometheus_pool(url: str, *, workers: int, name: str, timeout_seconds: float
     since is that cycle's SourceError). A `client` passed in (tests) is every thread's."""
     if client is not None:
         given = client
-        return QueryPool(lambda: given, workers=workers, name=name)
+        return QueryPool(lambda: given, workers=workers, name=name, owns_clients=False)
     if access is not None:
         check_files(access)
 

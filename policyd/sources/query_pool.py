@@ -57,15 +57,19 @@ class QueryPool(Generic[C]):
     """Up to `workers` queries at once, each thread on its own client (module docstring)."""
 
     def __init__(self, connect: Callable[[], C], *, workers: int,
-                 name: str = "policyd-query") -> None:
+                 name: str = "policyd-query", owns_clients: bool = True) -> None:
         if not 1 <= workers <= MAX_WORKERS:
             raise ValueError(f"workers must be 1 to {MAX_WORKERS}, not {workers}")
         self.workers = workers
         self._connect = connect
         self._name = name
+        self._owns_clients = owns_clients
+        """Whether `close` closes the clients `connect` made (False: they are someone else's,
+        as a client passed in to every thread is)."""
         self._local = threading.local()
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
+        self._made: list[C] = []
 
     def client(self) -> C:
         """This thread's client, made at its first query."""
@@ -73,6 +77,8 @@ class QueryPool(Generic[C]):
         if made is None:
             made = self._connect()
             self._local.client = made
+            with self._lock:
+                self._made.append(made)
         return made
 
     def run_here(self, call: Callable[[C], T]) -> T:
@@ -87,12 +93,20 @@ class QueryPool(Generic[C]):
             return self._executor.submit(self.run_here, call)
 
     def close(self) -> None:
-        """Stop the pool's threads (a query still out is waited for); a query sent after this
-        starts them again. The source that owns the pool calls it from its own `close`."""
+        """Stop the pool's threads (a query still out is waited for) and close the clients
+        it made that can be closed (their HTTP connections); a query sent after this starts
+        the threads again and its thread's client opens new connections. The source that owns
+        the pool calls it from its own `close`."""
         with self._lock:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            made = self._made if self._owns_clients else []
+        for client in made:
+            close = getattr(client, "close", None)
+            if callable(close):
+                close()
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[Batch[C]]:

@@ -105,3 +105,43 @@ def test_closing_the_pool_stops_its_threads_and_a_later_query_starts_them_again(
         assert batch.send(name)().startswith("closing-test")
     pool.close()
     assert alive() == []
+
+
+class Closable(Client):
+    """A client that notes how often it was closed."""
+
+    def __init__(self, number: int) -> None:
+        super().__init__(number)
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_closing_the_pool_closes_the_clients_it_made_but_not_a_given_one() -> None:
+    made: list[Closable] = []
+    numbers = itertools.count()
+
+    def connect() -> Closable:
+        made.append(Closable(next(numbers)))
+        return made[-1]
+
+    pool = QueryPool(connect, workers=2)
+    together = threading.Barrier(2, timeout=10)
+
+    def query(client: Closable) -> int:
+        together.wait()
+        return client.number
+
+    with pool.batch() as batch:
+        answers = [batch.send(query) for _ in range(2)]
+        assert sorted(answer() for answer in answers) == [0, 1]
+    assert pool.run_here(lambda client: client.number) == 2  # the calling thread's own
+    pool.close()
+    assert [client.closed for client in made] == [1, 1, 1]
+
+    given = Closable(7)
+    shared = QueryPool(lambda: given, workers=1, owns_clients=False)
+    assert shared.run_here(lambda client: client.number) == 7
+    shared.close()
+    assert given.closed == 0  # the caller's, not the pool's
