@@ -21,7 +21,9 @@ either). A node agent (`node_name`) lists no Jobs: admission is the manager's.
 interval later, as Docker's "create" does (`docker_events`); and it keeps the Jobs held now
 (`held_now`), which the manager's source reads instead of listing every managed Job each cycle
 (at 100,000 Jobs that list is ~350 MB of JSON and ~23 CPU seconds to decode: benchmarks/README.md)
-while the watch runs; until its first list, the source lists. Its container is the id above (the
+while the watch runs; until its first list, after it lost the API server, and when it watches
+several namespaces in turn (too stale then, as the pod watch's view: `ListWatch.view`), the
+source lists. Its container is the id above (the
 `Admit` names it) and its node the pending job's (none: "", a suspended Job is held nowhere).
 It is `kubernetes_list_watch.ListWatch` on the same list calls (`watch=True`), a Job reported
 once each time it becomes held (by uid); the Jobs held at the first list are not submissions
@@ -129,8 +131,9 @@ class JobWatch(ListWatch):
     def held_now(self) -> tuple[PendingJob, ...] | None:
         """The Jobs held now, by id, as the watch has seen them (the manager's source reads
         them instead of listing every Job: `KubernetesPodSource`); None while the watch does
-        not run or has not listed yet."""
-        tracked = self.tracked()
+        not run, has not listed yet or has lost the API server since, or when several watch
+        calls share it, one per namespace (`ListWatch.view`): the source lists then."""
+        tracked = self.view()
         if tracked is None:
             return None
         return tuple(sorted((t.item for t in tracked), key=lambda p: p.id))

@@ -94,6 +94,15 @@ class ListWatch(Follower):
                 return None
             return list(self._known.values())
 
+    def view(self) -> list[Tracked] | None:
+        """What a snapshot may read instead of a list, as an informer's cache: `tracked()`,
+        but only when one watch call covers every object (all namespaces, or one). With several
+        (one per namespace) the calls are watched in turn, so a change in one namespace waits
+        up to a window while another is watched: too stale for a snapshot, which lists then."""
+        if len(self.listing.calls) != 1:
+            return None
+        return self.tracked()
+
     def watch(self, on_event: Callable[[ContainerEvent], None], stop: threading.Event) -> None:
         def listed(items: list[dict[str, Any]]) -> None:
             fresh = self._tracked(items)

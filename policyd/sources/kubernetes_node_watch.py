@@ -43,5 +43,5 @@ class NodeWatch(ListWatch):
         """Node name -> allocatable CPU cores, and node name -> labels, as the watch has seen
         them (`list_nodes`' answer); None while it does not keep them (not running, not
         listed yet, the API server lost since)."""
-        tracked = self.tracked()
+        tracked = self.view()
         return None if tracked is None else node_tables(t.item for t in tracked)

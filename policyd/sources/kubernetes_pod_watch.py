@@ -10,9 +10,8 @@ What it sees is also the source's pod list (`running_now`), as an informer's cac
 cycle used to list every managed pod, 44.5 MB of JSON and 2-3 CPU s of decoding at 10,000 pods
 on a slow 2-core host (benchmarks/README.md, "pod_list.py"), and the API server's work to serve
 it. A change reaches the view as the watch's event; the view is read only while the
-watch keeps it (`ListWatch.tracked`), and only when one watch call covers every managed pod
-(all namespaces, or one): with several namespaces the calls are watched in turn, so a change in
-one waits up to a window while another is watched, too stale for a snapshot.
+watch keeps it, and only when one watch call covers every managed pod (all namespaces, or one:
+`ListWatch.view`).
 
 Must not: build snapshots or read Prometheus (the source, `kubernetes_pods`), or act on what it
 sees (the daemon ticks the policies).
@@ -52,7 +51,5 @@ class PodWatch(ListWatch):
         instead of listing every pod: `KubernetesPodSource`); None while the watch does not
         keep them (not running, not listed yet, the API server lost since) or when several
         watch calls share it (module docstring)."""
-        if len(self.listing.calls) != 1:
-            return None
-        tracked = self.tracked()
+        tracked = self.view()
         return None if tracked is None else [t.item for t in tracked]

@@ -181,6 +181,23 @@ def test_the_watch_keeps_the_jobs_held_now_as_a_list_would_show_them() -> None:
         assert watcher.held_now() is None  # stopped: no longer kept up to date
 
 
+class TwoNamespaces(Scope):
+    namespaces = (NS, "other")
+
+
+def test_with_several_namespaces_watched_in_turn_the_held_jobs_are_listed_not_read() -> None:
+    """One watch call per namespace, watched in turn: a Job admitted in one namespace would
+    stay held in the view up to a window while the other is watched, so the source lists
+    (as the pod watch's view: `ListWatch.view`), though the watch still reports
+    submissions."""
+    with served() as (server, _), watching(server, TwoNamespaces()) as (watcher, seen):
+        world.job(server.cluster, "job-a", suspend=True)
+        seen.wait(1)
+        assert [e.container for e in seen.events] == [f"{NS}/job-a"]
+        assert watcher.tracked() is not None  # kept, but not to be read
+        assert watcher.held_now() is None
+
+
 def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
