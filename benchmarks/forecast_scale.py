@@ -14,10 +14,15 @@ the same sum in process CPU seconds, which other processes on a shared machine d
 The machine is shared and noisy: read the ratios between sizes, not single figures.
 
 Then `decide()` as policyd runs it, forecasts included (`policyd.engine.decide` attaches one to
-every assessment): the same snapshot with every container's steps series (and, in "totals", its
+every assessment) and the cyclic garbage collector paused (`policyd.tick` pauses it while the
+engine decides): the same snapshot with every container's steps series (and, in "totals", its
 total steps) in the snapshot itself, for FlowCon (its plan, then the shared forecast step) and
 for Predictive (which forecasts inside its plan); each as the median wall and the median CPU
-seconds of this process.
+seconds of this process. Then the collector's own CPU seconds per decide (timed by
+`gc.callbacks`, median of `--repeat`), FlowCon and Predictive without totals, with the
+collector on (as policyd decided before it paused it, and as the first table's decide() runs)
+and paused (counting the collection the pause defers, which the next 20,000 allocations after
+it trigger), and how many full passes each decide made.
 
 To measure another commit's engine with the same benchmark (old against new in one sitting):
 `git archive <commit> | tar -x -C /tmp/old` and run this file with `PYTHONPATH=/tmp/old`.
@@ -26,7 +31,9 @@ To measure another commit's engine with the same benchmark (old against new in o
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +53,8 @@ from timing import (
 from policyd.engine import decide
 from policyd.engine.forecast import forecast
 from policyd.engine.forecast_input import Histories, History, Settings
+from policyd.engine.spec import PolicyDocument
+from policyd.fastjson import paused_gc
 from policyd.model import Series, Snapshot
 from policyd.policy import load_policies
 
@@ -106,19 +115,72 @@ def main() -> None:
               f"{flow + worst:16.3f}s  {cpu:10.3f}s  {result.judged.mean():5.0%}", flush=True)
         rows.append((size, with_steps(snapshot, totals=True),
                      with_steps(snapshot, totals=False)))
-    print(f"\ndecide() with forecasts, as policyd runs it (median of {args.repeat}; "
-          "wall s / CPU s)")
+    print(f"\ndecide() with forecasts, as policyd runs it, the collector paused (median of "
+          f"{args.repeat}; wall s / CPU s)")
     print(f"{'containers':>10}  {'FlowCon, totals':>16}  {'FlowCon, no totals':>18}  "
           f"{'Predictive, totals':>18}  {'Predictive, no totals':>21}")
     for size, known_snap, unknown_snap in rows:
         cells = []
         for policy, snap in ((flowcon, known_snap), (flowcon, unknown_snap),
                              (predictive, known_snap), (predictive, unknown_snap)):
-            wall, cpu = median_wall_and_cpu_seconds(lambda p=policy, s=snap: decide(p, s),
-                                                    args.repeat)
+            wall, cpu = median_wall_and_cpu_seconds(
+                lambda p=policy, s=snap: _decided(p, s, paused=True), args.repeat)
             cells.append(f"{wall:.3f} / {cpu:.3f}")
         print(f"{size:>10,}  {cells[0]:>16}  {cells[1]:>18}  {cells[2]:>18}  {cells[3]:>21}",
               flush=True)
+    print(f"\nthe collector's own CPU s per decide, no totals (median of {args.repeat}; full "
+          "passes per decide in brackets)")
+    print(f"{'containers':>10}  {'FlowCon, on':>16}  {'FlowCon, paused':>16}  "
+          f"{'Predictive, on':>16}  {'Predictive, paused':>18}")
+    for size, _, unknown_snap in rows:
+        cells = []
+        for policy, paused in ((flowcon, False), (flowcon, True), (predictive, False),
+                               (predictive, True)):
+            seconds, full = _collector_seconds(policy, unknown_snap, paused=paused,
+                                               repeat=args.repeat)
+            cells.append(f"{seconds:.3f} ({full})")
+        print(f"{size:>10,}  {cells[0]:>16}  {cells[1]:>16}  {cells[2]:>16}  {cells[3]:>18}",
+              flush=True)
+
+
+def _decided(policy: PolicyDocument, snapshot: Snapshot, *, paused: bool) -> object:
+    """`decide()`, under a collector pause as `policyd.tick` runs it, or with it on."""
+    if not paused:
+        return decide(policy, snapshot)
+    with paused_gc():
+        return decide(policy, snapshot)
+
+
+def _collector_seconds(policy: PolicyDocument, snapshot: Snapshot, *, paused: bool,
+                       repeat: int) -> tuple[float, str]:
+    """The median CPU seconds the collector spent per decide (and in the collection a pause
+    defers to the next allocations), and the full passes of each decide."""
+    spent: list[float] = []
+    full: list[int] = []
+    began = [0.0]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            began[0] = time.process_time()
+        else:
+            spent.append(time.process_time() - began[0])
+            full.append(int(info["generation"] == 2))
+
+    per_decide, passes = [], []
+    gc.callbacks.append(timed)
+    try:
+        for _ in range(repeat):
+            spent.clear()
+            full.clear()
+            _decided(policy, snapshot, paused=paused)
+            after = [object() for _ in range(20_000)]  # what the next tick's work allocates
+            del after
+            per_decide.append(sum(spent))
+            passes.append(sum(full))
+    finally:
+        gc.callbacks.remove(timed)
+    return float(np.median(per_decide)), ",".join(str(n) for n in passes)
+
 
 if __name__ == "__main__":
     main()
