@@ -46,17 +46,23 @@ class Job:
     best_cores: float  # what it can use on this worker
 
 
-def critical(jobs: Sequence[Job], capacity: float) -> int | None:
-    """The job that bounds the worker's makespan, if one does: the one whose remaining work on
-    one core is at least the worker's whole remaining work spread over its cores (nothing can
-    finish before it then, so every interval it waits is added to the makespan)."""
+def critical(jobs: Sequence[Job], capacity: float) -> tuple[int, str] | None:
+    """The job that bounds the worker's makespan, if one does, and why: the one whose
+    remaining work on one core is at least the worker's whole remaining work spread over its
+    cores (nothing can finish before it then, so every interval it waits is added to the
+    makespan)."""
     work = [j.forecast.remaining_seconds_at(1.0) if j.forecast is not None else math.nan
             for j in jobs]
     known = [(w, i) for i, w in enumerate(work) if math.isfinite(w)]
     if len(known) < 2:
         return None
     longest, index = max(known)
-    return index if longest >= sum(w for w, _ in known) / capacity else None
+    spread = sum(w for w, _ in known) / capacity
+    if longest < spread:
+        return None
+    return index, (f"served before its turn: it bounds the worker's makespan ({longest:.0f} s "
+                   f"of work on one core, the worker's {spread:.0f} s over its "
+                   f"{capacity:g} cores)")
 
 
 def _grant(jobs: Sequence[Job], capacity: float, first: Sequence[int] = ()) -> list[float]:
@@ -167,14 +173,17 @@ def node_plans(jobs: list[Job], capacity: float, spec: PredictiveSpec, *,
                       reason="no job on the worker has a forecast: free competition")
                 for j in jobs]
     ordered = _order(jobs, hysteresis=spec.hysteresis, floor=floor)
-    bound = critical(ordered, capacity)
-    first = [bound] if bound is not None else []
-    # Jobs waiting too long go first, as many as leaves one core to the order itself.
+    # Jobs granted before their turn, and why: the makespan's, then those waiting too long,
+    # as many as leaves one core to the order itself.
+    before: dict[int, str] = dict([bound]) if (bound := critical(ordered, capacity)) else {}
     late = sorted((-s, i) for i, s in enumerate(_slowdowns(ordered, now=now,
                                                            capacity=capacity))
-                  if s > 1.0 + spec.max_slowdown and i != bound)
-    first += [i for _, i in late][:max(int(capacity) - 1 - len(first), 0)]
-    cores = _grant(ordered, capacity, first)
+                  if s > 1.0 + spec.max_slowdown and i not in before)
+    for negative, i in late[:max(int(capacity) - 1 - len(before), 0)]:
+        before[i] = (f"served before its turn: waiting longer would make it end over "
+                     f"{1 + spec.max_slowdown:g}x as late as an equal share of the worker "
+                     f"(served from now on, {-negative:.2f}x)")
+    cores = _grant(ordered, capacity, list(before))
     top = max(cores)
     plans, ahead = [], 0.0
     for rank, (j, granted) in enumerate(zip(ordered, cores, strict=True), start=1):
@@ -187,12 +196,12 @@ def node_plans(jobs: list[Job], capacity: float, spec: PredictiveSpec, *,
         plans.append(Plan(job=j, fraction=fraction, category=category, granted=granted,
                            ahead_seconds=ahead / capacity,
                            reason=_reason(j, rank, n, granted, fraction, floor=floor,
-                                          spec=spec)))
+                                          spec=spec, before=before.get(rank - 1, ""))))
     return plans
 
 
 def _reason(j: Job, rank: int, n: int, granted: float, fraction: float, *, floor: float,
-            spec: PredictiveSpec) -> str:
+            spec: PredictiveSpec, before: str = "") -> str:
     if j.forecast is None:
         why = ("new, no forecast yet: served after the forecast jobs" if j.key == NEW_KEY else
                f"no forecast ({j.note or 'unknown'}): served last")
@@ -203,7 +212,8 @@ def _reason(j: Job, rank: int, n: int, granted: float, fraction: float, *, floor
             f"({j.best_cores:.2g} cores), {_time(at_now)} at its current allocation "
             f"({f.remaining_steps:.0f} steps left, {f.basis}); granted {granted:.2f} cores "
             f"-> {fraction:.3g}" + (f" (floor 1/({spec.beta:g}*{n})={floor:.3g})"
-                                     if fraction <= floor + 1e-9 else ""))
+                                     if fraction <= floor + 1e-9 else "")
+            + (f"; {before}" if before else ""))
 
 
 def plans_of(policy: PredictivePolicy, snapshot: Snapshot) -> dict[str, list[Plan]]:

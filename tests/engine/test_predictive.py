@@ -117,6 +117,12 @@ def test_the_job_that_bounds_the_makespan_keeps_a_core() -> None:
     d = plan(policy(), cluster(*jobs))
     assert categories(d) == {"a": SERVED, "long": SERVED, "b": FLOOR}
     assert "b" in limits(d)
+    # the reason says why the last in the order was served before its turn, with the figures
+    notes = {a.container: a.note for a in d.assessments}
+    assert notes["long"].startswith("#3 of 3 by predicted remaining time")
+    assert ("served before its turn: it bounds the worker's makespan (2000 s of work on one "
+            "core, the worker's 1055 s over its 2 cores)") in notes["long"]
+    assert "before its turn" not in notes["a"] + notes["b"]
 
 
 def test_a_job_waiting_too_long_is_served_before_its_turn() -> None:
@@ -127,8 +133,12 @@ def test_a_job_waiting_too_long_is_served_before_its_turn() -> None:
     others = (job("b", done=0, total=1500, rate=10), job("c", done=0, total=1800, rate=10))
     d = plan(policy(), cluster(*others, late))
     assert categories(d)["d"] == SERVED and categories(d)["c"] == FLOOR
+    note = next(a.note for a in d.assessments if a.container == "d")
+    assert ("served before its turn: waiting longer would make it end over 1.2x as late as an "
+            "equal share of the worker (served from now on, ") in note
     patient = plan(policy(max_slowdown=100), cluster(*others, late))
     assert categories(patient)["d"] == FLOOR
+    assert all("before its turn" not in a.note for a in patient.assessments)
 
 
 def test_guards_and_small_changes_leave_limits_alone() -> None:
