@@ -24,6 +24,7 @@ Metric names and labels (the contract dashboards and alert rules rely on):
 * `policyd_jobs_delivered_total{policy,event,response}`: ticks that found a job delivered
   (event = target | converged; response = notify | deprioritize | stop); a job stays delivered,
   so a notify is counted on every tick it is seen
+* each job's predicted finish: `policyd.daemon.forecast_metrics`
 * deadlines and admission: `policyd.daemon.deadline_metrics`
 * a node agent's reports for the manager (`node_reports: true`):
   `policyd.daemon.node_report_metrics`
@@ -38,6 +39,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from policyd.daemon.deadline_metrics import DeadlineMetrics
+from policyd.daemon.forecast_metrics import ForecastCollector
 from policyd.daemon.node_report_metrics import NodeReportCollector
 from policyd.model import Assessment, Migrate
 from policyd.tick import Outcome
@@ -93,6 +95,8 @@ class DaemonMetrics:
                                  ["policy", "event", "response"], registry=registry)
         self.node_reports = NodeReportCollector()
         registry.register(self.node_reports)
+        self.forecasts = ForecastCollector()
+        registry.register(self.forecasts)
         self._lock = threading.Lock()
         self._categories: dict[str, set[tuple[str, str, str]]] = {}
         self._qoe: dict[str, set[tuple[str, str, str]]] = {}
@@ -114,6 +118,7 @@ class DaemonMetrics:
                                      for a in outcome.decision.assessments
                                      if a.category is not None})
         self.deadlines.record(outcome.decision)
+        self.forecasts.publish(policy, outcome.decision)
         self.set_qoe(policy, outcome.decision.assessments)
         for a in outcome.decision.assessments:
             if a.delivery is not None:
@@ -170,6 +175,7 @@ class DaemonMetrics:
         self.set_categories(policy, set())
         self.deadlines.forget_policy(policy)
         self.node_reports.forget(policy)
+        self.forecasts.forget(policy)
         self.set_qoe(policy, ())
         with self._lock:
             self._categories.pop(policy, None)
