@@ -76,7 +76,7 @@ from policyd.engine.qoe_target import (
 )
 from policyd.engine.snapshot_histories import histories
 from policyd.engine.spec import CommonSpec, PolicyDocument, of_kind
-from policyd.engine.speed import SpeedModel, fit_speed
+from policyd.engine.speed import UNUSED_SHARE, SpeedModel, fit_speed
 from policyd.model import Assessment, Container, Decision, QoeStatus, SetCpu, Snapshot
 from policyd.model import labels as keys
 from policyd.model.qoe import QoeState
@@ -208,8 +208,11 @@ def _speed(snapshot: Snapshot, containers: Sequence[Container], *,
 
     With hard limits (`quota`) a job used, in those intervals, its limit or all it could,
     whichever was less: the largest such use is what it can use when it was held back in its
-    last interval (the model's reading, a mean over the window, is lower), and the least it
-    can use otherwise. When that largest use is above the limit the job has now (it was given
+    last interval (the model's reading, a mean over the window, is lower), or in any of those
+    intervals since policyd last changed its limit (`markers.last_action_at`: its limit then
+    was today's), and the least it can use otherwise. Without the second, a job whose threads
+    use less than its limit read as able to use the whole worker whenever its last interval
+    was a busy one, and its target flipped in and out of reach. When that largest use is above the limit the job has now (it was given
     more, and the window still shows it), the model takes it as the most the job can use, so
     that whether its target is within reach is not read anew from every interval: a job left
     out for being infeasible, held to its floor, uses all of it and would otherwise read as
@@ -230,7 +233,15 @@ def _speed(snapshot: Snapshot, containers: Sequence[Container], *,
     if soft:
         cap = grow = np.where(np.isfinite(used), largest, cap)
     else:
-        held_back = np.isfinite(used) & (cap < h.max_cores)
+        # Under its current limit (the intervals since policyd last changed it), a job that
+        # used less than UNUSED_SHARE of it while its node had cores to spare has shown what
+        # its threads can use, whichever interval the model's own test reads.
+        changed = np.array([np.nan if c.markers.last_action_at is None
+                            else c.markers.last_action_at for c in containers])
+        under = spare & ~(h.times_seconds[:, :-1] < changed[:, None])
+        at_limit = np.max(np.where(under, h.cores[:, 1:], -np.inf), axis=1, initial=-np.inf)
+        shown = np.isfinite(at_limit) & (at_limit < UNUSED_SHARE * h.allocation_cores)
+        held_back = np.isfinite(used) & ((cap < h.max_cores) | shown)
         grow = np.where(held_back, largest, cap)
         cap = np.where(held_back | (np.isfinite(used) & (used > h.allocation_cores)),
                        largest, cap)

@@ -255,3 +255,21 @@ def test_a_paced_job_with_no_limit_yet_is_given_its_need_not_the_worker() -> Non
     a = by_id(plan(policy(), snapshot(behind, free)))["behind"]
     assert a.category == SHORT and 2.0 < a.qoe.cores_needed < 3.0
     assert a.cpu_fraction_next * 4.0 == pytest.approx(1.05 * a.qoe.cores_needed)
+
+
+def test_with_quotas_a_job_that_used_less_than_its_limit_while_cores_were_spare_is_held_back(
+        ) -> None:
+    # "capped" has had 2.64 of the worker's 8 cores since before its window and used 2 of them
+    # while the worker had cores to spare: its threads use 2. Its target needs most of the
+    # worker (the speed model's prior), beyond what it can use, whichever interval the worker
+    # was busy in: the last one here (the other job used 6 cores then), which the speed model's
+    # own test reads, finding the job held back by its neighbour, not by its threads.
+    capped = job("capped", target="steps_per_second>=26", rate=20, cores=2, allocation=0.33)
+    t = capped.evaluation.times_seconds
+    other = job("other", target=None, rate=20, cores=0.5, allocation=0.5)
+    other = Container(**{**other.__dict__,
+                         "cpu_usage": Series.of(t[1:], [0.5] * (len(t) - 2) + [6.0])})
+    quota = plan(policy(mode="quota"), snapshot(capped, other, cores=8.0))
+    a = by_id(quota)["capped"]
+    assert a.category == INFEASIBLE, a.note
+    assert "more than the 2 cores it can use" in a.note
