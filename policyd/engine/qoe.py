@@ -212,12 +212,13 @@ def _speed(snapshot: Snapshot, containers: Sequence[Container], *,
     intervals since policyd last changed its limit (`markers.last_action_at`: its limit then
     was today's), and the least it can use otherwise. Without the second, a job whose threads
     use less than its limit read as able to use the whole worker whenever its last interval
-    was a busy one, and its target flipped in and out of reach. When that largest use is above the limit the job has now (it was given
-    more, and the window still shows it), the model takes it as the most the job can use, so
-    that whether its target is within reach is not read anew from every interval: a job left
-    out for being infeasible, held to its floor, uses all of it and would otherwise read as
-    able to use the whole worker, be chosen, be held back, and be left out again. It may still
-    grow into what is left beyond that (its growth cap is the model's own reading)."""
+    was a busy one, and its target flipped in and out of reach. When that largest use is above
+    the limit the job has now (it was given more, and the window still shows it), the model
+    takes it as the most the job can use, so that whether its target is within reach is not
+    read anew from every interval: a job left out for being infeasible, held to its floor,
+    uses all of it and would otherwise read as able to use the whole worker, be chosen, be held
+    back, and be left out again. It may still grow into what is left beyond that (its growth
+    cap is the model's own reading)."""
     if not containers:
         return {}, {}
     h = histories(snapshot, containers)
