@@ -206,3 +206,32 @@ def test_policyd_run_a_flowcon_policy_that_stops_jobs_runs_on_its_agents_with_no
     code = run(split, out=out, stop=threading.Event(), once=True, parts=parts())
     (line,) = out.getvalue().splitlines()
     assert code == 1 and "source_error" in line and "policyd_node_report_" in line, line
+
+
+def test_the_manager_reads_the_report_of_an_agent_that_backed_off() -> None:
+    """FlowCon doubles its interval while every job of a node has converged (up to
+    `max_interval_seconds`), on a node agent as anywhere: a healthy agent then reports every
+    40, 80, ... s, while the manager decides the policy at its base interval. Its report is
+    not stale until two of the agent's intervals have passed: the manager must not leave it
+    out, and the stops in it, as from an agent that stopped."""
+    p = stopping("flowcon-random-10")
+    base = p.spec.interval_seconds  # type: ignore[attr-defined]
+    world = World(replace(scenarios.build("flowcon-random-10"), policies=(p,)), policies=(p,))
+    for seconds in range(600, 3000, 10):
+        world.run_until(seconds)
+        snap = observe(world, p)
+        local, reports = report(p, snap)
+        assert local is not None
+        if local.next_interval >= 4 * base:
+            break
+    else:
+        raise AssertionError("the agent never backed off")
+    registry = CollectorRegistry()
+    DaemonMetrics(registry).node_reports.publish(p.name, reports)
+    # the manager's cycle just before the agent's next tick, at its own (base) interval
+    at = snap.time + local.next_interval - 1
+    source = NodeReportSource("http://prom", client=Answering(vector(registry)),
+                              clock=lambda: at)
+    manager = source.snapshot([p], intervals={p.name: base})
+    assert source.last_warnings == ()
+    assert manager.node_reports == reports
