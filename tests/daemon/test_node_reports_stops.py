@@ -235,3 +235,31 @@ def test_the_manager_reads_the_report_of_an_agent_that_backed_off() -> None:
     manager = source.snapshot([p], intervals={p.name: base})
     assert source.last_warnings == ()
     assert manager.node_reports == reports
+
+
+def test_a_policy_updated_so_that_it_stops_no_job_takes_its_stop_requests_off_metrics(
+) -> None:
+    """A policy that stopped jobs, reloaded with `notify`: its node agent decides it alone now
+    and reports nothing; the stop requests it published before must go with its report, or the
+    agent would publish them for good (and PolicydStopsUnanswered fire for jobs nothing is
+    asked to stop any more)."""
+    snap, p = with_stops(), policy()
+    node = stopping_node(snap)
+    registry = CollectorRegistry()
+    agent = Daemon([p], source=NodeScopedSource(FixedSource(snap), node),
+                   actuator=FakeActuator(), metrics=DaemonMetrics(registry), scope="node",
+                   node_reports=True)
+
+    def stop_requests() -> list[object]:
+        return [k for k in samples(registry) if k[0] == "policyd_node_report_stop_request"]
+
+    agent.run_once()
+    assert stop_requests()
+    notify = p.model_copy(update={"spec": p.spec.model_copy(update={
+        "on_converged": "notify", "on_target": "notify"})})
+    agent.replace_policies([notify])
+    (ticked,) = agent.run_once()
+    agent.shutdown()
+    assert ticked.result == "ok"
+    assert stop_requests() == []
+    assert not any(k[0].startswith("policyd_node_report_") for k in samples(registry))
