@@ -19,8 +19,9 @@ A report older than two of its policy's intervals (an agent that stopped, or fel
 left out with a warning: that node is not in the manager's picture this cycle, as a node the
 source cannot see. The interval counted is the longest the kind may back off to: a FlowCon
 policy's agents report only every `max_interval_seconds` while their jobs have all converged,
-while the manager decides it at its base interval. When two agents report one node (a rolling update), the newer report wins.
-A failed query is the cycle's SourceError, as for every source: no decision.
+while the manager decides it at its base interval. When two agents report one node (a
+rolling update), the newer report wins. A failed query is the cycle's SourceError, as for
+every source: no decision.
 
 Must not: decide anything (`policyd.engine.specon_reports` and `predictive_reports` do), or
 read containers' series.
