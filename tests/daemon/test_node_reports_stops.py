@@ -263,3 +263,21 @@ def test_a_policy_updated_so_that_it_stops_no_job_takes_its_stop_requests_off_me
     assert ticked.result == "ok"
     assert stop_requests() == []
     assert not any(k[0].startswith("policyd_node_report_") for k in samples(registry))
+
+
+def test_policyd_plan_node_reports_is_refused_with_a_snapshot_file(tmp_path: Path) -> None:
+    """`--node-reports` reads the reports from Prometheus: with `--snapshot FILE` it would be
+    ignored in silence (a policy not decided from reports planned as if it were), so it is
+    refused, as `--save-snapshot` is."""
+    from policyd.model.codec import snapshot_to_dict  # noqa: PLC0415
+
+    snap, p = with_stops(), policy()
+    path = tmp_path / "qoe-stop.yaml"
+    path.write_text(yaml.safe_dump(p.model_dump(mode="json", by_alias=True)))
+    saved = tmp_path / "snap.json"
+    saved.write_text(json.dumps(snapshot_to_dict(snap)))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["plan", "--policy", str(path), "--snapshot", str(saved), "--node-reports"],
+                out=out, err=err)
+    assert code != 0
+    assert "--node-reports goes with --prometheus" in err.getvalue()
