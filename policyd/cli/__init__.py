@@ -108,6 +108,9 @@ def _plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.save_snapshot and args.prometheus is None:
         raise InputError(["--save-snapshot goes with --prometheus (a file snapshot is saved "
                           "already)"])
+    if args.node_reports and args.prometheus is None:
+        raise InputError(["--node-reports goes with --prometheus (it reads the node agents' "
+                          "reports there; a snapshot file holds its own)"])
     if args.prometheus is not None:
         snapshot = live.live_snapshot(args, chosen, err)
     else:

@@ -11,7 +11,8 @@ resource's group, version and plural.
 The loop: list, then `watch.Watch().stream(<list call>, resource_version=<list's>,
 timeout_seconds=...)` in windows of `window_seconds` (with `timeout_seconds` set the client
 does not resume by itself and raises ApiException(410) at once); each window resumes from the
-last resourceVersion seen, bookmarks included. 410 Gone (that version expired): relist.
+last resourceVersion seen, bookmarks included; a read silent for two windows (a connection
+gone without being closed) fails the window. 410 Gone (that version expired): relist.
 Other failures, of the calls or of `listed` / `changed`: relist after a back-off doubling up
 to `max_backoff_seconds`. With several calls (one per namespace) one watch per call runs in
 turn on this thread, so an event may wait up to a window while another namespace is watched
@@ -36,6 +37,9 @@ from policyd.clients.kubernetes_watch import Stoppable
 LOG = logging.getLogger(__name__)
 GONE = 410
 CHANGES = ("ADDED", "MODIFIED", "DELETED")  # the rest, BOOKMARK: only its version matters
+READ_TIMEOUT_WINDOWS = 2
+"""A watch read that waits this many windows is a connection lost without being closed (the
+server ends every window itself): it fails as a lost API server does, rather than hang."""
 
 Call = tuple[Callable[..., Any], tuple[str, ...]]
 
@@ -137,7 +141,9 @@ class Follower:
                 w = self._make_watch()
                 for raw in w.stream(stoppable.method(method), *args, **self.listing.selectors,
                                     resource_version=version, allow_watch_bookmarks=True,
-                                    timeout_seconds=self.window_seconds):
+                                    timeout_seconds=self.window_seconds,
+                                    _request_timeout=(self.window_seconds,
+                                                      READ_TIMEOUT_WINDOWS * self.window_seconds)):
                     kind: str = raw.get("type", "")
                     obj = raw.get("raw_object") or {}
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)

@@ -512,6 +512,9 @@ class Daemon:
                         self._schedule(name, first_run=True)
                     LOG.info("policy %s added", name)
                 elif job.policy != policy:
+                    if self._reported(job.policy) and not self._reported(policy):
+                        # decided here alone now: its last report (its stop requests) goes
+                        self.metrics.node_reports.forget(name)
                     before = job.interval
                     job.schedule = job.schedule.replaced(policy)
                     if job.interval != before:

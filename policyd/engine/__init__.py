@@ -53,8 +53,11 @@ def decide(policy: PolicyDocument, snapshot: Snapshot, *,
     decision = replace(kind.plan(policy, snapshot),
                        opt_out_key=policy.spec.selector.opt_out_key)
     if snapshot.node_reports:
-        decision = replace(decision, actions=(*decision.actions,
-                                              *reported_stops(policy, snapshot)))
+        # as the delivery step does for a job it stops: the policy's other actions on it go
+        stops = reported_stops(policy, snapshot)
+        stopped = {s.container for s in stops}
+        decision = replace(decision, actions=(
+            *(a for a in decision.actions if a.container not in stopped), *stops))
     decision = deliver(decision, policy, snapshot, forecasts=forecasts)
     decision = yield_to_owners(decision, policy, peers, snapshot.containers, snapshot.pending)
     if not forecasts:

@@ -17,8 +17,11 @@ own source (`ReportedSource`): a held job is not on any node yet.
 
 A report older than two of its policy's intervals (an agent that stopped, or fell behind) is
 left out with a warning: that node is not in the manager's picture this cycle, as a node the
-source cannot see. When two agents report one node (a rolling update), the newer report wins.
-A failed query is the cycle's SourceError, as for every source: no decision.
+source cannot see. The interval counted is the longest the kind may back off to: a FlowCon
+policy's agents report only every `max_interval_seconds` while their jobs have all converged,
+while the manager decides it at its base interval. When two agents report one node (a
+rolling update), the newer report wins. A failed query is the cycle's SourceError, as for
+every source: no decision.
 
 Must not: decide anything (`policyd.engine.specon_reports` and `predictive_reports` do), or
 read containers' series.
@@ -237,7 +240,9 @@ class NodeReportSource:
                 raise SourceError(kind="bad_response", url=self.url, what="query", query=query,
                                   detail=f"expected a vector, got {type(answer).__name__}")
             reports, warnings = parse_reports(answer, now=now, max_age_seconds={
-                name: STALE_INTERVALS * seconds for name, seconds in current.items()})
+                p.name: STALE_INTERVALS * max(current[p.name],
+                                              KINDS.of(p).intervals(p).longest_seconds)
+                for p in policies})
         if not reports:
             warnings.append(f"no node report for {', '.join(current)}: no node agent publishes "
                             "one (node_reports: true in the agents' settings too?)")

@@ -206,3 +206,78 @@ def test_policyd_run_a_flowcon_policy_that_stops_jobs_runs_on_its_agents_with_no
     code = run(split, out=out, stop=threading.Event(), once=True, parts=parts())
     (line,) = out.getvalue().splitlines()
     assert code == 1 and "source_error" in line and "policyd_node_report_" in line, line
+
+
+def test_the_manager_reads_the_report_of_an_agent_that_backed_off() -> None:
+    """FlowCon doubles its interval while every job of a node has converged (up to
+    `max_interval_seconds`), on a node agent as anywhere: a healthy agent then reports every
+    40, 80, ... s, while the manager decides the policy at its base interval. Its report is
+    not stale until two of the agent's intervals have passed: the manager must not leave it
+    out, and the stops in it, as from an agent that stopped."""
+    p = stopping("flowcon-random-10")
+    base = p.spec.interval_seconds  # type: ignore[attr-defined]
+    world = World(replace(scenarios.build("flowcon-random-10"), policies=(p,)), policies=(p,))
+    for seconds in range(600, 3000, 10):
+        world.run_until(seconds)
+        snap = observe(world, p)
+        local, reports = report(p, snap)
+        assert local is not None
+        if local.next_interval >= 4 * base:
+            break
+    else:
+        raise AssertionError("the agent never backed off")
+    registry = CollectorRegistry()
+    DaemonMetrics(registry).node_reports.publish(p.name, reports)
+    # the manager's cycle just before the agent's next tick, at its own (base) interval
+    at = snap.time + local.next_interval - 1
+    source = NodeReportSource("http://prom", client=Answering(vector(registry)),
+                              clock=lambda: at)
+    manager = source.snapshot([p], intervals={p.name: base})
+    assert source.last_warnings == ()
+    assert manager.node_reports == reports
+
+
+def test_a_policy_updated_so_that_it_stops_no_job_takes_its_stop_requests_off_metrics(
+) -> None:
+    """A policy that stopped jobs, reloaded with `notify`: its node agent decides it alone now
+    and reports nothing; the stop requests it published before must go with its report, or the
+    agent would publish them for good (and PolicydStopsUnanswered fire for jobs nothing is
+    asked to stop any more)."""
+    snap, p = with_stops(), policy()
+    node = stopping_node(snap)
+    registry = CollectorRegistry()
+    agent = Daemon([p], source=NodeScopedSource(FixedSource(snap), node),
+                   actuator=FakeActuator(), metrics=DaemonMetrics(registry), scope="node",
+                   node_reports=True)
+
+    def stop_requests() -> list[object]:
+        return [k for k in samples(registry) if k[0] == "policyd_node_report_stop_request"]
+
+    agent.run_once()
+    assert stop_requests()
+    notify = p.model_copy(update={"spec": p.spec.model_copy(update={
+        "on_converged": "notify", "on_target": "notify"})})
+    agent.replace_policies([notify])
+    (ticked,) = agent.run_once()
+    agent.shutdown()
+    assert ticked.result == "ok"
+    assert stop_requests() == []
+    assert not any(k[0].startswith("policyd_node_report_") for k in samples(registry))
+
+
+def test_policyd_plan_node_reports_is_refused_with_a_snapshot_file(tmp_path: Path) -> None:
+    """`--node-reports` reads the reports from Prometheus: with `--snapshot FILE` it would be
+    ignored in silence (a policy not decided from reports planned as if it were), so it is
+    refused, as `--save-snapshot` is."""
+    from policyd.model.codec import snapshot_to_dict  # noqa: PLC0415
+
+    snap, p = with_stops(), policy()
+    path = tmp_path / "qoe-stop.yaml"
+    path.write_text(yaml.safe_dump(p.model_dump(mode="json", by_alias=True)))
+    saved = tmp_path / "snap.json"
+    saved.write_text(json.dumps(snapshot_to_dict(snap)))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["plan", "--policy", str(path), "--snapshot", str(saved), "--node-reports"],
+                out=out, err=err)
+    assert code != 0
+    assert "--node-reports goes with --prometheus" in err.getvalue()

@@ -92,9 +92,9 @@ def test_a_manager_with_node_reports_closes_both_sources_and_only_its_own_client
     close_source(ReportedSource(inner, NodeReportSource("http://127.0.0.1:9", client=given)))
     assert inner.closed == [0] and given.closed == 0
     made = NodeReportSource("http://127.0.0.1:9")
-    own: Any = made._client  # noqa: SLF001 - the client it made, to watch its session
+    own: Any = made._client  # the client it made, to watch its session
     sessions: list[str] = []
-    own._session.close = lambda: sessions.append("closed")  # noqa: SLF001
+    own._session.close = lambda: sessions.append("closed")
     made.close()
     assert sessions == ["closed"]
 
@@ -102,6 +102,6 @@ def test_a_manager_with_node_reports_closes_both_sources_and_only_its_own_client
 def test_a_prometheus_client_closes_its_session() -> None:
     client: Any = connect_prometheus("http://127.0.0.1:9", timeout_seconds=1, retries=0)
     closed: list[bool] = []
-    client._session.close = lambda: closed.append(True)  # noqa: SLF001
+    client._session.close = lambda: closed.append(True)
     close_source(client)
     assert closed == [True]

@@ -181,3 +181,30 @@ def test_a_stop_without_a_finite_figure_is_named_not_dropped_silently() -> None:
     kept, stops = take_stops(decision, reports_snapshot(()))
     assert kept.actions == () and stops == {}
     assert any("not reported" in n and "a" in n for n in kept.notes)
+
+
+def test_a_job_the_reports_stop_is_not_moved_too() -> None:
+    """Predictive with `migrate` and `on_target: stop`, a waiting job that reached its target:
+    one snapshot stops it and drops its move (the delivery step drops every other action of
+    the policy on a job it stops); the manager from the reports must not move it and stop it
+    in one decision either."""
+    from policyd.model import Migrate  # noqa: PLC0415
+    from policyd.model import labels as keys  # noqa: PLC0415
+    from tests.engine.test_predictive_reports import shipped  # noqa: PLC0415
+
+    p = with_spec(shipped(), on_target="stop")
+    world = World(scenarios.build("specon-random-50-8w"), policies=(shipped(),))
+    world.run_until(239.09)
+    snap = observe(world, p)
+    moved = [a.container for a in decide(p, snap).actions if isinstance(a, Migrate)]
+    assert moved, "no move at 239 s: pick another moment"
+    x = moved[0]
+    snap = replace(snap, containers=tuple(
+        replace(c, annotations={**c.annotations,
+                                keys.TARGET_LOSS: f"{2 * float(c.evaluation.values[-1]):g}"})
+        if c.id == x else c for c in snap.containers))
+    whole = decide(p, snap)
+    assert [type(a).__name__ for a in whole.actions if a.container == x] == ["Stop"]
+    _, reports = report(p, snap)
+    manager = decide(p, replace(snap, containers=(), node_reports=reports))
+    assert [type(a).__name__ for a in manager.actions if a.container == x] == ["Stop"]

@@ -267,3 +267,63 @@ def test_the_node_watch_keeps_the_nodes_as_a_list_would_show_them() -> None:
                 for thread in threads:
                     thread.join(5)
             assert watcher.nodes_now() is None  # stopped: no longer kept up to date
+
+
+def test_a_watch_that_goes_silent_forgets_the_view() -> None:
+    """A watch connection that stays open but carries nothing more (a half-open TCP
+    connection: an API server or load balancer gone without closing it) is an API server
+    lost too. Its window ends on the server's side, so nothing past it may be waited for:
+    the read times out a window later, and the view is forgotten until a list succeeds,
+    rather than read as current for as long as the connection hangs."""
+    import json  # noqa: PLC0415
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: PLC0415
+
+    hang = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if "watch=true" in self.path.lower():  # headers, then silence: no event, no end
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self.wfile.flush()
+                hang.wait(30)
+                return
+            data = json.dumps({"kind": "PodList", "metadata": {"resourceVersion": "10"},
+                               "items": [pod("a")]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    serving = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                               daemon=True)
+    serving.start()
+    conf = k8s.Configuration()
+    conf.host = f"http://127.0.0.1:{httpd.server_address[1]}"
+    stop = threading.Event()
+    try:
+        with k8s.ApiClient(conf) as api:
+            watcher = PodWatch(k8s.CoreV1Api(api), Scope(), window_seconds=1,
+                               backoff_seconds=60.0)
+            thread = threading.Thread(target=watcher.watch, args=(lambda e: None, stop))
+            thread.start()
+            wait_until(lambda: watcher.running_now() is not None)
+            wait_until(lambda: watcher.running_now() is None, timeout=8.0)
+            stop.set()
+            thread.join(5)
+            assert not thread.is_alive()
+    finally:
+        stop.set()
+        hang.set()
+        httpd.shutdown()
+        httpd.server_close()
