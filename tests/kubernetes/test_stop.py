@@ -88,3 +88,34 @@ def test_a_pod_that_is_not_running_is_not_touched() -> None:
         with pytest.raises(ActuationError, match="not running"):
             world.actuator_on(server, clock).apply(stop("bare-c"), QOE)
     assert [r["method"] for r in writes(server)] == ["POST"]  # the Warning Event only
+
+
+def test_a_stop_asked_again_once_the_job_is_stopped_does_nothing_and_is_not_a_failure() -> None:
+    """A manager deciding from node reports may see the agent's last report, listing the job,
+    once more after it stopped it: the second Stop finds the job stopped, terminating or gone,
+    and does nothing (no write, no Warning)."""
+    with served() as (server, clock):
+        world.hollow_1(server.cluster)
+        world.bare_pod(server.cluster)
+        server.cluster.advance(60, clock)
+        actuator = world.actuator_on(server, clock)
+        actuator.apply(stop("bare-c"), QOE)
+        before = len(writes(server))
+        actuator.apply(stop("bare-c"), QOE)  # at once: the pod still terminating, or gone
+        server.cluster.advance(30, clock)
+        assert server.cluster.get("pods", NS, "bare-c") is None
+        actuator.apply(stop("bare-c"), QOE)  # gone
+        assert len(writes(server)) == before
+        (event,) = events(server)
+        assert event["type"] == "Normal"
+
+
+def test_a_delivered_pod_that_ended_is_not_stopped_again() -> None:
+    with served() as (server, clock):
+        world.hollow_1(server.cluster)
+        pod = response("pod_get_running_on_hollow_kubelet.json")
+        pod["status"]["phase"] = "Succeeded"
+        pod["metadata"].setdefault("annotations", {})[labels.DELIVERED] = "1700000000"
+        server.cluster.add("pods", pod)
+        world.actuator_on(server, clock).apply(stop("bare-c"), QOE)
+    assert writes(server) == []

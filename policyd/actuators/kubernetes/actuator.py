@@ -283,10 +283,19 @@ class KubernetesActuator:
                                                    converged_at=action.converged_at))
         return Done(pod)
 
-    def stop(self, action: Stop) -> Done:
+    def stop(self, action: Stop) -> Done | None:
         """Deliver a job: checkpoint and stop it for good (`stop.Stopper`); the Event regards
-        the Job, or the pod."""
-        pod = self._pod(PodRef.parse(action.container, self.settings.container_name))
+        the Job, or the pod. None (nothing done, no Event) when it is stopped already: its pod
+        gone, or carrying policyd's delivery mark and no longer running (terminating, or
+        ended). A manager deciding from node reports may ask again before the agent's next
+        report says the job is gone; that is not a failed action."""
+        ref = PodRef.parse(action.container, self.settings.container_name)
+        pod = self.migration.work.get_pod(ref.namespace, ref.name)
+        if pod is None or (pods.delivered(pod) and not pods.is_running(pod)):
+            LOG.info("kubernetes: stop of %s: %s already, nothing to do", ref,
+                     "gone" if pod is None else "stopped")
+            return None
+        pod = self._pod(ref)
         return Done(self.stopper.run(
             action, pod, grace_seconds=grace_seconds(action, self.settings.grace_seconds)))
 

@@ -174,6 +174,11 @@ def is_running(pod: Mapping[str, Any], node: str | None = None) -> bool:
     return bool(statuses) and all("running" in (s.get("state") or {}) for s in statuses)
 
 
+def delivered(pod: Mapping[str, Any]) -> bool:
+    """Whether policyd has stopped the pod's job for good (its delivery mark, `stop`)."""
+    return names.DELIVERED in ((pod.get("metadata") or {}).get("annotations") or {})
+
+
 def failure(pod: Mapping[str, Any]) -> str | None:
     """Why a new pod will not run (failed, unschedulable, a container crash-looping)."""
     status = pod.get("status") or {}
