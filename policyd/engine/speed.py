@@ -28,6 +28,11 @@ matrix products of a step but not the Python and optimizer overhead around them.
 of that range: it predicts a speed-up of 1.33 on 2 cores where the measured ones were 1.16-1.57,
 so a job seen on one allocation is mispredicted by at most ~18 % at twice the cores.
 
+Drift. Besides the scatter of single intervals (`spread`), the fit measures how the level of
+the job's step time about the model wanders over its window (`drift`, `_drift`): the diffusion
+of a random walk on log step time, read off the differences between DRIFT_BLOCKS consecutive
+blocks of the window. The forecast's range reads it; nothing else does.
+
 Must not: read the snapshot (callers pass plain arrays), do I/O, or loop over containers.
 """
 
