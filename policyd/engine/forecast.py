@@ -39,7 +39,7 @@ from policyd.engine.curve_fit import fit_curves
 from policyd.engine.forecast_input import Histories, Settings
 from policyd.engine.forecast_output import Forecasts
 from policyd.engine.horizon import convergence_step, target_step
-from policyd.engine.speed import UNUSED_SHARE, fit_speed
+from policyd.engine.speed import DRIFT_BLOCKS, UNUSED_SHARE, fit_speed
 from policyd.model.snapshot import FloatArray
 
 BoolArray = npt.NDArray[np.bool_]
@@ -60,6 +60,9 @@ the development curves (the simulator's six, `benchmarks/forecast_accuracy.py --
 30 of 36 cases within 2.8x; the other six, all at the earliest cuts, 6-30x)."""
 MIN_SPREAD = 0.02
 """The speed of the rest of a run is never taken as known to better than 2 %."""
+DRIFT_T = {1: 3.078, 2: 1.886, 3: 1.638, 5: 1.476}[DRIFT_BLOCKS - 1]
+"""Student's t 90th percentile at DRIFT_BLOCKS - 1 degrees of freedom (1.476 at 5): the drift's
+diffusion is estimated from the differences of the window's DRIFT_BLOCKS consecutive blocks."""
 
 
 def _last(values: FloatArray, lengths: FloatArray) -> FloatArray:
@@ -195,9 +198,18 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
     seconds = remaining_steps * seconds_per_step
     finish_at = t_last + seconds
     remaining_seconds = np.maximum(finish_at - s.now_seconds, 0.0)
-    # The range (module docstring, 5): the speed either way; without total steps also the
-    # convergence step x* = x_now + remaining within a factor CONVERGENCE_BAND either way.
-    speed_factor = 1.0 + SPEED_Z * np.maximum(speed.spread, MIN_SPREAD)
+    # The range (module docstring, 5): the speed either way, one interval's scatter and the
+    # drift of its level over the window and the rest of the run added in quadrature (in log);
+    # without total steps also the convergence step x* = x_now + remaining within a factor
+    # CONVERGENCE_BAND either way.
+    steady = 1.0 + SPEED_Z * np.maximum(speed.spread, MIN_SPREAD)
+    with np.errstate(invalid="ignore", over="ignore"):
+        rest = np.maximum(seconds, 0.0)
+        drift = DRIFT_T * np.sqrt(speed.drift * (speed.window_seconds + rest) / 3.0)
+        drift = np.where(np.isfinite(drift), drift, 0.0)
+        scatter = np.log(steady)
+        speed_factor = np.where(drift > 0, np.exp(np.sqrt(scatter * scatter + drift * drift)),
+                                steady)
     crossing_at = x_now + remaining_steps
     low_steps = np.where(known, remaining_steps,
                          np.maximum(crossing_at / CONVERGENCE_BAND - x_now, 0.0))

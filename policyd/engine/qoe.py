@@ -254,7 +254,8 @@ def _speed(snapshot: Snapshot, containers: Sequence[Container], *,
             serial_seconds=model.serial_seconds[rows],
             parallel_seconds=model.parallel_seconds[rows],
             cap_cores=model.cap_cores[rows], spread=model.spread[rows],
-            usable=model.usable[rows], mean_cores=model.mean_cores[rows])
+            usable=model.usable[rows], mean_cores=model.mean_cores[rows],
+            drift=model.drift[rows], window_seconds=model.window_seconds[rows])
     return out, {c.id: float(grow[i]) for i, c in enumerate(containers)}
 
 
