@@ -196,7 +196,7 @@ def _drift(good: BoolArray, *, seconds: FloatArray, steps: FloatArray,
     neighbouring intervals, half the mean of (x_{j+1} - x_j)^2 with x_j the interval's log step
     time about the model (a random walk adds only q dt to it). q = max(mean squared block
     difference - its noise, 0) / (2 T / (3 B)); 0 with fewer than two neighbouring non-empty
-    blocks. A loop over the B blocks, none over containers."""
+    blocks. No loop over containers or blocks."""
     blocks = DRIFT_BLOCKS
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         model_seconds = steps * model_s
@@ -213,13 +213,14 @@ def _drift(good: BoolArray, *, seconds: FloatArray, steps: FloatArray,
         count = pairs.sum(axis=1)
         noise = np.where(count > 0, np.where(pairs, step * step, 0.0).sum(axis=1)
                          / np.maximum(count, 1) / 2, 0.0)
-        level = np.full((good.shape[0], blocks), np.nan)
-        size = np.zeros((good.shape[0], blocks))
-        for b in range(blocks):
-            inside = ok & (block == b)
-            size[:, b] = inside.sum(axis=1)
-            level[:, b] = np.log(np.where(inside, dt, 0.0).sum(axis=1)
-                                 / np.where(inside, expected, 0.0).sum(axis=1))
+        # Each block's intervals, seconds and model seconds, all rows at once: one bin per
+        # (row, block); an empty block's level is NaN (0 / 0).
+        n = good.shape[0]
+        bins = (np.arange(n)[:, None] * blocks + block.astype(np.int64))[ok]
+        size = np.bincount(bins, minlength=n * blocks).reshape(n, blocks).astype(np.float64)
+        level = np.log(np.bincount(bins, weights=dt[ok], minlength=n * blocks)
+                       / np.bincount(bins, weights=expected[ok], minlength=n * blocks)
+                       ).reshape(n, blocks)
         change = np.diff(level, axis=1)
         both = np.isfinite(change)
         excess = change * change - noise[:, None] * (1 / size[:, 1:] + 1 / size[:, :-1])
