@@ -13,7 +13,8 @@ Names and labels (docs/settings.md, "Metrics"):
   forecast's point), `earliest` and `latest` (its range). Time left is this less `time()`.
 * `policyd_job_forecasts{policy,state}`: the jobs of the policy's latest decision with a
   forecast (`forecast`) and without one (`none`: too few samples, no steps reported, a loss
-  that does not fall...; `policyd plan` says why for each).
+  that does not fall...; `policyd plan` says why for each). A manager deciding from node
+  reports forecasts nothing itself (its agents publish their jobs'): its jobs are not counted.
 
 A timestamp rather than seconds left: it stays right between two decisions, where seconds left
 would be as old as the decision. One job in several policies (their selectors overlap) is
@@ -54,7 +55,9 @@ def _published(time: float, assessments: Iterable[Assessment]) -> _Published:
     for a in assessments:
         f = a.forecast
         if f is None:
-            without += 1
+            # a job the forecast step judged and could not forecast says why; one it never
+            # judged (a manager's answer to a node report) is not counted
+            without += bool(a.forecast_note)
             continue
         row = (time + f.remaining_seconds, time + f.low_seconds, time + f.high_seconds)
         if all(math.isfinite(x) for x in row):

@@ -103,3 +103,13 @@ def test_a_daemon_publishes_what_its_decision_forecast() -> None:
             "estimate": "latest"}) == snap.time + f.high_seconds
     assert counted(registry, policy.name, "none") == len(expected.assessments) - len(forecasts)
 
+
+
+def test_a_job_never_forecast_is_not_counted_as_one_without_a_forecast() -> None:
+    # A manager's answer to a node report carries no forecast and no note: its agent
+    # publishes the job's forecast, the manager does not count it as missing.
+    registry = CollectorRegistry()
+    answered = Assessment(container="w", node="w1", category=None,
+                          note="moves to w2: predicted gain 40 s")
+    DaemonMetrics(registry).record_outcome("p", outcome("p", answered), dry_run=False)
+    assert counted(registry, "p", "none") == 0 and counted(registry, "p", "forecast") == 0
