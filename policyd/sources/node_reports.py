@@ -4,9 +4,11 @@ With `node_reports: true`, node agents publish each node's report of a cluster-w
 (`policyd.daemon.node_report_metrics`: SpeCon's category counts, CPU, requests and rebalance
 candidates; Predictive's spare cores and waiting jobs; Deadline's spare cores, largest grant and
 at-risk jobs; the jobs any split policy's agents would stop) and Prometheus scrapes them; the
-manager asks for all of them at once:
+manager asks for all of them at once, with when Prometheus last scraped each report:
 
     {__name__=~"policyd_node_report_.+", policy=~"<the policies>"}
+    or label_replace(timestamp(policyd_node_report_time_seconds{policy=~"<the policies>"}),
+                     "scraped", "1", "", "")
 
 and builds a snapshot of nodes and reports, with no containers (`Snapshot.node_reports`). The
 answer holds one series per node and figure, plus one per request or candidate (one per
@@ -15,11 +17,16 @@ containers. A waiting or at-risk job missing one of its figures is left out with
 node's report kept. The policies that admit held jobs (Deadline) get them from the manager's
 own source (`ReportedSource`): a held job is not on any node yet.
 
-A report older than two of its policy's intervals (an agent that stopped, or fell behind) is
-left out with a warning: that node is not in the manager's picture this cycle, as a node the
-source cannot see. The interval counted is the longest the kind may back off to: a FlowCon
-policy's agents report only every `max_interval_seconds` while their jobs have all converged,
-while the manager decides it at its base interval. When two agents report one node (a
+A report older than two of its policy's intervals when Prometheus last scraped it (an agent
+that fell behind, or whose ticks hang while its /metrics still answers) is left out with a
+warning: that node is not in the manager's picture this cycle, as a node the source cannot see.
+Its age is counted at the scrape, not at the query: between the two lies up to one scrape
+interval (30 s in deploy/kubernetes), which two intervals of a 15 s policy cannot also hold,
+and an agent that stopped has its series ended by Prometheus's staleness. (A backend whose
+`timestamp()` gives the query's time, not the sample's, counts the age at the query.) The
+interval counted is the longest the kind may back off to: a FlowCon policy's agents report
+only every `max_interval_seconds` while their jobs have all converged, while the manager
+decides it at its base interval. When two agents report one node (a
 rolling update), the newer report wins. A failed query is the cycle's SourceError, as for
 every source: no decision.
 
@@ -73,6 +80,8 @@ LOG = logging.getLogger(__name__)
 
 STALE_INTERVALS = 2.0
 """A report older than this many of its policy's intervals is left out."""
+SCRAPED_LABEL = "scraped"
+"""The label of the query's series of each report's scrape time (`reports_query`)."""
 
 _FIELDS = {f"{METRIC_PREFIX}{figure}": field for figure, field in (
     *NODE_FIGURES.items(), (SPARE_FIGURE, SPARE_FIGURE), (TOP_FIGURE, TOP_FIGURE),
@@ -93,8 +102,12 @@ def reports_query(policies: Sequence[str]) -> str:
     """The one instant query of a cycle, for `policies` (by name; each an escaped RE2 literal
     in an escaped PromQL string, so no name can widen the query)."""
     names = "|".join(regex_literal(name) for name in sorted(set(policies)))
-    return render_matchers((Matcher("__name__", "=~", f"{METRIC_PREFIX}.+"),
-                            Matcher("policy", "=~", names)))
+    reports = render_matchers((Matcher("__name__", "=~", f"{METRIC_PREFIX}.+"),
+                               Matcher("policy", "=~", names)))
+    times = render_matchers((Matcher("__name__", "=", f"{METRIC_PREFIX}time_seconds"),
+                             Matcher("policy", "=~", names)))
+    # the scrape's time, a series of its own (`or` matches label sets without the name)
+    return f'{reports} or label_replace(timestamp({times}), "{SCRAPED_LABEL}", "1", "", "")'
 
 
 def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
@@ -112,7 +125,8 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
     isfinite = math.isfinite
     for series in result:  # ~8 a worker: kept to dictionary lookups
         labels = series.get("metric") or {}
-        field = _FIELDS.get(labels.get("__name__", ""))
+        field = ("scraped_at" if labels.get(SCRAPED_LABEL) == "1" and "__name__" not in labels
+                 else _FIELDS.get(labels.get("__name__", "")))
         policy, node = labels.get("policy"), labels.get("node")
         if field is None or not policy or not node:
             continue
@@ -177,11 +191,13 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
             warnings.append(f"node report of {node} for {policy} ({instance or 'no instance'}) "
                             f"left out: incomplete or inconsistent ({exc})")
             continue
-        age = now - report.time
+        scraped = found.get("scraped_at")
+        age = (scraped if scraped is not None else now) - report.time
         if age > max_age_seconds.get(policy, math.inf):
-            warnings.append(f"node report of {node} for {policy} is {age:.0f} s old (more than "
-                            f"{max_age_seconds[policy]:.0f} s): left out; is its node agent "
-                            "running?")
+            when = "when last scraped" if scraped is not None else "now"
+            warnings.append(f"node report of {node} for {policy} was {age:.0f} s old {when} "
+                            f"(more than {max_age_seconds[policy]:.0f} s): left out; is its "
+                            "node agent running?")
             continue
         kept = newest.get((policy, node))
         if kept is None or report.time > kept.time:

@@ -141,6 +141,36 @@ def test_a_stale_report_is_left_out_with_a_warning() -> None:
     assert any("w4" in w and "old" in w for w in source.last_warnings)
 
 
+def scraped(series: list[dict[str, Any]], at: float) -> list[dict[str, Any]]:
+    """The query's series of when Prometheus last scraped each report in `series`."""
+    return [{"metric": {**{k: v for k, v in s["metric"].items() if k != "__name__"},
+                        "scraped": "1"}, "value": [NOW, str(at)]}
+            for s in series if s["metric"]["__name__"] == "policyd_node_report_time_seconds"]
+
+
+def test_a_report_is_judged_by_its_age_when_last_scraped_not_at_the_query() -> None:
+    # A 15 s policy (stale after 30 s) whose agents Prometheus scrapes every 30 s: read 45 s
+    # after it was made, a report scraped 10 s after it is fresh; one whose agent stopped
+    # reporting 95 s before the last scrape (its /metrics still answering) is not.
+    made = vector(published(("w1",), time=NOW - 45))
+    behind = vector(published(("w2",), time=NOW - 100))
+    answer = made + scraped(made, NOW - 35) + behind + scraped(behind, NOW - 5)
+    reports, warnings = parse_reports(answer, now=NOW, max_age_seconds={"specon-test": 30.0})
+    assert [r.node for r in reports] == ["w1"]
+    (warning,) = warnings
+    assert "w2" in warning and "95 s old when last scraped (more than 30 s)" in warning
+    # without the scrape's time (a backend that gives the query's), the age at the query
+    reports, warnings = parse_reports(made, now=NOW, max_age_seconds={"specon-test": 30.0})
+    assert reports == [] and "45 s old now" in warnings[0]
+
+
+def test_the_query_asks_for_each_reports_scrape_time() -> None:
+    query = reports_query(["specon"])
+    assert query.startswith('{__name__=~"policyd_node_report_.+",policy=~"specon"} or ')
+    assert ('label_replace(timestamp({__name__="policyd_node_report_time_seconds",'
+            'policy=~"specon"}), "scraped", "1", "", "")') in query
+
+
 def test_of_two_agents_reporting_one_node_the_newer_wins() -> None:
     older = vector(published(("w1",), time=NOW - 10), instance="old:9100")
     newer = vector(published(("w1",)), instance="new:9100")
