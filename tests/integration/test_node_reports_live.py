@@ -22,7 +22,8 @@ from policyd.engine.predictive_reports import node_reports as predictive_reports
 from policyd.engine.spec import PolicyDocument
 from policyd.engine.specon_reports import node_reports
 from policyd.model import NodeReport, Snapshot, Stop
-from policyd.sources.node_reports import NodeReportSource
+from policyd.sources.node_reports import NodeReportSource, reports_query
+from policyd.sources.prometheus_connect import connect_prometheus
 from tests.daemon.test_node_reports_deadline import mid_run as deadline_mid_run
 from tests.daemon.test_node_reports_predictive import mid_run
 from tests.daemon.test_node_reports_stops import policy as stopping_policy
@@ -73,6 +74,14 @@ def through_prometheus(tmp_path: Path, p: PolicyDocument, reports: tuple[NodeRep
             wait_for_reports(source, p, count=len(reports), timeout_seconds=30)
             snap = source.snapshot([p])
             assert source.last_warnings == ()
+            # the query's scrape times: one per report, a real sample's time since it was made
+            client = connect_prometheus(prom.url, timeout_seconds=5, retries=0)
+            answer = client.custom_query(reports_query([p.name]),
+                                         params={"time": f"{time.time():.3f}"})
+            scraped = [float(x["value"][1]) for x in answer
+                       if x["metric"].get("scraped") == "1" and "__name__" not in x["metric"]]
+            assert len(scraped) == len(reports), answer
+            assert all(now <= at <= time.time() + 1 for at in scraped), scraped
             return snap
     finally:
         for server, _, _ in servers:
