@@ -295,7 +295,7 @@ class KubernetesActuator:
             LOG.info("kubernetes: stop of %s: %s already, nothing to do", ref,
                      "gone" if pod is None else "stopped")
             return None
-        pod = self._pod(ref)
+        pods.check_managed(pod, self.settings.label_selector, self.opt_out)  # as `_pod` does
         return Done(self.stopper.run(
             action, pod, grace_seconds=grace_seconds(action, self.settings.grace_seconds)))
 
