@@ -45,6 +45,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Generic, TypeVar
 
+from policyd.tick import close_source
+
 C = TypeVar("C")
 T = TypeVar("T")
 
@@ -102,11 +104,9 @@ class QueryPool(Generic[C]):
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
         with self._lock:
-            made = self._made if self._owns_clients else []
+            made = list(self._made) if self._owns_clients else []
         for client in made:
-            close = getattr(client, "close", None)
-            if callable(close):
-                close()
+            close_source(client)  # a client is closed as a source is, when it can be
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[Batch[C]]:
