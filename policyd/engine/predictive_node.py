@@ -175,7 +175,8 @@ def node_plans(jobs: list[Job], capacity: float, spec: PredictiveSpec, *,
     ordered = _order(jobs, hysteresis=spec.hysteresis, floor=floor)
     # Jobs granted before their turn, and why: the makespan's, then those waiting too long,
     # as many as leaves one core to the order itself.
-    before: dict[int, str] = dict([bound]) if (bound := critical(ordered, capacity)) else {}
+    bound = critical(ordered, capacity)
+    before: dict[int, str] = {bound[0]: bound[1]} if bound is not None else {}
     late = sorted((-s, i) for i, s in enumerate(_slowdowns(ordered, now=now,
                                                            capacity=capacity))
                   if s > 1.0 + spec.max_slowdown and i not in before)
