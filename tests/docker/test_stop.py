@@ -51,6 +51,38 @@ def test_a_job_that_is_not_running_is_not_stopped() -> None:
     assert job.stopped_with == []
 
 
+def test_a_second_stop_of_a_delivered_job_does_nothing(tmp_path: Path) -> None:
+    """A manager deciding from node reports may ask again before the agent reports the job
+    gone: the job stays as the first stop left it, and that is no failed action."""
+    a = FakeEngine()
+    job = a.containers.add("job")
+    act = actuator(a, state_path=tmp_path / "s.json", clock=Clock(2000.0))
+    act.apply(stop(), decision())
+    act.apply(stop(), decision())
+    assert job.stopped_with == [45]
+    assert job.updates == [{"restart_policy": {"Name": "no"}}]
+
+
+def test_a_stop_of_a_container_gone_does_nothing() -> None:
+    a = FakeEngine()
+    actuator(a).apply(stop(), decision())  # no container "job": nothing to stop, no error
+
+
+def test_an_exited_container_of_the_same_name_not_delivered_by_policyd_is_an_error(
+        tmp_path: Path) -> None:
+    """The delivery mark is for one container: a new container under the delivered one's name
+    that is not running is not taken for the delivered job."""
+    a = FakeEngine()
+    a.containers.add("job")
+    act = actuator(a, state_path=tmp_path / "s.json")
+    act.apply(stop(), decision())
+    a.containers.by_name.pop("job")
+    again = a.containers.add("job", status="exited")
+    with pytest.raises(ActuationError, match="not running; nothing to stop"):
+        act.apply(stop(), decision())
+    assert again.stopped_with == []
+
+
 @pytest.mark.parametrize(("path", "binds", "host"), [
     ("/ckpt/a.pt", ["/srv/ckpt:/ckpt"], "/srv/ckpt/a.pt"),
     ("/ckpt/x/a.pt", ["/srv/ckpt:/ckpt:rw", "/data/x:/ckpt/x"], "/data/x/a.pt"),

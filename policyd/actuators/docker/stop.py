@@ -2,7 +2,10 @@
 
 The checkpoint protocol of exporters/README.md, as a migration's first half, without a second:
 
-1. the container must be running and managed;
+1. the container must be running and managed; a Stop of a job stopped already (its container
+   gone, or exited with this actuator's delivery mark on the same container) does nothing: a
+   manager deciding from node reports may ask again before the agent's next report says the
+   job is gone, and that is not a failed action;
 2. its restart policy is set to "no" first: a container stopped through the API is not
    restarted by a policy of `on-failure` or `unless-stopped`, but `always` brings it back when
    the engine restarts, and a delivered job must never run again;
@@ -79,8 +82,14 @@ class Stopper:
     clock: Callable[[], float] = time.time
 
     def run(self, action: Stop, *, grace_seconds: float) -> str:
-        """Deliver the job; returns where its checkpoint is (raises ActuationError)."""
+        """Deliver the job; returns where its checkpoint is (raises ActuationError). A job
+        stopped already is left as it is (module docstring, 1)."""
         node, name = action.node, action.container
+        found = self.engines.get(node, name)
+        if found is None or (found.status != "running" and self.delivered(name, found)):
+            LOG.info("docker: stop of %s on %s: %s already, nothing to do", name, node,
+                     "gone" if found is None else "stopped")
+            return "" if found is None else str(self.state.markers[name].get("checkpoint", ""))
         container = self.engines.actionable(node, name)
         if container.status != "running":
             raise ActuationError(f"container {name} on node {node} is {container.status}, not "
@@ -106,6 +115,11 @@ class Stopper:
         LOG.info("docker: delivered %s on %s (%s): checkpoint %s", name, node, action.event,
                  checkpoint)
         return checkpoint
+
+    def delivered(self, name: str, container: Container) -> bool:
+        """Whether this actuator delivered `container` (its marker, for the same container)."""
+        entry = self.state.markers.get(name) or {}
+        return bool(entry.get("delivered")) and entry.get("id") == container.id
 
     def _log(self, node: str, container: Container) -> str:
         try:
