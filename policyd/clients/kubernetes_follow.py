@@ -41,16 +41,25 @@ READ_TIMEOUT_WINDOWS = 2
 """A watch read that waits this many windows is a connection lost without being closed (the
 server ends every window itself): it fails as a lost API server does, rather than hang."""
 
+LIST_TIMEOUT_SECONDS = (10.0, 60.0)
+"""A list's (connect, read) timeouts: an API server that accepted the connection and never
+answers fails the list (and the cycle that waits on it) instead of holding it for ever. The
+read timeout bounds the wait for each piece of the answer, not the whole list: 100,000 pods
+(445 MB) stream for longer than a minute without reaching it, while an API server that stops
+mid-answer is given up a minute later."""
+
 Call = tuple[Callable[..., Any], tuple[str, ...]]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Listing:
     """How to list one resource: `calls`, each a list method and its positional arguments;
-    `selectors`, the keyword arguments of every call (label_selector, field_selector)."""
+    `selectors`, the keyword arguments of every call (label_selector, field_selector);
+    `timeout_seconds`, each call's (connect, read) timeouts."""
 
     calls: tuple[Call, ...]
     selectors: Mapping[str, str] = field(default_factory=dict)
+    timeout_seconds: tuple[float, float] = LIST_TIMEOUT_SECONDS
 
     @classmethod
     def scoped(cls, *, every: Callable[..., Any], namespaced: Callable[..., Any],
@@ -67,7 +76,8 @@ class Listing:
         items: list[dict[str, Any]] = []
         version = ""
         for method, args in self.calls:
-            got = body(method(*args, **self.selectors, _preload_content=False))
+            got = body(method(*args, **self.selectors, _preload_content=False,
+                              _request_timeout=self.timeout_seconds))
             items.extend(got.get("items") or [])
             version = str((got.get("metadata") or {}).get("resourceVersion", ""))
         return items, version
