@@ -38,6 +38,7 @@ from tests.e2e.harness import (
     Lab,
     ProbedNames,
     docker_time,
+    exit_of,
     finish_jobs,
     log_points,
     logged_speed,
@@ -141,6 +142,8 @@ class DeadlineJob:
     finished: float
     exit_code: int
     points: tuple[tuple[float, int, float], ...] = ()
+    log_tail: str = ""
+    """The last lines of its log when it exited otherwise than 0."""
     """(time, step, smoothed loss) of each progress line it logged."""
 
     @property
@@ -244,6 +247,7 @@ class DeadlineRun:
         return [{"job": j.name, "steps": j.steps, "deadline_s": j.deadline_seconds,
                  "start": round(j.started - origin, 1), "end": round(j.finished - origin, 1),
                  "slack_s": round(j.slack, 1), "met": j.met,
+                 **exit_of(j.exit_code, j.log_tail),
                  "shares_quota": self.limits[j.name],
                  "shares_quota_at_s": [round(t - origin, 1)
                                        for t in self.limit_times.get(j.name, [])]}
@@ -338,7 +342,7 @@ def run_deadlines(lab_: Lab, shape: DeadlineShape, prefix_: str, label: str) -> 
         jobs[name] = DeadlineJob(name=name, steps=steps[role], deadline_seconds=deadlines[role],
                                  created=docker_time(inspected[name]["Created"]),
                                  started=r.started, finished=r.finished, exit_code=r.exit_code,
-                                 points=tuple(r.points))
+                                 points=tuple(r.points), log_tail=r.log_tail)
     return DeadlineRun(label=label, steps_per_second=speed, jobs=jobs, limits=limits.values,
                        limit_times=limits.times)
 

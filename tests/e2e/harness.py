@@ -597,6 +597,8 @@ class JobResult:
     exit_code: int
     quality_at: float | None
     points: list[tuple[float, int, float]]
+    log_tail: str = ""
+    """The last lines of its log when it exited otherwise than 0 (why a trainer died)."""
 
     @property
     def jct(self) -> float:
@@ -634,8 +636,17 @@ class StaggeredRun:
 
     def table(self) -> list[dict[str, Any]]:
         return [{"job": j.name, "start": round(j.started - self.origin, 1),
-                 "jct": round(j.jct, 1), "ttq": None if j.ttq is None else round(j.ttq, 1)}
+                 "jct": round(j.jct, 1), "ttq": None if j.ttq is None else round(j.ttq, 1),
+                 **exit_of(j.exit_code, j.log_tail)}
                 for j in self.jobs.values()]
+
+
+FAILED_LOG_LINES = 20
+
+
+def exit_of(code: int, log_tail: str) -> dict[str, Any]:
+    """A result table's exit columns: the code, and the log's last lines when it is not 0."""
+    return {"exit": code} | ({"log_tail": log_tail} if code != 0 else {})
 
 
 def finish_jobs(lab_: Lab, containers: dict[str, Container], *, origin: float,
@@ -653,10 +664,14 @@ def finish_jobs(lab_: Lab, containers: dict[str, Container], *, origin: float,
         state = c.attrs["State"]
         points = log_points(c)
         reached = next((t for t, _, mean in points if mean <= quality), None)
+        code = int(state["ExitCode"])
+        tail = (c.logs(tail=FAILED_LOG_LINES).decode(errors="replace") if code != 0 else "")
         results[name] = JobResult(name=name, started=docker_time(state["StartedAt"]),
                                   finished=docker_time(state["FinishedAt"]),
-                                  exit_code=int(state["ExitCode"]), quality_at=reached,
-                                  points=points)
+                                  exit_code=code, quality_at=reached, points=points,
+                                  log_tail=tail + (f" (OOMKilled: {state.get('OOMKilled')}, "
+                                                   f"error: {state.get('Error') or 'none'})"
+                                                   if code != 0 else ""))
     shares = {n: [c for c in lab_.shares.of(n) if c.time >= origin] for n in containers}
     for c in containers.values():
         c.remove(force=True)
