@@ -98,15 +98,17 @@ def with_stops(reports: tuple[NodeReport, ...],
 
 def reported_stops(policy: PolicyDocument, snapshot: Snapshot) -> tuple[Stop, ...]:
     """The manager's `Stop` of every job its agents' reports of `policy` list, by node and
-    job."""
-    out = []
+    job; one per job: a job two reports list (moved between its old node's last report and
+    its new node's) is stopped where the latest of them found it."""
+    latest: dict[str, tuple[NodeReport, StopRequest]] = {}
     for r in sorted((r for r in snapshot.node_reports if r.policy == policy.name),
-                    key=lambda r: r.node):
-        for q in sorted(r.stops, key=lambda q: q.container):
-            out.append(Stop(policy=policy.name, container=q.container, node=r.node,
-                            event=q.event, reason=_why(q, r.node, policy),
-                            grace_seconds=policy.spec.stop_grace_seconds))
-    return tuple(out)
+                    key=lambda r: (r.time, r.node)):
+        for q in r.stops:
+            latest[q.container] = (r, q)
+    out = [Stop(policy=policy.name, container=q.container, node=r.node, event=q.event,
+                reason=_why(q, r.node, policy), grace_seconds=policy.spec.stop_grace_seconds)
+           for r, q in latest.values()]
+    return tuple(sorted(out, key=lambda s: (s.node, s.container)))
 
 
 def _why(q: StopRequest, node: str, policy: PolicyDocument) -> str:

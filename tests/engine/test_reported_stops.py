@@ -174,6 +174,23 @@ def test_the_manager_stops_with_the_policy_grace_and_a_reason_with_the_figure() 
     assert dry.dry_run
 
 
+def test_a_job_two_reports_list_is_stopped_once_where_the_latest_found_it() -> None:
+    """Moved from w1 to w2 after w1's last report: w1's older report and w2's both list it."""
+    p = stopping("flowcon-random-10")
+    p = p.model_copy(update={"metadata": p.metadata.model_copy(update={"name": "p"})})
+    old = NodeReport(policy="p", node="w2", time=80.0, cpu_capacity_cores=2.0,
+                     cpu_used_cores=1.0, selected=2,
+                     stops=(StopRequest(container="a", event="target", figure=0.31),
+                            StopRequest(container="c", event="target", figure=0.2)))
+    new = NodeReport(policy="p", node="w1", time=100.0, cpu_capacity_cores=2.0,
+                     cpu_used_cores=1.0, selected=1,
+                     stops=(StopRequest(container="a", event="target", figure=0.29),))
+    snap = replace(snapshot_from_dict({"time": 100.0, "nodes": [
+        {"name": n, "cpu_capacity": 2.0, "cpu_usage": 1.0} for n in ("w1", "w2")]}),
+        node_reports=(old, new))
+    assert [(a.container, a.node) for a in decide(p, snap).actions] == [("a", "w1"), ("c", "w2")]
+
+
 def test_a_stop_without_a_finite_figure_is_named_not_dropped_silently() -> None:
     stop = Stop(policy="p", container="a", node="w1", event="converged", reason="converged")
     decision = Decision(policy="p", kind="FlowCon", time=100.0, actions=(stop,),
