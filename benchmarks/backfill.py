@@ -17,7 +17,6 @@ import contextlib
 import json
 import shutil
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -25,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.integration
+import repository  # noqa: F401  (the repository on sys.path, after PYTHONPATH's trees)
 
 from tests.integration.cluster_series import Cluster, openmetrics
 from tests.integration.servers import LOOPBACK, free_port, launch, wait_http

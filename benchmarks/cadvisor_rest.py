@@ -25,7 +25,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.sources.cadvisor_server
+import repository  # noqa: F401  (the repository on sys.path, after PYTHONPATH's trees)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from timing import median_seconds

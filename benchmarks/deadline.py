@@ -17,11 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import repository  # noqa: F401  (the repository on sys.path, after PYTHONPATH's trees)
 
 from policyd.sim import scenarios
 from policyd.sim.deadline_scenarios import PAPER, SETTINGS

@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import repository  # noqa: F401  (the repository on sys.path, after PYTHONPATH's trees)
 
 from tests.e2e import deadlines, flowcon2_placement, qoe_targets, target_stop
 from tests.e2e.harness import (

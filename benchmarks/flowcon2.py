@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import repository  # noqa: F401  (the repository on sys.path, after PYTHONPATH's trees)
 
 from policyd.policy import load_policies
 from policyd.sim import scenarios

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+import repository  # noqa: F401  (the repository on sys.path, after PYTHONPATH's trees)
 from kubernetes import client as k8s  # type: ignore[import-untyped]
 from prometheus_client import CollectorRegistry
 

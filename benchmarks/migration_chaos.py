@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import repository  # noqa: F401  (the repository on sys.path, after PYTHONPATH's trees)
 
 from tests.e2e.chaos import CASES, Outcome, chaos_lab, job_name, run_case
 

@@ -38,7 +38,6 @@ import logging
 import multiprocessing
 import resource
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -48,8 +47,7 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+import repository  # noqa: F401  (the repository on sys.path, after PYTHONPATH's trees)
 from forecast_scale import with_steps
 from synthetic import make_snapshot
 from timing import host_speed_text

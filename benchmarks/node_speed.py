@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import repository  # noqa: F401  (the repository on sys.path, after PYTHONPATH's trees)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from flowcon2 import change, held  # the FlowCon2 benchmark's: every job held, % against a base

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import repository  # noqa: F401  (the repository on sys.path, after PYTHONPATH's trees)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from timing import host_speed_text, median_cpu_seconds

@@ -40,7 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.integration
+import repository  # noqa: F401  (the repository on sys.path, after PYTHONPATH's trees)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from backfill import backfill, serving

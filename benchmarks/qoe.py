@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import repository  # noqa: F401  (the repository on sys.path, after PYTHONPATH's trees)
 
 from policyd.engine.spec import PolicyDocument
 from policyd.policy import load_policies

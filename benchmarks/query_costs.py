@@ -26,7 +26,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import repository  # noqa: F401  (the repository on sys.path, after PYTHONPATH's trees)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from backfill import serving

@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+import repository  # noqa: F401  (the repository on sys.path, after PYTHONPATH's trees)
 from kubernetes import client as k8s
 
 from policyd.actuators.kubernetes import KubernetesSettings
