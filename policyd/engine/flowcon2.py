@@ -4,9 +4,16 @@ docs/design.md, "FlowCon2").
 
 Theory of operation. Every interval, over the whole cluster:
 
-1. Limits: FlowCon's Algorithm 1 on every worker (`policyd.engine.flowcon.plan`, run as a
-   FlowCon policy of the same name and settings): NL/WL/CL from each job's growth efficiency,
-   CL jobs down to their share of growth with the floor 1 / (beta n), NL jobs at 1.
+1. Limits, by `order`. `growth` (the default): FlowCon's Algorithm 1 on every worker
+   (`policyd.engine.flowcon.plan`, run as a FlowCon policy of the same name and settings):
+   NL/WL/CL from each job's growth efficiency, CL jobs down to their share of growth with the
+   floor 1 / (beta n), NL jobs at 1. `remaining`: Predictive's per-worker plan
+   (`policyd.engine.predictive_node`, run as a Predictive policy of the same name and settings,
+   its own at their defaults, `predictive.decision_of` turning it into limits): shortest
+   predicted remaining time first, the floor 1 / (beta n); the jobs it serves last, at the
+   floor (FLOOR), are what `growth` calls converged (CL) below: the model counts them
+   converged (a full limit once only such jobs are left, as the served ones end) and they are
+   the ones that move.
 2. A model of each worker's next interval: the cores each job would get there, its CPU split
    by the limits as weights, none above what the job can use (its forecast's cap; the worker's
    cores without one): `policyd.engine.waterfill`. A worker's cores count at its speed
@@ -28,7 +35,8 @@ Theory of operation. Every interval, over the whole cluster:
    new job taken to be the median running one (`typical`). Each admission joins the model
    before the next.
 4. Moves: a converged job (CL) moves to another worker when the forecast's predicted gain
-   exceeds the move's cost (`migration_cost_seconds`: pause, checkpoint, restore) times
+   (under `remaining`: a FLOOR job, at the limit Predictive's plan of the target gives it
+   there) exceeds the move's cost (`migration_cost_seconds`: pause, checkpoint, restore) times
    (1 + `migration_margin`). The gain is the predicted completion seconds saved, summed over
    the jobs it touches: the jobs left on its worker, which get its cores; the job itself, on
    the other worker's cores at that worker's speed; minus what the jobs already there lose.
