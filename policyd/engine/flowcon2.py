@@ -4,9 +4,16 @@ docs/design.md, "FlowCon2").
 
 Theory of operation. Every interval, over the whole cluster:
 
-1. Limits: FlowCon's Algorithm 1 on every worker (`policyd.engine.flowcon.plan`, run as a
-   FlowCon policy of the same name and settings): NL/WL/CL from each job's growth efficiency,
-   CL jobs down to their share of growth with the floor 1 / (beta n), NL jobs at 1.
+1. Limits, by `order`. `growth` (the default): FlowCon's Algorithm 1 on every worker
+   (`policyd.engine.flowcon.plan`, run as a FlowCon policy of the same name and settings):
+   NL/WL/CL from each job's growth efficiency, CL jobs down to their share of growth with the
+   floor 1 / (beta n), NL jobs at 1. `remaining`: Predictive's per-worker plan
+   (`policyd.engine.predictive_node`, run as a Predictive policy of the same name and settings,
+   its own at their defaults, `predictive.decision_of` turning it into limits): shortest
+   predicted remaining time first, the floor 1 / (beta n); the jobs it serves last, at the
+   floor (FLOOR), are what `growth` calls converged (CL) below: the model counts them
+   converged (a full limit once only such jobs are left, as the served ones end) and they are
+   the ones that move.
 2. A model of each worker's next interval: the cores each job would get there, its CPU split
    by the limits as weights, none above what the job can use (its forecast's cap; the worker's
    cores without one): `policyd.engine.waterfill`. A worker's cores count at its speed
@@ -28,7 +35,8 @@ Theory of operation. Every interval, over the whole cluster:
    new job taken to be the median running one (`typical`). Each admission joins the model
    before the next.
 4. Moves: a converged job (CL) moves to another worker when the forecast's predicted gain
-   exceeds the move's cost (`migration_cost_seconds`: pause, checkpoint, restore) times
+   (under `remaining`: a FLOOR job, at the limit Predictive's plan of the target gives it
+   there) exceeds the move's cost (`migration_cost_seconds`: pause, checkpoint, restore) times
    (1 + `migration_margin`). The gain is the predicted completion seconds saved, summed over
    the jobs it touches: the jobs left on its worker, which get its cores; the job itself, on
    the other worker's cores at that worker's speed; minus what the jobs already there lose.
@@ -50,13 +58,13 @@ The interval does not back off (a held job would wait as long). Pure: no I/O, no
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from pydantic import Field
 
-from policyd.engine import flowcon
+from policyd.engine import flowcon, predictive
 from policyd.engine.admission import FIT_TOLERANCE_CORES, Candidate, place
 from policyd.engine.drain import DrainingJob, finish_seconds
 from policyd.engine.forecast_output import Forecast
@@ -64,6 +72,7 @@ from policyd.engine.forecasting import forecast_containers, job_forecast, settin
 from policyd.engine.guards import MigrationBudget, action_blocked
 from policyd.engine.kind import Intervals, Kind
 from policyd.engine.node_speed import NodeSpeeds, node_speeds
+from policyd.engine.predictive_node import FLOOR, Job, node_plans, plans_of
 from policyd.engine.spec import MoveGain, PolicyDocument, of_kind
 from policyd.engine.waterfill import fill
 from policyd.model import (
@@ -79,7 +88,15 @@ from policyd.model import (
 )
 
 MOVABLE = "CL"
-"""FlowCon's category of a converged job: the only ones FlowCon2 moves."""
+"""FlowCon's category of a converged job: the only ones FlowCon2 moves (`order: growth`)."""
+
+Order = Literal["growth", "remaining"]
+
+
+def movable(order: Order) -> str:
+    """The category of the jobs FlowCon2 moves and its model counts converged: FlowCon's CL
+    (`growth`), Predictive's FLOOR, the jobs served last (`remaining`)."""
+    return MOVABLE if order == "growth" else FLOOR
 
 
 class FlowCon2Spec(MoveGain, flowcon.FlowConSpec):
@@ -103,6 +120,15 @@ class FlowCon2Spec(MoveGain, flowcon.FlowConSpec):
     )
     migrate: bool = Field(
         default=True, description="Move converged jobs to make room for growing ones.")
+    order: Order = Field(
+        default="growth",
+        description=(
+            "Each worker's limits. growth: FlowCon's (growing jobs get full limits, converged "
+            "ones the floor 1 / (beta n)), and converged jobs move; remaining: Predictive's "
+            "plan (shortest predicted remaining time first, the floor 1 / (beta n), "
+            "Predictive's hysteresis, min_change and max_slowdown at their defaults), and the "
+            "jobs it serves last, at the floor, move."),
+    )
 
 
 class FlowCon2Policy(PolicyDocument):
@@ -121,6 +147,17 @@ def as_flowcon(policy: FlowCon2Policy) -> flowcon.FlowConPolicy:
         "apiVersion": policy.api_version, "kind": "FlowCon",
         "metadata": policy.metadata.model_dump(),
         "spec": policy.spec.model_dump(include=fields, by_alias=True)})
+
+
+def as_predictive(policy: FlowCon2Policy) -> predictive.PredictivePolicy:
+    """The Predictive policy whose per-worker plans set FlowCon2's limits under `order:
+    remaining` (same name, selector and the settings both kinds have; Predictive's own at
+    their defaults; its moves off: FlowCon2 moves)."""
+    fields = set(predictive.PredictiveSpec.model_fields) & set(FlowCon2Spec.model_fields)
+    spec = policy.spec.model_dump(include=fields - {"migrate"}, by_alias=True)
+    return predictive.PredictivePolicy.model_validate({
+        "apiVersion": policy.api_version, "kind": "Predictive",
+        "metadata": policy.metadata.model_dump(), "spec": {**spec, "migrate": False}})
 
 
 # --- the model of the next interval ---------------------------------------------------------
@@ -192,6 +229,7 @@ class _Move:
     freed: float  # seconds the jobs left on the source save
     own: float  # seconds the job itself saves (negative: it runs slower there)
     harm: float  # seconds the jobs on the target lose
+    why: str  # what makes it movable, and where (the reason's first clause)
 
 
 def _own_finish(jobs: Sequence[_Job], job: _Job, capacity: float, speed: float) -> float:
@@ -201,11 +239,11 @@ def _own_finish(jobs: Sequence[_Job], job: _Job, capacity: float, speed: float) 
 
 
 def _gain(job: _Job, source: str, target: str, *, model: Mapping[str, list[_Job]],
-          capacity: Mapping[str, float], speeds: NodeSpeeds, arriving_weight: float,
+          capacity: Mapping[str, float], speeds: NodeSpeeds, arrive: Arrival,
           totals: Mapping[str, float]) -> _Move | None:
     """The predicted gain of moving `job` from `source` to `target` (module docstring, 4),
-    where it runs at `arriving_weight`; None when the target's jobs cannot be judged or the
-    job has no forecast. `totals` holds each worker's `_total` as it is."""
+    where it runs at the limit `arrive` gives it; None when the target's jobs cannot be judged
+    or the job has no forecast. `totals` holds each worker's `_total` as it is."""
     there, here = model[target], model[source]
     if job.forecast is None or any(j.forecast is None for j in there):
         return None
@@ -213,7 +251,8 @@ def _gain(job: _Job, source: str, target: str, *, model: Mapping[str, list[_Job]
     rest = [j for j in here if j.id != job.id]
     own_before = _own_finish(here, job, capacity[source], s_speed)
     freed = totals[source] - own_before - _total(rest, capacity[source], s_speed)
-    arriving = replace(job, weight=arriving_weight,
+    weight, converged = arrive(job, target, model)
+    arriving = replace(job, weight=weight, converged=converged,
                        cap=min(max(job.forecast.cap_cores, 1.0), capacity[target]))
     joined = [*there, arriving]
     own_after = _own_finish(joined, arriving, capacity[target], t_speed)
@@ -222,7 +261,12 @@ def _gain(job: _Job, source: str, target: str, *, model: Mapping[str, list[_Job]
     own = own_before - own_after
     harm = _total(joined, capacity[target], t_speed) - own_after - totals[target]
     return _Move(job=arriving, source=source, target=target, gain=freed + own - harm,
-                 freed=freed, own=own, harm=harm)
+                 freed=freed, own=own, harm=harm, why="")
+
+
+Arrival = Callable[[_Job, str, Mapping[str, Sequence[_Job]]], tuple[float, bool]]
+"""A moved job's limit on its target beside the jobs the model has there, and whether the model
+counts it converged there (`_Job.converged`: it gets a full limit once only such jobs are left)."""
 
 
 def _weight_there(there: Sequence[_Job], categories: Mapping[str, str], beta: float) -> float:
@@ -233,10 +277,40 @@ def _weight_there(there: Sequence[_Job], categories: Mapping[str, str], beta: fl
     return 1.0 / (beta * (len(there) + 1))
 
 
+def growth_arrival(categories: Mapping[str, str], beta: float) -> Arrival:
+    """`order: growth`: the moved job stays converged, at FlowCon's limit there."""
+    def arrive(job: _Job, target: str, model: Mapping[str, Sequence[_Job]]
+               ) -> tuple[float, bool]:
+        return _weight_there(model[target], categories, beta), True
+    return arrive
+
+
+def remaining_arrival(jobs: Mapping[str, Job], capacity: Mapping[str, float],
+                      spec: predictive.PredictiveSpec, now: float) -> Arrival:
+    """`order: remaining`: the limit Predictive's plan of the target gives the moved job
+    beside the jobs there (`predictive_node.node_plans`; its key: its forecast's remaining
+    time at the most cores it can use there), converged when that is the floor (served last).
+    The jobs already there keep their limits in the model, as under `growth`."""
+    def arrive(job: _Job, target: str, model: Mapping[str, Sequence[_Job]]
+               ) -> tuple[float, bool]:
+        mine = jobs[job.id]
+        assert mine.forecast is not None  # only forecast jobs are priced (`_gain`)
+        best = min(max(mine.forecast.cap_cores, 1.0), capacity[target])
+        moved = replace(mine, container=replace(mine.container, node=target), best_cores=best,
+                        key=mine.forecast.remaining_seconds_at(best))
+        plans = node_plans([*(jobs[j.id] for j in model[target]), moved], capacity[target],
+                           spec, now=now)
+        there = next(p for p in plans if p.job.container.id == job.id)
+        return there.fraction, there.category == FLOOR
+    return arrive
+
+
 def _moves(policy: FlowCon2Policy, model: dict[str, list[_Job]], *,
            containers: Mapping[str, Container], categories: Mapping[str, str],
-           capacity: Mapping[str, float], speeds: NodeSpeeds, now: float) -> list[_Move]:
-    """Converged jobs moved while the best move's gain beats its cost (module docstring)."""
+           capacity: Mapping[str, float], speeds: NodeSpeeds, arrive: Arrival,
+           now: float) -> list[_Move]:
+    """Movable jobs (`movable`) moved while the best move's gain beats its cost (module
+    docstring)."""
     spec = policy.spec
     threshold = spec.move_threshold_seconds
     budget = MigrationBudget.of(spec)
@@ -248,7 +322,7 @@ def _moves(policy: FlowCon2Policy, model: dict[str, list[_Job]], *,
         for source in sorted(model):
             for job in model[source]:
                 c = containers[job.id]
-                if (categories.get(job.id) != MOVABLE or job.forecast is None
+                if (categories.get(job.id) != movable(spec.order) or job.forecast is None
                         or c.markers.migrated or any(m.job.id == job.id for m in moved)
                         or action_blocked(c, spec, now, disrupts=True) is not None):
                     continue
@@ -256,13 +330,10 @@ def _moves(policy: FlowCon2Policy, model: dict[str, list[_Job]], *,
                     if target == source or budget.refusal(source, target) is not None:
                         continue
                     move = _gain(job, source, target, model=model, capacity=capacity,
-                                 speeds=speeds,
-                                 arriving_weight=_weight_there(model[target], categories,
-                                                               spec.beta),
-                                 totals=totals)
+                                 speeds=speeds, arrive=arrive, totals=totals)
                     if move is not None and move.gain > threshold and (
                             best is None or move.gain > best.gain):
-                        best = move
+                        best = replace(move, why=_movable_why(job, move, spec, speeds))
         if best is None:
             return moved
         moved.append(best)
@@ -271,8 +342,20 @@ def _moves(policy: FlowCon2Policy, model: dict[str, list[_Job]], *,
         model[best.target] = [*model[best.target], best.job]
 
 
+def _movable_why(job: _Job, m: _Move, spec: FlowCon2Spec, speeds: NodeSpeeds) -> str:
+    """What makes `job` movable, named by its forecast under `order: remaining`."""
+    if spec.order == "growth":
+        return f"converged (CL) on {m.source} (speed {speeds.shown(m.source)})"
+    assert job.forecast is not None  # only forecast jobs are priced (`_gain`)
+    return (f"served last, at the floor (FLOOR), on {m.source} (speed "
+            f"{speeds.shown(m.source)}): {job.forecast.remaining_seconds_at(job.cap):.0f} s "
+            f"of predicted remaining time at its best ({job.cap:.2g} cores), "
+            f"{job.forecast.remaining_steps:.0f} steps left ({job.forecast.basis}); limit "
+            f"{m.job.weight:.3g} on {m.target}")
+
+
 def _move_reason(m: _Move, spec: FlowCon2Spec, speeds: NodeSpeeds) -> str:
-    return (f"converged (CL) on {m.source} (speed {speeds.shown(m.source)}); predicted gain "
+    return (f"{m.why}; predicted gain "
             f"{m.gain:.0f} s on {m.target} (speed {speeds.shown(m.target)}): jobs left on "
             f"{m.source} sooner by {m.freed:.0f} s, itself {m.own:+.0f} s, jobs on "
             f"{m.target} later by {m.harm:.0f} s; > migration cost "
@@ -346,8 +429,9 @@ def _admit(policy: FlowCon2Policy, pending: Sequence[PendingJob],
 
 
 def _model(snapshot: Snapshot, chosen: Sequence[Container], *, limits: Mapping[str, float],
-           categories: Mapping[str, str], forecasts: Mapping[str, Forecast | None],
-           speeds: NodeSpeeds, hard: bool) -> dict[str, list[_Job]]:
+           categories: Mapping[str, str], converged: str,
+           forecasts: Mapping[str, Forecast | None], speeds: NodeSpeeds,
+           hard: bool) -> dict[str, list[_Job]]:
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
     model: dict[str, list[_Job]] = {n: [] for n in capacity}
     for c in chosen:
@@ -355,7 +439,7 @@ def _model(snapshot: Snapshot, chosen: Sequence[Container], *, limits: Mapping[s
         cap = min(max(f.cap_cores, 1.0), capacity[c.node]) if f is not None \
             else capacity[c.node]
         model[c.node].append(_Job(id=c.id, weight=limits.get(c.id, c.cpu_allocation), cap=cap,
-                                  converged=categories.get(c.id) == MOVABLE, forecast=f,
+                                  converged=categories.get(c.id) == converged, forecast=f,
                                   speed=speeds.of(c.node), hard=hard))
     return model
 
@@ -365,11 +449,19 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     ones (module docstring)."""
     policy = _flowcon2(policy)
     spec, now = policy.spec, snapshot.time
-    limits_decision = flowcon.plan(as_flowcon(policy), snapshot)
+    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
+    if spec.order == "remaining":
+        ranked = as_predictive(policy)
+        plans = plans_of(ranked, snapshot)
+        limits_decision = predictive.decision_of(ranked, snapshot, plans, {})
+        arrive = remaining_arrival({p.job.container.id: p.job for node in plans.values()
+                                    for p in node}, capacity, ranked.spec, now)
+    else:
+        limits_decision = flowcon.plan(as_flowcon(policy), snapshot)
+        arrive = growth_arrival(limits_decision.categories, spec.beta)
     limits = {a.container: a.fraction for a in limits_decision.actions
               if isinstance(a, SetCpu)}
     categories = limits_decision.categories
-    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
     chosen = sorted((c for c in snapshot.containers if spec.selector.selects(c)),
                     key=lambda c: (c.node, c.id))
     settings = settings_of(policy, snapshot, alpha=spec.alpha,
@@ -377,13 +469,14 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     found = forecast_containers(settings, snapshot, chosen)
     speeds = node_speeds(snapshot, found.by_id)
     model = _model(snapshot, chosen, limits=limits, categories=categories,
-                   forecasts=found.by_id, speeds=speeds, hard=spec.mode == "quota")
+                   converged=movable(spec.order), forecasts=found.by_id, speeds=speeds,
+                   hard=spec.mode == "quota")
     if spec.admission == "forecast":
         prior = typical(model)
         model = {node: [replace(j, assumed=prior) for j in jobs] for node, jobs in model.items()}
     moves = _moves(policy, model, containers={c.id: c for c in chosen},
                    categories=categories, capacity=capacity, speeds=speeds,
-                   now=now) if spec.migrate else []
+                   arrive=arrive, now=now) if spec.migrate else []
     admits, queue = _admit(policy, snapshot.pending, model, capacity, speeds)
     moving = {m.job.id: m for m in moves}
     actions: list[Action] = [a for a in limits_decision.actions
@@ -401,6 +494,8 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
             note = f"moves: {_move_reason(moving[a.container], spec, speeds)}"
         assessments.append(replace(
             a, note=note, forecast=job_forecast(f) if f is not None else None,
+            # The kind's gain column is FlowCon's G; Predictive's key is in its note.
+            gain=a.gain if spec.order == "growth" else None,
             forecast_note="" if f is not None else found.notes.get(a.container, "")))
     notes = [*limits_decision.notes, *speeds.notes.values()]
     return Decision(policy=policy.name, kind="FlowCon2", time=now, actions=tuple(actions),

@@ -44,6 +44,7 @@ and at its current allocation, and what the remaining steps come from). Pure: no
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -53,6 +54,7 @@ from policyd.engine.kind import ActionClass, CpuMode, Intervals, Kind, Scope
 from policyd.engine.predictive_moves import plan_moves
 from policyd.engine.predictive_node import (
     NEW_KEY,
+    Plan,
     plans_of,
     spare_cores,
     waiting_jobs,
@@ -137,6 +139,16 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
         [w for node_plans in plans.values() for w in waiting_jobs(node_plans, spec, now)],
         {node: spare_cores(plans.get(node, ()), cap) for node, cap in capacity.items()},
         MigrationBudget.of(spec)) if spec.migrate else {}
+    return decision_of(policy, snapshot, plans, moves)
+
+
+def decision_of(policy: PredictivePolicy, snapshot: Snapshot,
+                plans: Mapping[str, Sequence[Plan]],
+                moves: Mapping[str, tuple[Migrate, str]]) -> Decision:
+    """The decision for every worker's plan (`plans_of`): a limit per job (unless within
+    `min_change` or blocked by a guard), the moves, an assessment per job and a note per worker.
+    Also FlowCon2's limits under `order: remaining` (`policyd.engine.flowcon2`), with no moves."""
+    spec, now = policy.spec, snapshot.time
     actions: list[SetCpu | Migrate] = []
     assessments: list[Assessment] = []
     notes: list[str] = []

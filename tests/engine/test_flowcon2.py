@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from policyd.engine.flowcon2 import FlowCon2Policy, as_flowcon, plan
+from policyd.engine.flowcon2 import FlowCon2Policy, as_flowcon, as_predictive, plan
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import API_VERSION
 from policyd.model import (
@@ -264,3 +264,97 @@ def test_an_unlabelled_workers_speed_is_judged_from_a_shared_workload_and_said()
                                                          "new": (2.0, None)}))
     (note,) = [n for n in decision.notes if n.startswith("speed of new")]
     assert "not stated: judged 2 (" in note and "policyd.io/workload: resnet" in note
+
+
+# --- order: remaining: each worker's limits by Predictive's plan --------------------------
+
+
+def ranked(**overrides: Any) -> Snapshot:
+    """A 1-core worker with a converged job near its end and two growing ones further from
+    theirs (500, 2500 and 4700 steps left of 5000), and an empty 2-core worker."""
+    return cluster(
+        job("near", "busy", converged=True, cores=0.6, done=4500, allocation=1 / 6,
+            **overrides),
+        job("mid", "busy", converged=False, cores=0.6, done=2500, **overrides),
+        job("far", "busy", converged=False, cores=0.6, done=300, **overrides),
+        nodes={"busy": (1.0, 1.0), "idle": (2.0, 1.0)})
+
+
+def limits(decision: Any) -> dict[str, float]:
+    return {a.container: a.fraction for a in decision.actions if isinstance(a, SetCpu)}
+
+
+def nexts(decision: Any) -> dict[str, float]:
+    """Each job's next limit (an unchanged one sets nothing)."""
+    return {a.container: a.cpu_fraction_next for a in decision.assessments}
+
+
+def test_the_order_defaults_to_flowcons_growth() -> None:
+    assert policy().spec.order == "growth"
+    assert limits(plan(policy(migrate=False), ranked())) == limits(
+        plan(policy(migrate=False, order="growth"), ranked()))
+
+
+def test_under_remaining_the_limits_follow_predicted_remaining_time_not_growth() -> None:
+    """FlowCon holds the converged job at the floor and serves the growing ones; by remaining
+    time the job nearest its end is served and the others wait at the floor 1 / (2 x 3)."""
+    growth = plan(policy(migrate=False), ranked())
+    assert nexts(growth) == pytest.approx({"near": 1 / 6, "mid": 1.0, "far": 1.0})
+    d = plan(policy(migrate=False, order="remaining"), ranked())
+    assert nexts(d) == pytest.approx({"near": 1.0, "mid": 1 / 6, "far": 1 / 6})
+    assert d.categories == {"near": "SERVED", "mid": "FLOOR", "far": "FLOOR"}
+    reason = next(a.reason for a in d.actions if isinstance(a, SetCpu) and a.container == "near")
+    assert reason.startswith("#1 of 3 by predicted remaining time: 50 s at its best")
+
+
+def test_under_remaining_the_limits_are_predictives() -> None:
+    ours = limits(plan(policy(migrate=False, order="remaining"), ranked()))
+    theirs = limits(KINDS["Predictive"].plan(as_predictive(policy(order="remaining")), ranked()))
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("beta", [1.0, 2.0, 4.0])
+def test_under_remaining_no_limit_falls_below_the_floor(beta: float) -> None:
+    jobs = [job(f"j{i}", "busy", converged=i % 2 == 0, cores=0.3, done=500.0 * (i + 1))
+            for i in range(6)]
+    d = plan(policy(migrate=False, order="remaining", beta=beta),
+             cluster(*jobs, nodes={"busy": (2.0, 1.0)}))
+    assert {a.container for a in d.assessments} == {f"j{i}" for i in range(6)}
+    assert min(a.cpu_fraction_next for a in d.assessments) >= 1 / (beta * 6) - 1e-9
+
+
+def test_under_remaining_the_job_served_last_moves_and_the_reason_names_its_forecast() -> None:
+    """Under growth the converged job (nearest its end) leaves; under remaining it is served
+    where it is, and the job with the most time left, at the floor, moves to the empty
+    worker."""
+    (growth,) = moves(plan(policy(), ranked()))
+    assert growth.container == "near"
+    (move,) = moves(plan(policy(order="remaining"), ranked()))
+    assert (move.container, move.from_node, move.to_node) == ("far", "busy", "idle")
+    assert move.reason.startswith(
+        "served last, at the floor (FLOOR), on busy (speed 1): 470 s of predicted remaining "
+        "time at its best (1 cores), 4700 steps left (total steps); limit 1 on idle; "
+        "predicted gain")
+    assert "> migration cost 30 s x (1 + 1)" in move.reason
+
+
+def test_under_remaining_a_served_job_is_never_moved() -> None:
+    d = plan(policy(order="remaining", safety={"max_migrations_per_cycle": 10,
+                                                "max_migrations_per_node": 10}), ranked())
+    assert "near" not in {m.container for m in moves(d)}
+    assert moves(d)
+
+
+@pytest.mark.parametrize(("spec", "overrides"), [
+    ({}, {"labels": {"policyd.io/opt-out": "true"}}),
+    ({"safety": {"min_job_age_seconds": 3600}}, {}),
+    ({"safety": {"cooldown_seconds": 600}}, {"markers": Markers(last_action_at=NOW - 60)}),
+    ({"safety": {"max_migrations_per_cycle": 0}}, {}),
+    ({"safety": {"max_migrations_per_node": 0}}, {}),
+    ({}, {"markers": Markers(migrated=True)}),
+    ({"migrate": False}, {}),
+], ids=["opt-out", "minimum age", "cooldown", "per cycle", "per node", "moved once", "off"])
+def test_under_remaining_the_safety_limits_hold(spec: dict[str, Any],
+                                                overrides: dict[str, Any]) -> None:
+    assert moves(plan(policy(order="remaining"), ranked()))  # the case moves without them
+    assert moves(plan(policy(order="remaining", **spec), ranked(**overrides))) == []
