@@ -4,8 +4,9 @@ equal and unequal workers (benchmarks/README.md, "flowcon2.py"; issue 16).
     .venv/bin/python benchmarks/flowcon2.py [--scenario NAME ...] [--json]
 
 Every scenario is played seven times in one world (its jobs drawn once from its seed): FlowCon2
-(`scenarios.flowcon2_policy`: its defaults), FlowCon2 with `order: remaining` (each worker's
-limits by Predictive's plan, otherwise its defaults), SpeCon (the thesis's settings), Predictive
+at its defaults (`order: growth`, FlowCon's limits), FlowCon2 with `order: remaining` (each
+worker's limits by Predictive's plan, otherwise its defaults: what the flowcon2-* scenarios
+play, `scenarios.flowcon2_policy`), SpeCon (the thesis's settings), Predictive
 (policies/predictive.yaml, moves on), the baseline (kube-scheduler's default scoring), the
 second baseline (the fewest-jobs rule) and the oracle (per-worker SRPT on the baseline's
 placement). Every job is handed over held: a run without a policy that admits starts it at its
@@ -62,9 +63,10 @@ def measure(name: str) -> dict[str, Any]:
     scenario = held(scenarios.build(name))
     predictive = load_policies(ROOT / "policies" / "predictive.yaml")
     runs = {
-        "FlowCon2": run(scenario, "policy", policies=[scenarios.flowcon2_policy(name)]),
-        REMAINING: run(scenario, "policy", policies=[scenarios.policy_document(
-            "FlowCon2", name, {"order": "remaining"})]),
+        "FlowCon2": run(scenario, "policy",
+                        policies=[scenarios.flowcon2_policy(name, order="growth")]),
+        REMAINING: run(scenario, "policy",
+                       policies=[scenarios.flowcon2_policy(name, order="remaining")]),
         "SpeCon": run(scenario, "policy", policies=[scenarios.specon_policy(
             name, alpha=0.01, interval_seconds=30)]),
         "Predictive": run(scenario, "policy", policies=predictive),

@@ -96,7 +96,7 @@ def accuracy(scenario: Scenario) -> dict[str, float]:
 def measure(name: str, seed: int) -> dict[str, Any]:
     stated = held(scenarios.build(name, seed))
     blind = unlabelled(stated)
-    policy = [scenarios.flowcon2_policy(name)]
+    policy = [scenarios.flowcon2_policy(name, order="growth")]  # as recorded
     stated = replace(stated, policies=tuple(policy))
     blind = replace(blind, policies=tuple(policy))
     kube = run(stated, "baseline")

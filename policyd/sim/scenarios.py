@@ -188,10 +188,12 @@ def _specon_random(name: str, count: int, workers: int, horizon: float,
     return build
 
 
-def flowcon2_policy(name: str) -> PolicyDocument:
+def flowcon2_policy(name: str, order: str = "remaining") -> PolicyDocument:
     """FlowCon2 at its defaults (FlowCon's alpha 0.05, interval 20 s, beta 2, shares; moves
-    when the predicted gain exceeds 30 s x 2)."""
-    return policy_document("FlowCon2", name, {})
+    when the predicted gain exceeds 30 s x 2) but its per-worker `order`: the flowcon2-*
+    scenarios play `remaining`, the order policies/flowcon2.yaml ships (benchmarks/README.md,
+    "flowcon2.py"); `growth` is the kind's default, FlowCon's own."""
+    return policy_document("FlowCon2", name, {"order": order})
 
 
 def _flowcon2(name: str, count: int, horizon: float,

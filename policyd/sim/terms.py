@@ -24,7 +24,8 @@ TERMS: Mapping[str, str] = MappingProxyType({
     "CHANGE": "the policy against the baseline; negative: the policy was faster",
     "NA": "FlowCon's baseline, no policy: the jobs on a worker share its cores equally "
           "(plain Docker)",
-    "DS": "SpeCon's baseline: jobs stay where the default scheduler put them (fewest jobs), "
+    "DS": "SpeCon's baseline: jobs stay where the default scheduler put them (kube-scheduler's "
+          "default scoring, modelled; the fewest-jobs placement is the second baseline), "
           "never moved",
     "oracle": "knows every job's remaining work and gives a worker's cores to the job nearest "
               "its end (shortest remaining first), on the baseline's placement: a bound, not a "
