@@ -242,7 +242,9 @@ def test_a_failed_cycle_returns_only_once_its_other_queries_are_done(
     assert caught.value.query == "policyd_training_loss"
     assert client.in_flight == 0
     order = order_of([flowcon()])
-    assert client.asked[0] == order[0] and set(client.asked) <= set(order[:3])
+    # Two threads send the first two queries at once, so either may reach the client first
+    # (a CI run saw the CPU query recorded before the loss query).
+    assert order[0] in client.asked[:2] and set(client.asked) <= set(order[:3])
 
 
 def test_progress_and_metric_failures_stay_warnings_with_the_queries_together() -> None:
