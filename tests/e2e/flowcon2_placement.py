@@ -88,12 +88,11 @@ def all_job_names(rounds: int = 1) -> list[str]:
 
 def flowcon2_policy(*, interval: float = 4, alpha: float = 0.04, beta: float = 2,
                     min_cores: float = 0.5, cost: float = 10, margin: float = 1,
-                    grace: float = 20, order: str = "growth") -> str:
+                    grace: float = 20) -> str:
     """FlowCon2 at FlowCon's e2e settings (interval 4 s, alpha 0.04 absolute, beta 2, shares)
     with moves costed at `cost` s (a move here pauses a job for a few seconds: its checkpoint,
-    a new container, torch's import), held jobs started on half an effective core (module
-    docstring), and each worker's limits in `order` (`growth`, FlowCon's, as the benchmark
-    recorded; `remaining`, what policies/flowcon2.yaml ships)."""
+    a new container, torch's import) and held jobs started on half an effective core (module
+    docstring)."""
     return f"""\
 apiVersion: policyd.io/v1alpha1
 kind: FlowCon2
@@ -105,7 +104,6 @@ spec:
   mode: shares
   window_intervals: 10
   admission_min_cores: {min_cores}
-  order: {order}
   migrate: true
   migration_cost_seconds: {cost}
   migration_margin: {margin}
@@ -411,13 +409,11 @@ def _finished(lab_: Lab, name: str) -> bool:
 
 
 def compare(lab_: Lab, shape: PlacementShape, directory: Path, *, round_: int = 0,
-            baseline: bool = True, order: str = "growth") -> dict[str, PlacementRun]:
-    """One run under `policyd run` with FlowCon2 (its limits in `order`), then (`baseline`)
-    one NA run with the new job submitted at the FlowCon2 run's time, started where it was
-    submitted."""
+            baseline: bool = True) -> dict[str, PlacementRun]:
+    """One run under `policyd run` with FlowCon2, then (`baseline`) one NA run with the new
+    job submitted at the FlowCon2 run's time, started where it was submitted."""
     name = round_prefix("fc2", round_)
-    with policyd_run(directory / f"policyd-{name}", flowcon2_policy(order=order),
-                     engines=lab_.engines,
+    with policyd_run(directory / f"policyd-{name}", flowcon2_policy(), engines=lab_.engines,
                      prometheus_url=lab_.prometheus.url) as policyd:
         runs = {"FlowCon2": run_placement(lab_, shape, name, f"FlowCon2-{round_}", policyd)}
     if baseline:
