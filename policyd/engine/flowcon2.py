@@ -509,8 +509,8 @@ def _intervals(policy: PolicyDocument) -> Intervals:
 
 def _summary(policy: PolicyDocument) -> str:
     spec = _flowcon2(policy).spec
-    return (f"alpha {spec.alpha:g}, interval {spec.interval_seconds:g} s, beta {spec.beta:g}, "
-            f"{spec.mode}, moves {'on' if spec.migrate else 'off'} (cost "
+    return (f"order {spec.order}, alpha {spec.alpha:g}, interval {spec.interval_seconds:g} s, "
+            f"beta {spec.beta:g}, {spec.mode}, moves {'on' if spec.migrate else 'off'} (cost "
             f"{spec.migration_cost_seconds:g} s, margin {spec.migration_margin:g})")
 
 

@@ -23,6 +23,7 @@ from policyd.model import (
     SetCpu,
     Snapshot,
 )
+from policyd.sim import scenarios
 
 NOW = 1_700_001_000.0
 SCRAPE = 5.0
@@ -358,3 +359,9 @@ def test_under_remaining_the_safety_limits_hold(spec: dict[str, Any],
                                                 overrides: dict[str, Any]) -> None:
     assert moves(plan(policy(order="remaining"), ranked()))  # the case moves without them
     assert moves(plan(policy(order="remaining", **spec), ranked(**overrides))) == []
+
+
+def test_the_summary_names_the_order() -> None:
+    for order in ("growth", "remaining"):
+        p = scenarios.flowcon2_policy("flowcon2-4w-20", order=order)
+        assert KINDS.of(p).summary(p).startswith(f"order {order}, alpha 0.05")
