@@ -127,7 +127,7 @@ def test_growing_jobs_are_never_moved() -> None:
     assert moves(d) == []
 
 
-@pytest.mark.parametrize(("spec", "overrides"), [
+SAFETY_CASES = [
     ({}, {"labels": {"policyd.io/opt-out": "true"}}),
     ({"safety": {"min_job_age_seconds": 3600}}, {}),
     ({"safety": {"cooldown_seconds": 600}}, {"markers": Markers(last_action_at=NOW - 60)}),
@@ -135,7 +135,12 @@ def test_growing_jobs_are_never_moved() -> None:
     ({"safety": {"max_migrations_per_node": 0}}, {}),
     ({}, {"markers": Markers(migrated=True)}),
     ({"migrate": False}, {}),
-], ids=["opt-out", "minimum age", "cooldown", "per cycle", "per node", "moved once", "off"])
+]
+"""Each safety limit (policy spec, job overrides) that must stop a move the case would make."""
+SAFETY_IDS = ["opt-out", "minimum age", "cooldown", "per cycle", "per node", "moved once", "off"]
+
+
+@pytest.mark.parametrize(("spec", "overrides"), SAFETY_CASES, ids=SAFETY_IDS)
 def test_the_safety_limits_hold(spec: dict[str, Any], overrides: dict[str, Any]) -> None:
     assert moves(plan(policy(**spec), crowded(**overrides))) == []
 
@@ -346,15 +351,7 @@ def test_under_remaining_a_served_job_is_never_moved() -> None:
     assert moves(d)
 
 
-@pytest.mark.parametrize(("spec", "overrides"), [
-    ({}, {"labels": {"policyd.io/opt-out": "true"}}),
-    ({"safety": {"min_job_age_seconds": 3600}}, {}),
-    ({"safety": {"cooldown_seconds": 600}}, {"markers": Markers(last_action_at=NOW - 60)}),
-    ({"safety": {"max_migrations_per_cycle": 0}}, {}),
-    ({"safety": {"max_migrations_per_node": 0}}, {}),
-    ({}, {"markers": Markers(migrated=True)}),
-    ({"migrate": False}, {}),
-], ids=["opt-out", "minimum age", "cooldown", "per cycle", "per node", "moved once", "off"])
+@pytest.mark.parametrize(("spec", "overrides"), SAFETY_CASES, ids=SAFETY_IDS)
 def test_under_remaining_the_safety_limits_hold(spec: dict[str, Any],
                                                 overrides: dict[str, Any]) -> None:
     assert moves(plan(policy(order="remaining"), ranked()))  # the case moves without them
