@@ -27,6 +27,7 @@ def test_a_stopped_job_is_delivered_and_kept(tmp_path: Path) -> None:
     job.logs = lambda tail=3: b"step 900\ncheckpoint: step=900 path=/ckpt/job/step-900.pt\n"  # type: ignore[method-assign]
     state = tmp_path / "state.json"
     actuator(a, state_path=state, clock=Clock(2000.0)).apply(stop(), decision())
+    assert a.calls["get"] == 1  # read once, checked on that read
     assert job.updates == [{"restart_policy": {"Name": "no"}}]  # before the stop
     assert job.stopped_with == [45]
     assert "job" in a.containers.by_name  # kept, with its checkpoint

@@ -75,9 +75,10 @@ class Engines:
         except docker.errors.NotFound:
             return None
 
-    def managed(self, node: str, name: str) -> Container:
-        """The container, which must exist and carry the managed label."""
-        found = self.get(node, name)
+    def managed(self, node: str, name: str, found: Container | None = None) -> Container:
+        """The container, which must exist and carry the managed label (`found`: as already
+        read by the caller, else read now)."""
+        found = found if found is not None else self.get(node, name)
         if found is None:
             raise ActuationError(f"container {name} not found on node {node}")
         if not is_managed(found.labels, self.settings.managed_label):
@@ -85,13 +86,13 @@ class Engines:
                                  f"{self.settings.managed_label}; policyd leaves it alone")
         return found
 
-    def actionable(self, node: str, name: str) -> Container:
+    def actionable(self, node: str, name: str, found: Container | None = None) -> Container:
         """The container an action is about to change: managed (`managed`), and not opted out
         (a label `policyd.io/opt-out=true`, or the deciding policy's own opt-out key:
-        `opt_out`), checked on the container as read now, as the Kubernetes actuator checks
-        the pod: the engine selects on its source's labels, which a profile may have read
-        wrong or before the label was there."""
-        found = self.managed(node, name)
+        `opt_out`), checked on the container as read now (`found`, when the caller has just
+        read it), as the Kubernetes actuator checks the pod: the engine selects on its
+        source's labels, which a profile may have read wrong or before the label was there."""
+        found = self.managed(node, name, found)
         key = self.opt_out.which(found.labels)
         if key is not None:
             raise ActuationError(f"container {name} on node {node} is opted out "

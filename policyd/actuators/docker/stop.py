@@ -90,7 +90,7 @@ class Stopper:
             LOG.info("docker: stop of %s on %s: %s already, nothing to do", name, node,
                      "gone" if found is None else "stopped")
             return "" if found is None else str(self.state.markers[name].get("checkpoint", ""))
-        container = self.engines.actionable(node, name)
+        container = self.engines.actionable(node, name, found)  # checked on the read it has
         if container.status != "running":
             raise ActuationError(f"container {name} on node {node} is {container.status}, not "
                                  "running; nothing to stop")
