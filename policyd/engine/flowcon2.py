@@ -229,7 +229,7 @@ class _Move:
     freed: float  # seconds the jobs left on the source save
     own: float  # seconds the job itself saves (negative: it runs slower there)
     harm: float  # seconds the jobs on the target lose
-    why: str  # what makes it movable, and where (the reason's first clause)
+    why: str = ""  # what makes it movable, and where (the reason's first clause; chosen moves)
 
 
 def _own_finish(jobs: Sequence[_Job], job: _Job, capacity: float, speed: float) -> float:
@@ -261,7 +261,7 @@ def _gain(job: _Job, source: str, target: str, *, model: Mapping[str, list[_Job]
     own = own_before - own_after
     harm = _total(joined, capacity[target], t_speed) - own_after - totals[target]
     return _Move(job=arriving, source=source, target=target, gain=freed + own - harm,
-                 freed=freed, own=own, harm=harm, why="")
+                 freed=freed, own=own, harm=harm)
 
 
 Arrival = Callable[[_Job, str, Mapping[str, Sequence[_Job]]], tuple[float, bool]]
@@ -316,7 +316,7 @@ def _moves(policy: FlowCon2Policy, model: dict[str, list[_Job]], *,
     budget = MigrationBudget.of(spec)
     moved: list[_Move] = []
     while True:
-        best: _Move | None = None
+        best: tuple[_Move, _Job] | None = None  # the move, and the job as it is now
         totals = {node: _total(jobs, capacity[node], speeds.of(node))
                   for node, jobs in model.items()}
         for source in sorted(model):
@@ -332,14 +332,15 @@ def _moves(policy: FlowCon2Policy, model: dict[str, list[_Job]], *,
                     move = _gain(job, source, target, model=model, capacity=capacity,
                                  speeds=speeds, arrive=arrive, totals=totals)
                     if move is not None and move.gain > threshold and (
-                            best is None or move.gain > best.gain):
-                        best = replace(move, why=_movable_why(job, move, spec, speeds))
+                            best is None or move.gain > best[0].gain):
+                        best = (move, job)
         if best is None:
             return moved
-        moved.append(best)
-        budget.spend(best.source, best.target)
-        model[best.source] = [j for j in model[best.source] if j.id != best.job.id]
-        model[best.target] = [*model[best.target], best.job]
+        chosen = replace(best[0], why=_movable_why(best[1], best[0], spec, speeds))
+        moved.append(chosen)
+        budget.spend(chosen.source, chosen.target)
+        model[chosen.source] = [j for j in model[chosen.source] if j.id != chosen.job.id]
+        model[chosen.target] = [*model[chosen.target], chosen.job]
 
 
 def _movable_why(job: _Job, m: _Move, spec: FlowCon2Spec, speeds: NodeSpeeds) -> str:
