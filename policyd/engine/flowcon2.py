@@ -451,9 +451,14 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     policy = _flowcon2(policy)
     spec, now = policy.spec, snapshot.time
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
+    chosen = sorted((c for c in snapshot.containers if spec.selector.selects(c)),
+                    key=lambda c: (c.node, c.id))
+    settings = settings_of(policy, snapshot, alpha=spec.alpha,
+                           interval_seconds=spec.interval_seconds)
+    found = forecast_containers(settings, snapshot, chosen)
     if spec.order == "remaining":
-        ranked = as_predictive(policy)
-        plans = plans_of(ranked, snapshot)
+        ranked = as_predictive(policy)  # same selector, alpha, interval, evaluation: same forecasts
+        plans = plans_of(ranked, snapshot, found)
         limits_decision = predictive.decision_of(ranked, snapshot, plans, {})
         arrive = remaining_arrival({p.job.container.id: p.job for node in plans.values()
                                     for p in node}, capacity, ranked.spec, now)
@@ -463,11 +468,6 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     limits = {a.container: a.fraction for a in limits_decision.actions
               if isinstance(a, SetCpu)}
     categories = limits_decision.categories
-    chosen = sorted((c for c in snapshot.containers if spec.selector.selects(c)),
-                    key=lambda c: (c.node, c.id))
-    settings = settings_of(policy, snapshot, alpha=spec.alpha,
-                           interval_seconds=spec.interval_seconds)
-    found = forecast_containers(settings, snapshot, chosen)
     speeds = node_speeds(snapshot, found.by_id)
     model = _model(snapshot, chosen, limits=limits, categories=categories,
                    converged=movable(spec.order), forecasts=found.by_id, speeds=speeds,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from policyd.engine.forecast_output import Forecast
-from policyd.engine.forecasting import forecast_containers, settings_of
+from policyd.engine.forecasting import Forecasted, forecast_containers, settings_of
 from policyd.engine.guards import action_blocked
 from policyd.model import Container, JobForecast, Snapshot, WaitingJob
 
@@ -93,13 +93,16 @@ def _order(jobs: list[Job], *, hysteresis: float, floor: float) -> list[Job]:
     return sorted(jobs, key=key)
 
 
-def jobs_of(policy: PredictivePolicy, snapshot: Snapshot,
-          chosen: Sequence[Container]) -> list[Job]:
+def jobs_of(policy: PredictivePolicy, snapshot: Snapshot, chosen: Sequence[Container],
+            found: Forecasted | None = None) -> list[Job]:
+    """The jobs of `chosen`, each with its forecast (`found`: made already for exactly these
+    containers with this policy's settings, else made here) and its key in the order."""
     spec = policy.spec
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
-    settings = settings_of(policy, snapshot, alpha=spec.alpha,
-                           interval_seconds=spec.interval_seconds)
-    found = forecast_containers(settings, snapshot, chosen)
+    if found is None:
+        settings = settings_of(policy, snapshot, alpha=spec.alpha,
+                               interval_seconds=spec.interval_seconds)
+        found = forecast_containers(settings, snapshot, chosen)
     reported = found.jobs()
     young_seconds = 2 * snapshot.interval_seconds(policy.name, spec.interval_seconds)
     jobs = []
@@ -217,14 +220,16 @@ def _reason(j: Job, rank: int, n: int, granted: float, fraction: float, *, floor
             + (f"; {before}" if before else ""))
 
 
-def plans_of(policy: PredictivePolicy, snapshot: Snapshot) -> dict[str, list[Plan]]:
+def plans_of(policy: PredictivePolicy, snapshot: Snapshot,
+             found: Forecasted | None = None) -> dict[str, list[Plan]]:
     """Every worker's plan for the jobs `policy` selects in `snapshot`, by worker (in name
-    order; a worker without such jobs has none)."""
+    order; a worker without such jobs has none). `found`: the forecasts of those jobs, in
+    (node, id) order, when the caller has made them already (`jobs_of`)."""
     spec, now = policy.spec, snapshot.time
     chosen = sorted((c for c in snapshot.containers if spec.selector.selects(c)),
                     key=lambda c: (c.node, c.id))
     by_node: defaultdict[str, list[Job]] = defaultdict(list)
-    for job in jobs_of(policy, snapshot, chosen):
+    for job in jobs_of(policy, snapshot, chosen, found):
         by_node[job.container.node].append(job)
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
     return {node: node_plans(jobs, capacity[node], spec, now=now)
