@@ -85,9 +85,9 @@ def targets(results: list[dict[str, Any]]) -> list[str]:
     if hetero is None:
         return []
     lines = []
+    oracle_gain = -hetero["oracle"]["avg_jct_vs_kube_pct"]
     for label in ("FlowCon2", REMAINING):
         fc2 = hetero[label]
-        oracle_gain = -hetero["oracle"]["avg_jct_vs_kube_pct"]
         lines += [
             f"{label}: avg JCT {fc2['avg_jct_vs_kube_pct']:+.1f} % vs kube (target <= -30 %): "
             f"{'reached' if fc2['avg_jct_vs_kube_pct'] <= -30 else 'NOT reached'}",
