@@ -189,8 +189,11 @@ class DockerActuator:
                 return
 
     def admit(self, action: Admit) -> None:
-        """Start a held container (`admission`); its start is policyd's action on it."""
+        """Start a held container (`admission`); its start is policyd's action on it (none
+        when its owner started it first: nothing is recorded)."""
         node = self.admission.run(action)
+        if node is None:
+            return
         started = self.engines.managed(node, action.container)
         self.state.record_marker(action.container, started.id or "",
                                  last_action_at=self.clock())

@@ -31,8 +31,10 @@ FlowCon2 proof were listed so). Started where it is, that is harmless (the start
 running); copied elsewhere, the owner's start would run the job twice. So before copying a
 container created less than `SETTLE_SECONDS` ago (by policyd's clock; a container that looks
 older, or created in the future by a skewed engine clock, is not waited for), the admission
-waits until it is that old and inspects it again: one its owner started meanwhile is not
-held, and is left where it runs (an ActuationError says so).
+waits until it is that old and inspects it again. One its owner started, meanwhile or already
+by the time the Admit comes (on a loaded host the start often beats the admission), is not
+held: it is left where it runs and the admission does nothing (a log line, not a failed action:
+the job runs once, and a `PolicydActionFailed` alert at every `docker run` would be noise).
 
 Stopped between the copy's start and the held container's removal (policyd killed, the held
 node's engine lost), the held original would stay: the sources do not offer a held container
@@ -46,6 +48,7 @@ Raises `ActuationError` with a one-line reason for every failure.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,6 +62,8 @@ from policyd.actuators.docker.migration import Migration, copy_spec, created_at,
 from policyd.actuators.docker.steps import Steps
 from policyd.actuators.errors import ActuationError
 from policyd.model import Admit, labels
+
+LOG = logging.getLogger(__name__)
 
 HELD_STATUS = "created"
 SETTLE_SECONDS = 1.0
@@ -86,9 +91,10 @@ class Admission:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
 
-    def run(self, action: Admit) -> str:
+    def run(self, action: Admit) -> str | None:
         """Carry the action out; the node the job runs on (the chosen one, or where an earlier
-        attempt started it)."""
+        attempt started it), or None when there was nothing to do: its owner started it where
+        it was created (module docstring)."""
         name, node = action.container, action.node
         held_on = action.held_on or node
         running_on = self.copy_runs(name, held_on, chosen=node)
@@ -99,19 +105,30 @@ class Admission:
         if held.status != HELD_STATUS:
             if held.status == "running" and held_on == node:
                 return node  # an earlier attempt started it
+            if held.status == "running":
+                return self._started_by_owner(name, held_on, "by the admission")
             raise ActuationError(f"container {name} on node {held_on} is {held.status}, not "
                                  f"held ({HELD_STATUS}): only a created, never started "
                                  "container is admitted")
         if held_on == node:
             self.start_here(action, held)
-        else:
-            self.start_elsewhere(action, self.settled(held, held_on), held_on)
+            return node
+        settled = self.settled(held, held_on)
+        if settled is None:
+            return self._started_by_owner(name, held_on, f"within {SETTLE_SECONDS:g} s of "
+                                          "its creation")
+        self.start_elsewhere(action, settled, held_on)
         return node
 
-    def settled(self, held: Container, held_on: str) -> Container:
-        """`held`, inspected again once it is `SETTLE_SECONDS` old when it is younger; an
-        ActuationError when its owner started it meanwhile (a `docker run`, module
-        docstring)."""
+    @staticmethod
+    def _started_by_owner(name: str, held_on: str, when: str) -> None:
+        LOG.info("docker: admit of %s: it was started on %s %s (a docker run, not a held "
+                 "job): left where it runs, nothing to do", name, held_on, when)
+
+    def settled(self, held: Container, held_on: str) -> Container | None:
+        """`held`, inspected again once it is `SETTLE_SECONDS` old when it is younger; None
+        when its owner started it meanwhile (a `docker run`, module docstring). An
+        ActuationError when it is then neither held nor running."""
         created = created_at(held.attrs)
         age = None if created is None else self.clock() - created
         if age is None or not 0 <= age < SETTLE_SECONDS:
@@ -119,11 +136,12 @@ class Admission:
         self.sleep(SETTLE_SECONDS - age)
         name = str(held.name)
         again = self.engines.managed(held_on, name)
+        if again.status == "running":
+            return None
         if again.status != HELD_STATUS:
             raise ActuationError(
                 f"container {name} on node {held_on} was {again.status} within "
-                f"{SETTLE_SECONDS:g} s of its creation (a docker run, not a held job): left "
-                "where it is")
+                f"{SETTLE_SECONDS:g} s of its creation, not held ({HELD_STATUS}): left as it is")
         return again
 
     def copy_runs(self, name: str, held_on: str, *, chosen: str) -> str | None:
