@@ -409,11 +409,13 @@ def _finished(lab_: Lab, name: str) -> bool:
 
 
 def compare(lab_: Lab, shape: PlacementShape, directory: Path, *, round_: int = 0,
-            baseline: bool = True) -> dict[str, PlacementRun]:
-    """One run under `policyd run` with FlowCon2, then (`baseline`) one NA run with the new
-    job submitted at the FlowCon2 run's time, started where it was submitted."""
+            baseline: bool = True, policy: str | None = None) -> dict[str, PlacementRun]:
+    """One run under `policyd run` with FlowCon2 (`policy`, `flowcon2_policy()` by default),
+    then (`baseline`) one NA run with the new job submitted at the FlowCon2 run's time, started
+    where it was submitted."""
     name = round_prefix("fc2", round_)
-    with policyd_run(directory / f"policyd-{name}", flowcon2_policy(), engines=lab_.engines,
+    with policyd_run(directory / f"policyd-{name}", policy or flowcon2_policy(),
+                     engines=lab_.engines,
                      prometheus_url=lab_.prometheus.url) as policyd:
         runs = {"FlowCon2": run_placement(lab_, shape, name, f"FlowCon2-{round_}", policyd)}
     if baseline:
