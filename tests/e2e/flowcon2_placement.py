@@ -249,6 +249,8 @@ class PlacementRun:
     """policyd's log lines of the actions it applied, with their reasons (none in NA)."""
     engine_cpus: dict[str, int]
     """Each engine's NCPU (`docker info`)."""
+    stopped: frozenset[str] = frozenset()
+    """Jobs the harness stopped before their last step (`run_placement(cut_short=True)`)."""
 
     def role(self, role: str) -> PlacedJob:
         return next(j for j in self.jobs.values() if j.role == role)
@@ -304,13 +306,39 @@ def _int(pattern: str, text: str, *, last: bool = False) -> int | None:
     return int(found[-1] if last else found[0])
 
 
+def _cut_short(lab_: Lab, job_names: dict[str, str], policyd_: Policyd) -> set[str]:
+    """Stop policyd (an action under way ends first), then every job still running, as a
+    user's `docker stop` would (SIGTERM: the trainer checkpoints and exits 0); the names
+    stopped."""
+    policyd_.stop()
+    stopped = set()
+    for e in lab_.engines:
+        for name in job_names.values():
+            with contextlib.suppress(docker.errors.NotFound):
+                c = e.client().containers.get(name)
+                if c.status == "running":
+                    c.stop(timeout=30)
+                    stopped.add(name)
+    return stopped
+
+
+def _proof_seen(lab_: Lab, job_names: dict[str, str]) -> bool:
+    """The converged job ended on e1, where it was moved, and the new job started on e2."""
+    converged = lab_.events.of(job_names["converged"], "start")
+    return (bool(converged) and converged[-1].node == SMALL
+            and _finished(lab_, job_names["converged"])
+            and any(e.node == LARGE for e in lab_.events.of(job_names["new"], "start")))
+
+
 def run_placement(lab_: Lab, shape: PlacementShape, prefix_: str, label: str,
                   policyd_: Policyd | None, *, submit_after: float | None = None,
-                  timeout_seconds: float = 400) -> PlacementRun:
+                  timeout_seconds: float = 400, cut_short: bool = False) -> PlacementRun:
     """The three jobs on e2; with `policyd_`, wait until the engines show the converged job
     running on e1 (moved), then submit the new job held on e1; without (NA), start the new
     job on e1 `submit_after` seconds after the origin. Wait until every job has exited on the
-    engine it ended on; what the engines showed."""
+    engine it ended on; what the engines showed. `cut_short` (with `policyd_`): once the
+    converged job has ended on e1 and the new job has started on e2, stop policyd and the
+    jobs still running (`_cut_short`) rather than wait for their last steps."""
     job_names = names(prefix_)
     directory = lab_.ckpt / label
     origin = time.time()
@@ -340,6 +368,7 @@ def run_placement(lab_: Lab, shape: PlacementShape, prefix_: str, label: str,
             submitted = time.time()
             run_job(small, shape.spec("new", new), lab_.ports[new], directory)
         followed: set[tuple[str, str]] = set()
+        cut: list[set[str]] = []  # the jobs `_cut_short` stopped, once it has
 
         def all_done() -> bool:
             # follow every new container's log as soon as it starts, wherever it runs
@@ -349,6 +378,8 @@ def run_placement(lab_: Lab, shape: PlacementShape, prefix_: str, label: str,
                     followed.add(key)
                     with contextlib.suppress(docker.errors.NotFound):
                         logs.follow(e.node, lab_.engine(e.node).client().containers.get(e.name))
+            if cut_short and policyd_ is not None and not cut and _proof_seen(lab_, job_names):
+                cut.append(_cut_short(lab_, job_names, policyd_))
             return all(_finished(lab_, n) for n in job_names.values())
         wait_for(all_done, timeout_seconds=max(1.0, deadline - time.time()), every=0.2,
                  what=f"every job of {label} to finish",
@@ -387,7 +418,8 @@ def run_placement(lab_: Lab, shape: PlacementShape, prefix_: str, label: str,
             with contextlib.suppress(docker.errors.NotFound):
                 e.client().containers.get(name).remove(force=True)
     return PlacementRun(label=label, origin=origin, submitted_at=submitted - origin, jobs=jobs,
-                        actions=actions, engine_cpus=ncpu)
+                        actions=actions, engine_cpus=ncpu,
+                        stopped=frozenset(cut[0] if cut else ()))
 
 
 def _finished(lab_: Lab, name: str) -> bool:
@@ -409,15 +441,18 @@ def _finished(lab_: Lab, name: str) -> bool:
 
 
 def compare(lab_: Lab, shape: PlacementShape, directory: Path, *, round_: int = 0,
-            baseline: bool = True, policy: str | None = None) -> dict[str, PlacementRun]:
-    """One run under `policyd run` with FlowCon2 (`policy`, `flowcon2_policy()` by default),
-    then (`baseline`) one NA run with the new job submitted at the FlowCon2 run's time, started
-    where it was submitted."""
+            baseline: bool = True, policy: str | None = None, cut_short: bool = False
+            ) -> dict[str, PlacementRun]:
+    """One run under `policyd run` with FlowCon2 (`policy`, `flowcon2_policy()` by default;
+    `cut_short`: `run_placement`'s), then (`baseline`) one NA run with the new job submitted at
+    the FlowCon2 run's time, started where it was submitted."""
+    assert not (cut_short and baseline), "a run cut short has no JCTs to compare"
     name = round_prefix("fc2", round_)
     with policyd_run(directory / f"policyd-{name}", policy or flowcon2_policy(),
                      engines=lab_.engines,
                      prometheus_url=lab_.prometheus.url) as policyd:
-        runs = {"FlowCon2": run_placement(lab_, shape, name, f"FlowCon2-{round_}", policyd)}
+        runs = {"FlowCon2": run_placement(lab_, shape, name, f"FlowCon2-{round_}", policyd,
+                                          cut_short=cut_short)}
     if baseline:
         runs["NA"] = run_placement(lab_, shape, round_prefix("na", round_), f"NA-{round_}",
                                    None, submit_after=runs["FlowCon2"].submitted_at)
@@ -429,7 +464,9 @@ def checks(run: PlacementRun) -> list[str]:
     converged job moved from e2 to e1; the new job, held on e1, started on e2; every job that
     moved (the converged one, and any other once FlowCon2 counts it converged: a job moves
     at most once) resumed from the step of its checkpoint and went on; every job exited 0 at
-    its last step, on the CPUs of its engine, unpinned; the engines report 1 and 2 cores."""
+    its last step (one the harness stopped, `PlacementRun.stopped`: exited 0, the trainer's
+    answer to SIGTERM), on the CPUs of its engine, unpinned; the engines report 1 and 2
+    cores."""
     problems = []
     conv, new = run.role("converged"), run.role("new")
     if conv.engines != [LARGE, SMALL]:
@@ -450,7 +487,7 @@ def checks(run: PlacementRun) -> list[str]:
                             f"resuming at {j.resume_step}")
         if j.exit_codes[-1:] != [0] or any(code != 0 for code in j.exit_codes):
             problems.append(f"{j.name} exited with {j.exit_codes}")
-        if j.last_step != j.steps:
+        if j.last_step != j.steps and j.name not in run.stopped:
             problems.append(f"{j.name} ended at step {j.last_step}, not {j.steps}")
         if any(sets not in ([], [""]) for sets in j.cpusets.values()):
             problems.append(f"{j.name} was pinned by the engine's cpuset: {j.cpusets}")

@@ -15,6 +15,10 @@ here: its checkpoint, a new container, torch's import), margin 1: a 10 s bar. Th
 session's version (growing jobs of 25 s, cost 10 s: a 20 s bar) passed twice on a busy host,
 where the jobs ran slower than the probe and their remaining seconds were larger, and failed
 twice on a quiet one, the gain under the bar (benchmarks/README.md, docker_proof.py).
+
+Once the moved job has ended on e1 and the new job has started on e2, the proof is made: the
+harness stops policyd and then the jobs still running (SIGTERM: each checkpoints and exits 0)
+rather than wait for their last steps (`run_placement(cut_short=True)`).
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ def test_flowcon2_moves_the_converged_job_and_places_the_new_one_where_it_grows(
         speed = probe_speed(world, PlacementShape())
         shape = sized(PlacementShape(), speed)
         run = compare(world, shape, tmp_path / "round-0", baseline=False,
-                      policy=flowcon2_policy(cost=COST_SECONDS))["FlowCon2"]
+                      policy=flowcon2_policy(cost=COST_SECONDS), cut_short=True)["FlowCon2"]
     print(f"\nFlowCon2 on e1 (1 core) and e2 (2 cores); probe {speed:.0f} steps/s; jobs of "
           f"{shape.converged_steps}, {shape.grow_steps} and {shape.new_steps} steps:\n"
           + "\n".join(json.dumps(row) for row in run.table()) + "\n" + "\n".join(run.actions))
@@ -82,3 +86,4 @@ def test_flowcon2_moves_the_converged_job_and_places_the_new_one_where_it_grows(
     assert any("migrate" in a and "predicted gain" in a for a in run.actions), run.actions
     assert any("admit" in a and "grows fastest" in a for a in run.actions), run.actions
     assert not [a for a in run.actions if "action failed" in a]
+    assert run.role("converged").name not in run.stopped  # it ended at its last step, on e1
