@@ -57,8 +57,8 @@ The interval does not back off (a held job would wait as long). Pure: no I/O, no
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from pydantic import Field
@@ -70,17 +70,24 @@ from policyd.engine.flowcon2_placement import (
     best_moves,
     growth_arrival,
     may_move,
+    move_bound,
     move_reason,
     remaining_arrival,
     typical,
 )
+from policyd.engine.flowcon2_reports import UNJUDGED, plan_from_reports, resident
 from policyd.engine.forecast_output import Forecast
-from policyd.engine.forecasting import forecast_containers, job_forecast, settings_of
+from policyd.engine.forecasting import (
+    Forecasted,
+    forecast_containers,
+    job_forecast,
+    settings_of,
+)
 from policyd.engine.kind import Intervals, Kind
-from policyd.engine.node_speed import NodeSpeeds, node_speeds
-from policyd.engine.predictive_node import FLOOR, plans_of
+from policyd.engine.node_speed import NodeSpeeds, node_speeds, unjudged
+from policyd.engine.predictive_node import FLOOR, Plan, plans_of
 from policyd.engine.spec import MoveGain, PolicyDocument, of_kind
-from policyd.model import Action, Container, Decision, Migrate, SetCpu, Snapshot
+from policyd.model import Action, Container, Decision, Migrate, NodeReport, SetCpu, Snapshot
 
 MOVABLE = "CL"
 """FlowCon's category of a converged job: the only ones FlowCon2 moves (`order: growth`)."""
@@ -168,43 +175,76 @@ def _model(snapshot: Snapshot, chosen: Sequence[Container], *, limits: Mapping[s
         f = forecasts.get(c.id)
         cap = min(max(f.cap_cores, 1.0), capacity[c.node]) if f is not None \
             else capacity[c.node]
-        model[c.node].append(ModelJob(id=c.id, weight=limits.get(c.id, c.cpu_allocation), cap=cap,
-                                  converged=categories.get(c.id) == converged, forecast=f,
-                                  speed=speeds.of(c.node), hard=hard))
+        model[c.node].append(ModelJob(id=c.id, weight=limits.get(c.id, c.cpu_allocation),
+                                      cap=cap, converged=categories.get(c.id) == converged,
+                                      forecast=f, speed=speeds.of(c.node), hard=hard))
     return model
 
 
-def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
-    """FlowCon2's decision: FlowCon's limits, admissions of held jobs and moves of converged
-    ones (module docstring)."""
-    policy = _flowcon2(policy)
-    spec, now = policy.spec, snapshot.time
-    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
+@dataclass(frozen=True, kw_only=True)
+class _Workers:
+    """What FlowCon2 works out worker by worker (module docstring, 1-2): the jobs it selects
+    (by worker and id), their forecasts, the limits (FlowCon's or Predictive's decision, with
+    no moves), the worker plans under `order: remaining` (else empty), every worker's speed and
+    the model of the next interval."""
+
+    chosen: list[Container]
+    found: Forecasted
+    limits: Decision
+    plans: Mapping[str, Sequence[Plan]]
+    speeds: NodeSpeeds
+    model: dict[str, list[ModelJob]]
+
+
+def _workers(policy: FlowCon2Policy, snapshot: Snapshot,
+             speeds_of: Callable[[Mapping[str, Forecast | None]], NodeSpeeds]) -> _Workers:
+    """Every worker's limits and model (`_Workers`), the speeds from `speeds_of` the
+    forecasts."""
+    spec = policy.spec
     chosen = sorted((c for c in snapshot.containers if spec.selector.selects(c)),
                     key=lambda c: (c.node, c.id))
     settings = settings_of(policy, snapshot, alpha=spec.alpha,
                            interval_seconds=spec.interval_seconds)
     found = forecast_containers(settings, snapshot, chosen)
+    plans: dict[str, list[Plan]] = {}
     if spec.order == "remaining":
         ranked = as_predictive(policy)  # same selector, alpha, interval, evaluation: same forecasts
         plans = plans_of(ranked, snapshot, found)
         limits_decision = predictive.decision_of(ranked, snapshot, plans, {})
-        arrive = remaining_arrival({p.job.container.id: p.job for node in plans.values()
-                                    for p in node}, capacity, ranked.spec, now)
     else:
         limits_decision = flowcon.plan(as_flowcon(policy), snapshot)
-        arrive = growth_arrival(spec.beta)
     limits = {a.container: a.fraction for a in limits_decision.actions
               if isinstance(a, SetCpu)}
-    categories = limits_decision.categories
-    speeds = node_speeds(snapshot, found.by_id)
-    model = _model(snapshot, chosen, limits=limits, categories=categories,
+    speeds = speeds_of(found.by_id)
+    model = _model(snapshot, chosen, limits=limits, categories=limits_decision.categories,
                    converged=movable(spec.order), forecasts=found.by_id, speeds=speeds,
                    hard=spec.mode == "quota")
+    return _Workers(chosen=chosen, found=found, limits=limits_decision, plans=plans,
+                    speeds=speeds, model=model)
+
+
+def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
+    """FlowCon2's decision: FlowCon's limits, admissions of held jobs and moves of converged
+    ones (module docstring); from node reports, the moves and admissions alone
+    (`policyd.engine.flowcon2_reports`)."""
+    policy = _flowcon2(policy)
+    if snapshot.node_reports:
+        return plan_from_reports(policy, snapshot, ranked=as_predictive(policy).spec)
+    spec, now = policy.spec, snapshot.time
+    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
+    worked = _workers(policy, snapshot, lambda found: node_speeds(snapshot, found))
+    found, limits_decision, speeds, model = (worked.found, worked.limits, worked.speeds,
+                                             worked.model)
+    if spec.order == "remaining":
+        arrive = remaining_arrival({p.job.container.id: p.job for node in worked.plans.values()
+                                    for p in node}, capacity, as_predictive(policy).spec, now)
+    else:
+        arrive = growth_arrival(spec.beta)
     if spec.admission == "forecast":
         prior = typical(model)
         model = {node: [replace(j, assumed=prior) for j in jobs] for node, jobs in model.items()}
-    moves = best_moves(policy, model, movable=may_move(policy, model, {c.id: c for c in chosen},
+    moves = best_moves(policy, model, movable=may_move(policy, model,
+                                                       {c.id: c for c in worked.chosen},
                                                        now=now),
                        capacity=capacity, speeds=speeds, arrive=arrive) if spec.migrate else []
     admits, queue = admit_held(policy, snapshot.pending, model, capacity, speeds)
@@ -233,6 +273,44 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
                     dry_run=spec.dry_run, notes=tuple(notes), queue=tuple(queue))
 
 
+def node_part(policy: FlowCon2Policy) -> PolicyDocument:
+    """What a node agent decides and applies on its worker (`policyd.engine.flowcon2_reports`):
+    FlowCon2's limits without its moves and admissions, under the policy's name: the FlowCon
+    policy (`order: growth`; its interval not backing off, as FlowCon2's does not) or the
+    Predictive one without moves (`order: remaining`) that sets them in one snapshot."""
+    if policy.spec.order == "remaining":
+        return as_predictive(policy)
+    part = as_flowcon(policy)
+    return part.model_copy(update={"spec": part.spec.model_copy(
+        update={"max_interval_seconds": part.spec.interval_seconds})})
+
+
+def node_reports(policy: PolicyDocument, snapshot: Snapshot) -> tuple[NodeReport, ...]:
+    """Every worker's report of `snapshot` under `policy` (`policyd.engine.flowcon2_reports`):
+    its stated speed and its jobs as the model of the next interval sees them, those the guards
+    let move flagged unless the bound on their gain cannot beat the move's cost."""
+    policy = _flowcon2(policy)
+    spec, now = policy.spec, snapshot.time
+    stated = {n.name: n.speed for n in snapshot.nodes}
+    worked = _workers(policy, snapshot, lambda _: unjudged(stated, UNJUDGED))
+    containers = {c.id: c for c in worked.chosen}
+    movable_ids = may_move(policy, worked.model, containers, now=now) if spec.migrate \
+        else frozenset()
+    reports = []
+    for node in snapshot.nodes:
+        jobs = worked.model[node.name]
+        speed = worked.speeds.of(node.name)
+        kept = {j.id for j in jobs if j.id in movable_ids and move_bound(
+            j, jobs, node.cpu_capacity, speed) > spec.move_threshold_seconds}
+        reports.append(NodeReport(
+            policy=policy.name, node=node.name, time=now, cpu_capacity_cores=node.cpu_capacity,
+            cpu_used_cores=node.cpu_usage, selected=len(jobs),
+            stated_speed=node.speed if node.speed is not None else 0.0,
+            residents=tuple(resident(j, containers[j.id], movable=j.id in kept)
+                            for j in jobs)))
+    return tuple(reports)
+
+
 def _intervals(policy: PolicyDocument) -> Intervals:
     return Intervals.fixed(_flowcon2(policy).spec.interval_seconds)
 
@@ -255,5 +333,7 @@ KIND = Kind(
     cpu_mode=lambda p: _flowcon2(p).spec.mode, summary=_summary, gain_label="G (per core)",
     convergence_alpha=lambda p: _flowcon2(p).spec.alpha,
     floor=lambda p, n: 1.0 / (_flowcon2(p).spec.beta * max(n, 1)),
+    node_reports=node_reports,  # with `node_reports`: the agents set limits, the manager places
+    node_part=lambda p: node_part(_flowcon2(p)),
 )
 """FlowCon2's registration entry (`policyd.engine.registry`)."""

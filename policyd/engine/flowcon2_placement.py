@@ -130,6 +130,19 @@ def move_gain(job: ModelJob, source: str, target: str, *,
                  freed=freed, own=own, harm=harm)
 
 
+def move_bound(job: ModelJob, jobs: Sequence[ModelJob], capacity: float,
+               speed: float) -> float:
+    """The most a move of `job` (one of `jobs`, its worker's) could gain (`move_gain`): the
+    seconds the jobs left on its worker save, plus its own finish there, as if it ended at once
+    on its target harming no one there (in the drain model an arrival never speeds a job up:
+    it only takes cores). -inf when it would never end where it is: nothing to compare, no
+    move."""
+    total = total_seconds(jobs, capacity, speed)
+    own = _own_finish(jobs, job, capacity, speed)
+    rest = total_seconds([j for j in jobs if j.id != job.id], capacity, speed)
+    return total - rest if math.isfinite(own) else -math.inf
+
+
 Arrival = Callable[[ModelJob, str, Mapping[str, Sequence[ModelJob]]], tuple[float, bool]]
 """A moved job's limit on its target beside the jobs the model has there, and whether the model
 counts it converged there (`ModelJob.converged`: it gets a full limit once only such jobs are
