@@ -52,6 +52,11 @@ Theory of operation. Every interval, over the whole cluster:
    migrations per cycle and per node: `policyd.engine.guards`). The reason names the gain and
    the cost.
 
+Steps 2-4 are `policyd.engine.flowcon2_placement`'s. With `node_reports` the work splits
+(`policyd.engine.flowcon2_reports`): each node agent decides and applies step 1 on its worker
+(`node_part`) and reports its jobs as the model of step 2 sees them (`node_reports`); the
+manager runs steps 3 and 4 on the model rebuilt from the reports, node speeds the stated ones.
+
 The interval does not back off (a held job would wait as long). Pure: no I/O, no clock.
 """
 
