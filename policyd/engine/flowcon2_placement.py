@@ -265,27 +265,36 @@ def admit_held(policy: FlowCon2Policy, pending: Sequence[PendingJob],
     admits: list[Admit] = []
     waiting: list[QueuedJob] = []
     prior = typical(model)
+    forecast = prior is not None and spec.admission == "forecast"
     totals = ({node: total_seconds(jobs, capacity[node], speeds.of(node))
                for node, jobs in model.items()} if spec.admission == "forecast" else {})
-    for p in sorted((p for p in pending if spec.selector.selects(p)),
-                    key=lambda p: (p.submitted_at, p.id)):
+    offer: dict[str, float] = {}
+    added: dict[str, float] = {}
+
+    def price(node: str) -> None:
+        """What `node` offers a held job (any: the offer is the worker's, not the job's),
+        into `offer` and `added`: worked out once a worker, again when it admits one."""
+        newcomer = ModelJob(id="(held)", weight=1.0, cap=capacity[node], converged=False,
+                            forecast=None, speed=speeds.of(node), assumed=prior, hard=hard)
+        # At equal shares: a converged job's floor is soft (shares), it takes its cores
+        # back as the worker empties and gets a full limit once only converged jobs are
+        # left, so admission does not count on the cores the floor lends.
+        cores = cores_of([replace(j, weight=1.0) for j in [*model[node], newcomer]],
+                         capacity[node])[-1]
+        offer[node] = speeds.effective_cores(node, cores)
+        if forecast:
+            added[node] = (total_seconds([*model[node], newcomer], capacity[node],
+                                         speeds.of(node)) - totals[node])
+
+    held = sorted((p for p in pending if spec.selector.selects(p)),
+                  key=lambda p: (p.submitted_at, p.id))
+    for node in sorted(model) if held else ():
+        price(node)
+    for p in held:
         if spec.selector.opted_out(p):
             blocked = f"opted out ({spec.selector.opt_out_key}=true)"
         else:
             blocked = ""
-        offer, added = {}, {}
-        for node in sorted(model):
-            newcomer = ModelJob(id=p.id, weight=1.0, cap=capacity[node], converged=False,
-                            forecast=None, speed=speeds.of(node), assumed=prior, hard=hard)
-            # At equal shares: a converged job's floor is soft (shares), it takes its cores
-            # back as the worker empties and gets a full limit once only converged jobs are
-            # left, so admission does not count on the cores the floor lends.
-            cores = cores_of([replace(j, weight=1.0) for j in [*model[node], newcomer]],
-                             capacity[node])[-1]
-            offer[node] = speeds.effective_cores(node, cores)
-            if prior is not None and spec.admission == "forecast":
-                added[node] = (total_seconds([*model[node], newcomer], capacity[node],
-                                      speeds.of(node)) - totals[node])
         best = min(offer, key=lambda n: (-offer[n], n != p.node, n))
         if added:
             best = min((n for n in offer if offer[n] + FIT_TOLERANCE_CORES
@@ -311,5 +320,6 @@ def admit_held(policy: FlowCon2Policy, pending: Sequence[PendingJob],
                                       speed=speeds.of(admit.node), assumed=prior, hard=hard)]
             if added:
                 totals[admit.node] += added[admit.node]
+            price(admit.node)
         waiting += [replace(q, position=len(waiting) + 1) for q in placed.queue]
     return admits, waiting
