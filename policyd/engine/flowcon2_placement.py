@@ -21,6 +21,7 @@ from policyd.engine.forecast_output import Forecast
 from policyd.engine.guards import MigrationBudget, action_blocked
 from policyd.engine.node_speed import NodeSpeeds
 from policyd.engine.predictive_node import FLOOR, Job, node_plans
+from policyd.engine.roomiest import Roomiest
 from policyd.engine.waterfill import fill
 from policyd.model import Admit, Container, PendingJob, QueuedJob
 
@@ -104,19 +105,32 @@ def _own_finish(jobs: Sequence[ModelJob], job: ModelJob, capacity: float, speed:
     return ends[[j.id for j in jobs].index(job.id)]
 
 
-def move_gain(job: ModelJob, source: str, target: str, *,
-              model: Mapping[str, Sequence[ModelJob]], capacity: Mapping[str, float],
-              speeds: NodeSpeeds, arrive: Arrival, totals: Mapping[str, float]) -> Move | None:
-    """The predicted gain of moving `job` from `source` to `target` (module docstring, 4),
-    where it runs at the limit `arrive` gives it; None when the target's jobs cannot be judged
-    or the job has no forecast. `totals` holds each worker's `total_seconds` as it is."""
-    there, here = model[target], model[source]
-    if job.forecast is None or any(j.forecast is None for j in there):
-        return None
-    s_speed, t_speed = speeds.of(source), speeds.of(target)
+def _leaving(job: ModelJob, source: str, *, model: Mapping[str, Sequence[ModelJob]],
+             capacity: Mapping[str, float], speeds: NodeSpeeds,
+             totals: Mapping[str, float]) -> tuple[float, float]:
+    """A move's side on `source`, whatever its target: when `job` ends there as the worker
+    drains, and the seconds the jobs left there save without it."""
+    here, s_speed = model[source], speeds.of(source)
     rest = [j for j in here if j.id != job.id]
     own_before = _own_finish(here, job, capacity[source], s_speed)
-    freed = totals[source] - own_before - total_seconds(rest, capacity[source], s_speed)
+    return own_before, totals[source] - own_before - total_seconds(rest, capacity[source],
+                                                                   s_speed)
+
+
+def move_gain(job: ModelJob, source: str, target: str, *,
+              model: Mapping[str, Sequence[ModelJob]], capacity: Mapping[str, float],
+              speeds: NodeSpeeds, arrive: Arrival, totals: Mapping[str, float],
+              leaving: tuple[float, float] | None = None) -> Move | None:
+    """The predicted gain of moving `job` from `source` to `target` (module docstring, 4),
+    where it runs at the limit `arrive` gives it; None when the target's jobs cannot be judged
+    or the job has no forecast. `totals` holds each worker's `total_seconds` as it is;
+    `leaving`, the move's side on `source` (`_leaving`) when worked out already."""
+    there = model[target]
+    if job.forecast is None or any(j.forecast is None for j in there):
+        return None
+    own_before, freed = leaving if leaving is not None else _leaving(
+        job, source, model=model, capacity=capacity, speeds=speeds, totals=totals)
+    t_speed = speeds.of(target)
     weight, converged = arrive(job, target, model)
     arriving = replace(job, weight=weight, converged=converged,
                        cap=min(max(job.forecast.cap_cores, 1.0), capacity[target]))
@@ -127,7 +141,7 @@ def move_gain(job: ModelJob, source: str, target: str, *,
     own = own_before - own_after
     harm = total_seconds(joined, capacity[target], t_speed) - own_after - totals[target]
     return Move(job=arriving, source=source, target=target, gain=freed + own - harm,
-                 freed=freed, own=own, harm=harm)
+                freed=freed, own=own, harm=harm)
 
 
 def move_bound(job: ModelJob, jobs: Sequence[ModelJob], capacity: float,
@@ -202,15 +216,18 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
                movable: Collection[str], capacity: Mapping[str, float], speeds: NodeSpeeds,
                arrive: Arrival) -> list[Move]:
     """The `movable` jobs (`may_move`) moved while the best move's gain beats its cost
-    (module docstring); `model` is updated in place with the moves."""
+    (module docstring); `model` is updated in place with the moves. A move changes two
+    workers: the gains priced on neither are kept for the next round, not priced again."""
     spec = policy.spec
     threshold = spec.move_threshold_seconds
     budget = MigrationBudget.of(spec)
     moved: list[Move] = []
+    totals = {node: total_seconds(jobs, capacity[node], speeds.of(node))
+              for node, jobs in model.items()}
+    leaving: dict[str, tuple[float, float]] = {}  # by job: its side of a move (`_leaving`)
+    priced: dict[tuple[str, str], Move | None] = {}  # by (job, target)
     while True:
         best: tuple[Move, ModelJob] | None = None  # the move, and the job as it is now
-        totals = {node: total_seconds(jobs, capacity[node], speeds.of(node))
-                  for node, jobs in model.items()}
         for source in sorted(model):
             for job in model[source]:
                 if job.id not in movable or any(m.job.id == job.id for m in moved):
@@ -218,8 +235,16 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
                 for target in sorted(model):
                     if target == source or budget.refusal(source, target) is not None:
                         continue
-                    move = move_gain(job, source, target, model=model, capacity=capacity,
-                                     speeds=speeds, arrive=arrive, totals=totals)
+                    if (job.id, target) not in priced:
+                        if job.id not in leaving:
+                            leaving[job.id] = _leaving(job, source, model=model,
+                                                       capacity=capacity, speeds=speeds,
+                                                       totals=totals)
+                        priced[(job.id, target)] = move_gain(
+                            job, source, target, model=model, capacity=capacity,
+                            speeds=speeds, arrive=arrive, totals=totals,
+                            leaving=leaving[job.id])
+                    move = priced[(job.id, target)]
                     if move is not None and move.gain > threshold and (
                             best is None or move.gain > best[0].gain):
                         best = (move, job)
@@ -230,6 +255,13 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
         budget.spend(chosen.source, chosen.target)
         model[chosen.source] = [j for j in model[chosen.source] if j.id != chosen.job.id]
         model[chosen.target] = [*model[chosen.target], chosen.job]
+        touched = {chosen.source, chosen.target}
+        for node in touched:
+            totals[node] = total_seconds(model[node], capacity[node], speeds.of(node))
+        on_touched = {j.id for node in touched for j in model[node]} | {chosen.job.id}
+        leaving = {k: v for k, v in leaving.items() if k not in on_touched}
+        priced = {k: v for k, v in priced.items()
+                  if k[1] not in touched and k[0] not in on_touched}
 
 
 def _movable_why(job: ModelJob, m: Move, spec: FlowCon2Spec, speeds: NodeSpeeds) -> str:
@@ -290,12 +322,19 @@ def admit_held(policy: FlowCon2Policy, pending: Sequence[PendingJob],
                   key=lambda p: (p.submitted_at, p.id))
     for node in sorted(model) if held else ():
         price(node)
+    ranked = Roomiest(offer)  # the most effective cores first, ties by name
     for p in held:
         if spec.selector.opted_out(p):
             blocked = f"opted out ({spec.selector.opt_out_key}=true)"
         else:
             blocked = ""
-        best = min(offer, key=lambda n: (-offer[n], n != p.node, n))
+        best = ranked.first(p.node)  # its own worker first of the roomiest
+        if best is None:  # no worker at all (no node report reached the manager): it waits
+            placed = place([Candidate(job=p, key=(p.submitted_at,), about="no worker",
+                                      cores=spec.admission_min_cores, blocked=blocked)], {},
+                           policy=policy.name)
+            waiting += [replace(q, position=len(waiting) + 1) for q in placed.queue]
+            continue
         if added:
             best = min((n for n in offer if offer[n] + FIT_TOLERANCE_CORES
                         >= spec.admission_min_cores), default=best,
@@ -309,9 +348,10 @@ def admit_held(policy: FlowCon2Policy, pending: Sequence[PendingJob],
                  f"job(s) there, taken to be a typical job), {offer[best]:.2f} effective cores "
                  f"(cores x speed {speeds.shown(best)})")
         about += f"; {speeds.notes[best]}" if best in speeds.notes else ""
+        # `best` is where `place` would put it among all the workers: their roomiest
         placed = place([Candidate(job=p, key=(p.submitted_at,), cores=spec.admission_min_cores,
                                   about=about, blocked=blocked)],
-                       {best: offer[best]} if added else offer, policy=policy.name)
+                       {best: offer[best]}, policy=policy.name)
         for admit in placed.admits:
             admits.append(admit)
             model[admit.node] = [*model[admit.node],
@@ -321,5 +361,6 @@ def admit_held(policy: FlowCon2Policy, pending: Sequence[PendingJob],
             if added:
                 totals[admit.node] += added[admit.node]
             price(admit.node)
+            ranked.set(admit.node, offer[admit.node])
         waiting += [replace(q, position=len(waiting) + 1) for q in placed.queue]
     return admits, waiting
