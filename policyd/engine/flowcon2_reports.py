@@ -61,6 +61,7 @@ clock.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -142,6 +143,32 @@ def _ranked(r: ResidentJob, node: str, forecast: Forecast, capacity: float) -> J
                key=forecast.remaining_seconds_at(best), best_cores=best)
 
 
+class _Ranked(Mapping[str, Job]):
+    """The resident jobs as Predictive's plan ranks them (`_ranked`), by id, each made when
+    first asked for: only the jobs on the workers a move is priced on are."""
+
+    def __init__(self, residents: Mapping[str, tuple[str, ResidentJob]],
+                 forecasts: Mapping[str, Forecast | None],
+                 capacity: Mapping[str, float]) -> None:
+        self._residents, self._forecasts, self._capacity = residents, forecasts, capacity
+        self._made: dict[str, Job] = {}
+
+    def __getitem__(self, container: str) -> Job:
+        if container not in self._made:
+            node, r = self._residents[container]
+            f = self._forecasts[container]
+            if f is None:  # only forecast jobs are priced (`move_gain`)
+                raise KeyError(container)
+            self._made[container] = _ranked(r, node, f, self._capacity[node])
+        return self._made[container]
+
+    def __iter__(self) -> Iterator[str]:
+        return (c for c in self._residents if self._forecasts[c] is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 def plan_from_reports(policy: FlowCon2Policy, snapshot: Snapshot, *,
                       ranked: PredictiveSpec) -> Decision:
     """The moves and admissions of `policy`, decided on the manager from its node agents'
@@ -160,10 +187,9 @@ def plan_from_reports(policy: FlowCon2Policy, snapshot: Snapshot, *,
                                speed=speeds.of(r.node), hard=hard) for j in r.residents]
              for r in reports}
     if spec.order == "remaining":
-        arrive = remaining_arrival(
-            {j.container: _ranked(j, r.node, f, capacity[r.node]) for r in reports
-             for j in r.residents if (f := forecasts[j.container]) is not None},
-            capacity, ranked, now)
+        arrive = remaining_arrival(_Ranked({j.container: (r.node, j) for r in reports
+                                            for j in r.residents}, forecasts, capacity),
+                                   capacity, ranked, now)
     else:
         arrive = growth_arrival(spec.beta)
     if spec.admission == "forecast":

@@ -14,7 +14,15 @@ from policyd.engine.flowcon2 import FlowCon2Policy, node_part, node_reports, pla
 from policyd.engine.flowcon2_reports import UNJUDGED
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule
-from policyd.model import Admit, Decision, Migrate, NodeReport, ResidentJob, Snapshot
+from policyd.model import (
+    Admit,
+    Decision,
+    Migrate,
+    NodeReport,
+    PendingJob,
+    ResidentJob,
+    Snapshot,
+)
 from policyd.model.codec import SnapshotError, snapshot_from_dict, snapshot_to_dict
 from policyd.sim import scenarios
 from policyd.sim.run import run
@@ -217,3 +225,15 @@ def test_split_across_agents_and_manager_the_jobs_end_as_soon(name: str) -> None
     assert len(admitted) == len(scenario.jobs)
     assert (ours.migrations > 0) == (whole.migrations > 0)
     assert ours.avg_jct == pytest.approx(whole.avg_jct, rel=0.03)
+
+
+def test_with_no_report_at_all_held_jobs_wait() -> None:
+    """A manager that reads no node report (no agent publishes one) has no worker: the held
+    jobs wait, the tick does not fail."""
+    p, snap = shipped(order="growth"), mid_run("growth")
+    held = PendingJob(id="held-1", name="held-1", submitted_at=snap.time - 5,
+                      labels={"app": "train"})
+    empty = Snapshot(time=snap.time, nodes=(), containers=(), pending=(held,))
+    decision = plan(shipped(order="growth", selector=p.spec.selector.model_copy(
+        update={"labels": {}})), empty)
+    assert [q.container for q in decision.queue] == ["held-1"] and not decision.actions
