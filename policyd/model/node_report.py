@@ -25,7 +25,7 @@ the jobs the policy selects there); the rest is the kind's:
   cores it can use, whether it counts converged, its forecast's steps and speed model, its
   current limit and start), enough for the manager to drain any worker with a job moved in or
   out, or a held job admitted (`policyd.engine.drain`); the jobs the agent lets move are
-  flagged (`movable`), at most as many as a cycle may move off one worker.
+  flagged (`movable`).
 
 Beside a kind's own figures, any report may list the jobs its agent would stop (`stops`): a
 policy with `on_target` / `on_converged: stop` whose agent decides its node (a node kind such as
@@ -33,7 +33,8 @@ FlowCon or QoE, or a kind's node part), since only the manager may stop a job. T
 applies the rest of its decision and the manager stops them.
 
 Only jobs policyd may act on are listed (the agent applies the guards: opt-out, minimum age,
-cooldown, back-off), and at most as many per worker as a cycle may move off one worker. Plain
+cooldown, back-off), and at most as many per worker as a cycle may move off one worker; FlowCon2
+lists every job of the worker (its model needs them all) and flags those it may move. Plain
 values: no I/O.
 """
 
