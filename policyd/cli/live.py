@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser,
                       help="decide as a manager with node_reports: true does: the policies "
                            "from their node agents' reports in Prometheus (one query), not "
                            "from every container (SpeCon, Predictive with migrate, Deadline, "
-                           "and policies that may stop jobs)")
+                           "FlowCon2, and policies that may stop jobs)")
     live.add_argument("--save-snapshot", metavar="FILE",
                       help="write the snapshot the decision was made from (replay it with "
                            "--snapshot)")

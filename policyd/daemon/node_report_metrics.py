@@ -1,8 +1,8 @@
 """A node agent's reports on its /metrics, for the manager to read through Prometheus.
 
 With `node_reports: true`, a node agent computes, for each policy of a cluster-wide kind that
-can decide from reports (`Kind.reports_of`: SpeCon, Predictive with `migrate`, Deadline, a
-policy cluster-wide only because it may stop jobs), its
+can decide from reports (`Kind.reports_of`: SpeCon, Predictive with `migrate`, Deadline,
+FlowCon2, a policy cluster-wide only because it may stop jobs), its
 node's report every interval (`policyd.model.node_report`), and publishes the latest here;
 Prometheus scrapes it with the rest of policyd's metrics (the ServiceMonitor of
 deploy/kubernetes), and the manager reads every node's with one query
@@ -30,6 +30,13 @@ Names and labels (the contract `policyd.sources.node_reports` reads):
   figure of a job its worker cannot give the cores its deadline needs: `deadline_seconds`,
   `need_elsewhere_cores`, `cap_cores`, `reserved_cores`, `granted_cores`, `need_here_cores`
   (`policyd.model.node_report.AtRiskJob`)
+* `policyd_node_report_stated_speed{policy,node}` (FlowCon2, when the node's speed is stated):
+  its speed against an average core
+* `policyd_node_report_resident_<figure>{policy,node,container}` (FlowCon2), one series per
+  figure of each job on the worker as FlowCon2's model sees it: `limit_fraction`,
+  `usable_cores`, `converged`, `movable`, `forecast` (those three 1 or 0), `steps_done`,
+  `remaining_steps`, `serial_seconds`, `parallel_seconds`, `cap_cores`, `allocation_fraction`,
+  `started_at_seconds` (`policyd.model.node_report.ResidentJob`)
 * `policyd_node_report_stop_request{policy,node,container,event}` (any policy that may stop
   jobs): a job the agent would stop, event target | converged, valued its latest loss or its
   remaining improvement (`policyd.model.node_report.StopRequest`)
@@ -53,7 +60,9 @@ from policyd.model.node_report import (
     CATEGORY_FIELDS,
     METRIC_PREFIX,
     NODE_FIGURES,
+    RESIDENT_FIGURES,
     SPARE_FIGURE,
+    SPEED_FIGURE,
     STOP_FIGURE,
     TOP_FIGURE,
     WAITING_FIGURES,
@@ -88,9 +97,31 @@ _AT_RISK_HELP = {
                         "worker."),
 }
 
+_RESIDENT = "A job on the worker, as its policy models it: "
+_RESIDENT_HELP = {
+    "limit_fraction": f"{_RESIDENT}its next limit (a weight, or a quota's cap).",
+    "usable_cores": f"{_RESIDENT}the most cores it can use there.",
+    "converged": f"{_RESIDENT}1 when the model counts it converged, else 0.",
+    "movable": f"{_RESIDENT}1 when its agent lets it move this cycle, else 0.",
+    "forecast": f"{_RESIDENT}1 when it has a forecast, else 0.",
+    "steps_done": f"{_RESIDENT}its forecast's steps done.",
+    "remaining_steps": f"{_RESIDENT}its forecast's remaining steps.",
+    "serial_seconds": f"{_RESIDENT}the serial seconds of a step (speed model).",
+    "parallel_seconds": f"{_RESIDENT}the parallel seconds of a step on one core.",
+    "cap_cores": f"{_RESIDENT}the most cores its speed model can use.",
+    "allocation_fraction": f"{_RESIDENT}its current limit.",
+    "started_at_seconds": f"{_RESIDENT}when it started (epoch seconds).",
+}
+
 _JOB_LISTS = (("waiting", WAITING_FIGURES, _WAITING_HELP),
-              ("at_risk", AT_RISK_FIGURES, _AT_RISK_HELP))
-"""A report's lists of jobs (its field, and the series' name), each job one series a figure."""
+              ("at_risk", AT_RISK_FIGURES, _AT_RISK_HELP),
+              ("resident", RESIDENT_FIGURES, _RESIDENT_HELP))
+"""A report's lists of jobs (the series' name; its field, plural for `resident`), each job one
+series a figure."""
+
+
+_LIST_FIELDS = {"resident": "residents"}
+"""A list's series name -> its `NodeReport` field, where they differ."""
 
 
 class NodeReportCollector(Collector):
@@ -131,6 +162,9 @@ class NodeReportCollector(Collector):
                                   "Cores the node's plan leaves unused.", labels=node)
         top = GaugeMetricFamily(f"{METRIC_PREFIX}{TOP_FIGURE}",
                                 "The most cores one job is granted on the node.", labels=node)
+        speed = GaugeMetricFamily(f"{METRIC_PREFIX}{SPEED_FIGURE}",
+                                  "The node's stated speed against an average core.",
+                                  labels=node)
         stops = GaugeMetricFamily(
             f"{METRIC_PREFIX}{STOP_FIGURE}",
             "A job the node agent would stop, for the manager to stop: its latest loss (target) "
@@ -155,12 +189,14 @@ class NodeReportCollector(Collector):
                 spare.add_metric(at, r.spare_cores)
             if r.top_cores:
                 top.add_metric(at, r.top_cores)
+            if r.stated_speed:
+                speed.add_metric(at, r.stated_speed)
             for s in r.stops:
                 stops.add_metric([*at, s.container, s.event], s.figure)
             for field, figures, _ in _JOB_LISTS:
-                for j in getattr(r, field):
+                for j in getattr(r, _LIST_FIELDS.get(field, field)):
                     for figure in figures:
                         listed[(field, figure)].add_metric([*at, j.container],
-                                                           getattr(j, figure))
-        yield from (*families.values(), jobs, requests, candidates, spare, top, stops,
+                                                           float(getattr(j, figure)))
+        yield from (*families.values(), jobs, requests, candidates, spare, top, speed, stops,
                     *listed.values())

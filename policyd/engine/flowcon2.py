@@ -52,12 +52,16 @@ Theory of operation. Every interval, over the whole cluster:
    migrations per cycle and per node: `policyd.engine.guards`). The reason names the gain and
    the cost.
 
+Steps 2-4 are `policyd.engine.flowcon2_placement`'s. With `node_reports` the work splits
+(`policyd.engine.flowcon2_reports`): each node agent decides and applies step 1 on its worker
+(`node_part`) and reports its jobs as the model of step 2 sees them (`node_reports`); the
+manager runs steps 3 and 4 on the model rebuilt from the reports, node speeds the stated ones.
+
 The interval does not back off (a held job would wait as long). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -65,27 +69,30 @@ from typing import Literal
 from pydantic import Field
 
 from policyd.engine import flowcon, predictive
-from policyd.engine.admission import FIT_TOLERANCE_CORES, Candidate, place
-from policyd.engine.drain import DrainingJob, finish_seconds
-from policyd.engine.forecast_output import Forecast
-from policyd.engine.forecasting import forecast_containers, job_forecast, settings_of
-from policyd.engine.guards import MigrationBudget, action_blocked
-from policyd.engine.kind import Intervals, Kind
-from policyd.engine.node_speed import NodeSpeeds, node_speeds
-from policyd.engine.predictive_node import FLOOR, Job, node_plans, plans_of
-from policyd.engine.spec import MoveGain, PolicyDocument, of_kind
-from policyd.engine.waterfill import fill
-from policyd.model import (
-    Action,
-    Admit,
-    Container,
-    Decision,
-    Migrate,
-    PendingJob,
-    QueuedJob,
-    SetCpu,
-    Snapshot,
+from policyd.engine.flowcon2_placement import (
+    ModelJob,
+    admit_held,
+    best_moves,
+    growth_arrival,
+    may_move,
+    move_bound,
+    move_reason,
+    remaining_arrival,
+    typical,
 )
+from policyd.engine.flowcon2_reports import UNJUDGED, plan_from_reports, resident
+from policyd.engine.forecast_output import Forecast
+from policyd.engine.forecasting import (
+    Forecasted,
+    forecast_containers,
+    job_forecast,
+    settings_of,
+)
+from policyd.engine.kind import Intervals, Kind
+from policyd.engine.node_speed import NodeSpeeds, node_speeds, unjudged
+from policyd.engine.predictive_node import FLOOR, Plan, plans_of
+from policyd.engine.spec import MoveGain, PolicyDocument, of_kind
+from policyd.model import Action, Container, Decision, Migrate, NodeReport, SetCpu, Snapshot
 
 MOVABLE = "CL"
 """FlowCon's category of a converged job: the only ones FlowCon2 moves (`order: growth`)."""
@@ -160,331 +167,98 @@ def as_predictive(policy: FlowCon2Policy) -> predictive.PredictivePolicy:
         "metadata": policy.metadata.model_dump(), "spec": {**spec, "migrate": False}})
 
 
-# --- the model of the next interval ---------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Job:
-    """A job in the model: its weight (next limit), the most cores it can use, whether FlowCon
-    counts it converged, its forecast; `hard`: its limit is a CPU quota (`mode: quota`)."""
-
-    id: str
-    weight: float
-    cap: float
-    converged: bool
-    forecast: Forecast | None
-    speed: float  # the speed of the worker its forecast was measured on
-    assumed: Forecast | None = None  # without a forecast: the typical job's (`typical`)
-    hard: bool = False
-
-    def draining(self, capacity: float) -> DrainingJob:
-        """The job on a worker of `capacity` cores: a weight under shares, a hard cap (and
-        the same weight as every job) under quotas."""
-        return DrainingJob(weight=1.0 if self.hard else self.weight, cap_cores=self.cap,
-                           converged=self.converged, forecast=self.forecast or self.assumed,
-                           measured_speed=self.speed if self.forecast is not None else 1.0,
-                           limit_cores=self.weight * capacity if self.hard else math.inf)
-
-
-def cores_of(jobs: Sequence[_Job], capacity: float) -> list[float]:
-    """The cores each job gets on a worker of `capacity` cores: split by weight, none above
-    its cap (water-filling)."""
-    cores = [0.0] * len(jobs)
-    fill(cores, [j.cap for j in jobs], range(len(jobs)), capacity, [j.weight for j in jobs])
-    return cores
-
-
-def typical(model: Mapping[str, Sequence[_Job]]) -> Forecast | None:
-    """The forecast a job without one is assumed to have: the median forecast job's (by its
-    whole run's seconds on one core), from its first step, on an average core (speed 1);
-    None when no job has a forecast."""
-    runs = []
-    for jobs in model.values():
-        for j in jobs:
-            f = j.forecast
-            if f is None:
-                continue
-            fresh = replace(f, steps_done=0.0, remaining_steps=f.steps_done + f.remaining_steps,
-                            serial_seconds=f.serial_seconds * j.speed,
-                            parallel_seconds=f.parallel_seconds * j.speed)
-            runs.append((fresh.remaining_seconds_at(1.0), j.id, fresh))
-    if not runs:
-        return None
-    return sorted(runs, key=lambda r: (r[0], r[1]))[len(runs) // 2][2]
-
-
-def _total(jobs: Sequence[_Job], capacity: float, speed: float) -> float:
-    """Predicted seconds until each forecast job ends, summed, as the worker drains
-    (`policyd.engine.drain`)."""
-    return sum(s for s in finish_seconds([j.draining(capacity) for j in jobs], capacity, speed)
-               if math.isfinite(s))
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Move:
-    job: _Job
-    source: str
-    target: str
-    gain: float
-    freed: float  # seconds the jobs left on the source save
-    own: float  # seconds the job itself saves (negative: it runs slower there)
-    harm: float  # seconds the jobs on the target lose
-    why: str = ""  # what makes it movable, and where (the reason's first clause; chosen moves)
-
-
-def _own_finish(jobs: Sequence[_Job], job: _Job, capacity: float, speed: float) -> float:
-    """When `job` (one of `jobs`) ends as the worker drains."""
-    ends = finish_seconds([j.draining(capacity) for j in jobs], capacity, speed)
-    return ends[[j.id for j in jobs].index(job.id)]
-
-
-def _gain(job: _Job, source: str, target: str, *, model: Mapping[str, list[_Job]],
-          capacity: Mapping[str, float], speeds: NodeSpeeds, arrive: Arrival,
-          totals: Mapping[str, float]) -> _Move | None:
-    """The predicted gain of moving `job` from `source` to `target` (module docstring, 4),
-    where it runs at the limit `arrive` gives it; None when the target's jobs cannot be judged
-    or the job has no forecast. `totals` holds each worker's `_total` as it is."""
-    there, here = model[target], model[source]
-    if job.forecast is None or any(j.forecast is None for j in there):
-        return None
-    s_speed, t_speed = speeds.of(source), speeds.of(target)
-    rest = [j for j in here if j.id != job.id]
-    own_before = _own_finish(here, job, capacity[source], s_speed)
-    freed = totals[source] - own_before - _total(rest, capacity[source], s_speed)
-    weight, converged = arrive(job, target, model)
-    arriving = replace(job, weight=weight, converged=converged,
-                       cap=min(max(job.forecast.cap_cores, 1.0), capacity[target]))
-    joined = [*there, arriving]
-    own_after = _own_finish(joined, arriving, capacity[target], t_speed)
-    if not (math.isfinite(own_before) and math.isfinite(own_after)):
-        return None  # it would never end on one of them: nothing to compare
-    own = own_before - own_after
-    harm = _total(joined, capacity[target], t_speed) - own_after - totals[target]
-    return _Move(job=arriving, source=source, target=target, gain=freed + own - harm,
-                 freed=freed, own=own, harm=harm)
-
-
-Arrival = Callable[[_Job, str, Mapping[str, Sequence[_Job]]], tuple[float, bool]]
-"""A moved job's limit on its target beside the jobs the model has there, and whether the model
-counts it converged there (`_Job.converged`: it gets a full limit once only such jobs are left)."""
-
-
-def _weight_there(there: Sequence[_Job], categories: Mapping[str, str], beta: float) -> float:
-    """The limit FlowCon gives a converged job on a worker: 1 where every job is converged
-    (free competition), else the floor 1 / (beta n)."""
-    if all(categories.get(j.id) == MOVABLE for j in there):
-        return 1.0
-    return 1.0 / (beta * (len(there) + 1))
-
-
-def growth_arrival(categories: Mapping[str, str], beta: float) -> Arrival:
-    """`order: growth`: the moved job stays converged, at FlowCon's limit there."""
-    def arrive(job: _Job, target: str, model: Mapping[str, Sequence[_Job]]
-               ) -> tuple[float, bool]:
-        return _weight_there(model[target], categories, beta), True
-    return arrive
-
-
-def remaining_arrival(jobs: Mapping[str, Job], capacity: Mapping[str, float],
-                      spec: predictive.PredictiveSpec, now: float) -> Arrival:
-    """`order: remaining`: the limit Predictive's plan of the target gives the moved job
-    beside the jobs there (`predictive_node.node_plans`; its key: its forecast's remaining
-    time at the most cores it can use there), converged when that is the floor (served last).
-    The jobs already there keep their limits in the model, as under `growth`."""
-    def arrive(job: _Job, target: str, model: Mapping[str, Sequence[_Job]]
-               ) -> tuple[float, bool]:
-        mine = jobs[job.id]
-        assert mine.forecast is not None  # only forecast jobs are priced (`_gain`)
-        best = min(max(mine.forecast.cap_cores, 1.0), capacity[target])
-        moved = replace(mine, container=replace(mine.container, node=target), best_cores=best,
-                        key=mine.forecast.remaining_seconds_at(best))
-        plans = node_plans([*(jobs[j.id] for j in model[target]), moved], capacity[target],
-                           spec, now=now)
-        there = next(p for p in plans if p.job.container.id == job.id)
-        return there.fraction, there.category == FLOOR
-    return arrive
-
-
-def _moves(policy: FlowCon2Policy, model: dict[str, list[_Job]], *,
-           containers: Mapping[str, Container], categories: Mapping[str, str],
-           capacity: Mapping[str, float], speeds: NodeSpeeds, arrive: Arrival,
-           now: float) -> list[_Move]:
-    """Movable jobs (`movable`) moved while the best move's gain beats its cost (module
-    docstring)."""
-    spec = policy.spec
-    threshold = spec.move_threshold_seconds
-    budget = MigrationBudget.of(spec)
-    moved: list[_Move] = []
-    while True:
-        best: tuple[_Move, _Job] | None = None  # the move, and the job as it is now
-        totals = {node: _total(jobs, capacity[node], speeds.of(node))
-                  for node, jobs in model.items()}
-        for source in sorted(model):
-            for job in model[source]:
-                c = containers[job.id]
-                if (categories.get(job.id) != movable(spec.order) or job.forecast is None
-                        or c.markers.migrated or any(m.job.id == job.id for m in moved)
-                        or action_blocked(c, spec, now, disrupts=True) is not None):
-                    continue
-                for target in sorted(model):
-                    if target == source or budget.refusal(source, target) is not None:
-                        continue
-                    move = _gain(job, source, target, model=model, capacity=capacity,
-                                 speeds=speeds, arrive=arrive, totals=totals)
-                    if move is not None and move.gain > threshold and (
-                            best is None or move.gain > best[0].gain):
-                        best = (move, job)
-        if best is None:
-            return moved
-        chosen = replace(best[0], why=_movable_why(best[1], best[0], spec, speeds))
-        moved.append(chosen)
-        budget.spend(chosen.source, chosen.target)
-        model[chosen.source] = [j for j in model[chosen.source] if j.id != chosen.job.id]
-        model[chosen.target] = [*model[chosen.target], chosen.job]
-
-
-def _movable_why(job: _Job, m: _Move, spec: FlowCon2Spec, speeds: NodeSpeeds) -> str:
-    """What makes `job` movable, named by its forecast under `order: remaining`."""
-    if spec.order == "growth":
-        return f"converged (CL) on {m.source} (speed {speeds.shown(m.source)})"
-    assert job.forecast is not None  # only forecast jobs are priced (`_gain`)
-    return (f"served last, at the floor (FLOOR), on {m.source} (speed "
-            f"{speeds.shown(m.source)}): {job.forecast.remaining_seconds_at(job.cap):.0f} s "
-            f"of predicted remaining time at its best ({job.cap:.2g} cores), "
-            f"{job.forecast.remaining_steps:.0f} steps left ({job.forecast.basis}); limit "
-            f"{m.job.weight:.3g} on {m.target}")
-
-
-def _move_reason(m: _Move, spec: FlowCon2Spec, speeds: NodeSpeeds) -> str:
-    return (f"{m.why}; predicted gain "
-            f"{m.gain:.0f} s on {m.target} (speed {speeds.shown(m.target)}): jobs left on "
-            f"{m.source} sooner by {m.freed:.0f} s, itself {m.own:+.0f} s, jobs on "
-            f"{m.target} later by {m.harm:.0f} s; > migration cost "
-            f"{spec.migration_cost_seconds:g} s x (1 + {spec.migration_margin:g})")
-
-
-# --- admission ----------------------------------------------------------------------------
-
-
-def _admit(policy: FlowCon2Policy, pending: Sequence[PendingJob],
-           model: dict[str, list[_Job]], capacity: Mapping[str, float],
-           speeds: NodeSpeeds) -> tuple[list[Admit], list[QueuedJob]]:
-    """Held jobs, oldest first, each on the worker where it grows fastest (module
-    docstring, 3)."""
-    spec = policy.spec
-    hard = spec.mode == "quota"
-    admits: list[Admit] = []
-    waiting: list[QueuedJob] = []
-    prior = typical(model)
-    totals = ({node: _total(jobs, capacity[node], speeds.of(node)) for node, jobs in model.items()}
-              if spec.admission == "forecast" else {})
-    for p in sorted((p for p in pending if spec.selector.selects(p)),
-                    key=lambda p: (p.submitted_at, p.id)):
-        if spec.selector.opted_out(p):
-            blocked = f"opted out ({spec.selector.opt_out_key}=true)"
-        else:
-            blocked = ""
-        offer, added = {}, {}
-        for node in sorted(model):
-            newcomer = _Job(id=p.id, weight=1.0, cap=capacity[node], converged=False,
-                            forecast=None, speed=speeds.of(node), assumed=prior, hard=hard)
-            # At equal shares: a converged job's floor is soft (shares), it takes its cores
-            # back as the worker empties and gets a full limit once only converged jobs are
-            # left, so admission does not count on the cores the floor lends.
-            cores = cores_of([replace(j, weight=1.0) for j in [*model[node], newcomer]],
-                             capacity[node])[-1]
-            offer[node] = speeds.effective_cores(node, cores)
-            if prior is not None and spec.admission == "forecast":
-                added[node] = (_total([*model[node], newcomer], capacity[node],
-                                      speeds.of(node)) - totals[node])
-        best = min(offer, key=lambda n: (-offer[n], n != p.node, n))
-        if added:
-            best = min((n for n in offer if offer[n] + FIT_TOLERANCE_CORES
-                        >= spec.admission_min_cores), default=best,
-                       key=lambda n: (added[n], n != p.node, n))
-        about = (f"grows fastest on {best}: {offer[best]:.2f} effective cores (cores x speed "
-                 f"{speeds.shown(best)}) at an equal share beside {len(model[best])} job(s) "
-                 f"there"
-                 if not added else
-                 f"adds least to the predicted completion times on {best}: "
-                 f"{added[best]:.0f} s (its own and the delay to the {len(model[best])} "
-                 f"job(s) there, taken to be a typical job), {offer[best]:.2f} effective cores "
-                 f"(cores x speed {speeds.shown(best)})")
-        about += f"; {speeds.notes[best]}" if best in speeds.notes else ""
-        placed = place([Candidate(job=p, key=(p.submitted_at,), cores=spec.admission_min_cores,
-                                  about=about, blocked=blocked)],
-                       {best: offer[best]} if added else offer, policy=policy.name)
-        for admit in placed.admits:
-            admits.append(admit)
-            model[admit.node] = [*model[admit.node],
-                                 _Job(id=p.id, weight=1.0, cap=capacity[admit.node],
-                                      converged=False, forecast=None,
-                                      speed=speeds.of(admit.node), assumed=prior, hard=hard)]
-            if added:
-                totals[admit.node] += added[admit.node]
-        waiting += [replace(q, position=len(waiting) + 1) for q in placed.queue]
-    return admits, waiting
-
-
 # --- plan ---------------------------------------------------------------------------------
 
 
 def _model(snapshot: Snapshot, chosen: Sequence[Container], *, limits: Mapping[str, float],
            categories: Mapping[str, str], converged: str,
            forecasts: Mapping[str, Forecast | None], speeds: NodeSpeeds,
-           hard: bool) -> dict[str, list[_Job]]:
+           hard: bool) -> dict[str, list[ModelJob]]:
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
-    model: dict[str, list[_Job]] = {n: [] for n in capacity}
+    model: dict[str, list[ModelJob]] = {n: [] for n in capacity}
     for c in chosen:
         f = forecasts.get(c.id)
         cap = min(max(f.cap_cores, 1.0), capacity[c.node]) if f is not None \
             else capacity[c.node]
-        model[c.node].append(_Job(id=c.id, weight=limits.get(c.id, c.cpu_allocation), cap=cap,
-                                  converged=categories.get(c.id) == converged, forecast=f,
-                                  speed=speeds.of(c.node), hard=hard))
+        model[c.node].append(ModelJob(id=c.id, weight=limits.get(c.id, c.cpu_allocation),
+                                      cap=cap, converged=categories.get(c.id) == converged,
+                                      forecast=f, speed=speeds.of(c.node), hard=hard))
     return model
 
 
-def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
-    """FlowCon2's decision: FlowCon's limits, admissions of held jobs and moves of converged
-    ones (module docstring)."""
-    policy = _flowcon2(policy)
-    spec, now = policy.spec, snapshot.time
-    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
+@dataclass(frozen=True, kw_only=True)
+class _Workers:
+    """What FlowCon2 works out worker by worker (module docstring, 1-2): the jobs it selects
+    (by worker and id), their forecasts, the limits (FlowCon's or Predictive's decision, with
+    no moves), the worker plans under `order: remaining` (else empty), every worker's speed and
+    the model of the next interval."""
+
+    chosen: list[Container]
+    found: Forecasted
+    limits: Decision
+    plans: Mapping[str, Sequence[Plan]]
+    speeds: NodeSpeeds
+    model: dict[str, list[ModelJob]]
+
+
+def _workers(policy: FlowCon2Policy, snapshot: Snapshot,
+             speeds_of: Callable[[Mapping[str, Forecast | None]], NodeSpeeds]) -> _Workers:
+    """Every worker's limits and model (`_Workers`), the speeds from `speeds_of` the
+    forecasts."""
+    spec = policy.spec
     chosen = sorted((c for c in snapshot.containers if spec.selector.selects(c)),
                     key=lambda c: (c.node, c.id))
     settings = settings_of(policy, snapshot, alpha=spec.alpha,
                            interval_seconds=spec.interval_seconds)
     found = forecast_containers(settings, snapshot, chosen)
+    plans: dict[str, list[Plan]] = {}
     if spec.order == "remaining":
         ranked = as_predictive(policy)  # same selector, alpha, interval, evaluation: same forecasts
         plans = plans_of(ranked, snapshot, found)
         limits_decision = predictive.decision_of(ranked, snapshot, plans, {})
-        arrive = remaining_arrival({p.job.container.id: p.job for node in plans.values()
-                                    for p in node}, capacity, ranked.spec, now)
     else:
         limits_decision = flowcon.plan(as_flowcon(policy), snapshot)
-        arrive = growth_arrival(limits_decision.categories, spec.beta)
     limits = {a.container: a.fraction for a in limits_decision.actions
               if isinstance(a, SetCpu)}
-    categories = limits_decision.categories
-    speeds = node_speeds(snapshot, found.by_id)
-    model = _model(snapshot, chosen, limits=limits, categories=categories,
+    speeds = speeds_of(found.by_id)
+    model = _model(snapshot, chosen, limits=limits, categories=limits_decision.categories,
                    converged=movable(spec.order), forecasts=found.by_id, speeds=speeds,
                    hard=spec.mode == "quota")
+    return _Workers(chosen=chosen, found=found, limits=limits_decision, plans=plans,
+                    speeds=speeds, model=model)
+
+
+def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
+    """FlowCon2's decision: FlowCon's limits, admissions of held jobs and moves of converged
+    ones (module docstring); from node reports, the moves and admissions alone
+    (`policyd.engine.flowcon2_reports`)."""
+    policy = _flowcon2(policy)
+    if snapshot.node_reports:
+        return plan_from_reports(policy, snapshot, ranked=as_predictive(policy).spec)
+    spec, now = policy.spec, snapshot.time
+    capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
+    worked = _workers(policy, snapshot, lambda found: node_speeds(snapshot, found))
+    found, limits_decision, speeds, model = (worked.found, worked.limits, worked.speeds,
+                                             worked.model)
+    if spec.order == "remaining":
+        arrive = remaining_arrival({p.job.container.id: p.job for node in worked.plans.values()
+                                    for p in node}, capacity, as_predictive(policy).spec, now)
+    else:
+        arrive = growth_arrival(spec.beta)
     if spec.admission == "forecast":
         prior = typical(model)
         model = {node: [replace(j, assumed=prior) for j in jobs] for node, jobs in model.items()}
-    moves = _moves(policy, model, containers={c.id: c for c in chosen},
-                   categories=categories, capacity=capacity, speeds=speeds,
-                   arrive=arrive, now=now) if spec.migrate else []
-    admits, queue = _admit(policy, snapshot.pending, model, capacity, speeds)
+    moves = best_moves(policy, model, movable=may_move(policy, model,
+                                                       {c.id: c for c in worked.chosen},
+                                                       now=now),
+                       capacity=capacity, speeds=speeds, arrive=arrive) if spec.migrate else []
+    admits, queue = admit_held(policy, snapshot.pending, model, capacity, speeds)
     moving = {m.job.id: m for m in moves}
     actions: list[Action] = [a for a in limits_decision.actions
                              if not (isinstance(a, SetCpu) and a.container in moving)]
     for m in moves:
         actions.append(Migrate(policy=policy.name, container=m.job.id, from_node=m.source,
-                               to_node=m.target, reason=_move_reason(m, spec, speeds),
+                               to_node=m.target, reason=move_reason(m, spec, speeds),
                                grace_seconds=spec.migration_grace_seconds))
     actions += admits
     assessments = []
@@ -492,7 +266,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
         f = found.by_id.get(a.container)
         note = a.note
         if a.container in moving:
-            note = f"moves: {_move_reason(moving[a.container], spec, speeds)}"
+            note = f"moves: {move_reason(moving[a.container], spec, speeds)}"
         assessments.append(replace(
             a, note=note, forecast=job_forecast(f) if f is not None else None,
             # The kind's gain column is FlowCon's G; Predictive's key is in its note.
@@ -502,6 +276,44 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     return Decision(policy=policy.name, kind="FlowCon2", time=now, actions=tuple(actions),
                     assessments=tuple(assessments), next_interval=spec.interval_seconds,
                     dry_run=spec.dry_run, notes=tuple(notes), queue=tuple(queue))
+
+
+def node_part(policy: FlowCon2Policy) -> PolicyDocument:
+    """What a node agent decides and applies on its worker (`policyd.engine.flowcon2_reports`):
+    FlowCon2's limits without its moves and admissions, under the policy's name: the FlowCon
+    policy (`order: growth`; its interval not backing off, as FlowCon2's does not) or the
+    Predictive one without moves (`order: remaining`) that sets them in one snapshot."""
+    if policy.spec.order == "remaining":
+        return as_predictive(policy)
+    part = as_flowcon(policy)
+    return part.model_copy(update={"spec": part.spec.model_copy(
+        update={"max_interval_seconds": part.spec.interval_seconds})})
+
+
+def node_reports(policy: PolicyDocument, snapshot: Snapshot) -> tuple[NodeReport, ...]:
+    """Every worker's report of `snapshot` under `policy` (`policyd.engine.flowcon2_reports`):
+    its stated speed and its jobs as the model of the next interval sees them, those the guards
+    let move flagged unless the bound on their gain cannot beat the move's cost."""
+    policy = _flowcon2(policy)
+    spec, now = policy.spec, snapshot.time
+    stated = {n.name: n.speed for n in snapshot.nodes}
+    worked = _workers(policy, snapshot, lambda _: unjudged(stated, UNJUDGED))
+    containers = {c.id: c for c in worked.chosen}
+    movable_ids = may_move(policy, worked.model, containers, now=now) if spec.migrate \
+        else frozenset()
+    reports = []
+    for node in snapshot.nodes:
+        jobs = worked.model[node.name]
+        speed = worked.speeds.of(node.name)
+        kept = {j.id for j in jobs if j.id in movable_ids and move_bound(
+            j, jobs, node.cpu_capacity, speed) > spec.move_threshold_seconds}
+        reports.append(NodeReport(
+            policy=policy.name, node=node.name, time=now, cpu_capacity_cores=node.cpu_capacity,
+            cpu_used_cores=node.cpu_usage, selected=len(jobs),
+            stated_speed=node.speed if node.speed is not None else 0.0,
+            residents=tuple(resident(j, containers[j.id], movable=j.id in kept)
+                            for j in jobs)))
+    return tuple(reports)
 
 
 def _intervals(policy: PolicyDocument) -> Intervals:
@@ -526,5 +338,7 @@ KIND = Kind(
     cpu_mode=lambda p: _flowcon2(p).spec.mode, summary=_summary, gain_label="G (per core)",
     convergence_alpha=lambda p: _flowcon2(p).spec.alpha,
     floor=lambda p, n: 1.0 / (_flowcon2(p).spec.beta * max(n, 1)),
+    node_reports=node_reports,  # with `node_reports`: the agents set limits, the manager places
+    node_part=lambda p: node_part(_flowcon2(p)),
 )
 """FlowCon2's registration entry (`policyd.engine.registry`)."""

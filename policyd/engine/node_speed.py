@@ -138,6 +138,18 @@ def node_speeds(snapshot: Snapshot,
                       not_used=frozenset(n for n, j in judged.items() if j.why_not))
 
 
+def unjudged(stated: Mapping[str, float | None], why: str) -> NodeSpeeds:
+    """Every node's speed without judging any: its stated speed (`stated`, by node; None when
+    not stated), else the average of the stated ones (1.0 if none), noted with `why` it was not
+    judged (a decision from node reports: no job's step times reach the manager)."""
+    known = {name: speed for name, speed in stated.items() if speed is not None}
+    average = sum(known.values()) / len(known) if known else AVERAGE_SPEED
+    return NodeSpeeds(
+        by_node={name: known.get(name, average) for name in stated},
+        notes={name: f"speed of {name} not stated and not judged ({why}): treated as average "
+                     f"({average:g})" for name in stated if name not in known})
+
+
 @dataclass(frozen=True)
 class _Judged:
     speed: float

@@ -39,6 +39,10 @@ class Roomiest:
 
     def change(self, name: str, by: float) -> None:
         """`name`'s cores changed by `by`."""
+        self.set(name, self.cores[name] + by)
+
+    def set(self, name: str, cores: float) -> None:
+        """`name`'s cores are now `cores`."""
         del self._order[bisect.bisect_left(self._order, (-self.cores[name], name))]
-        self.cores[name] += by
+        self.cores[name] = cores
         bisect.insort(self._order, (-self.cores[name], name))

@@ -22,6 +22,7 @@ from policyd.model.node_report import (
     NodeReport,
     ReallocationRequest,
     RebalanceCandidate,
+    ResidentJob,
     StopRequest,
     WaitingJob,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "QueuedJob",
     "ReallocationRequest",
     "RebalanceCandidate",
+    "ResidentJob",
     "Series",
     "SetCpu",
     "Snapshot",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
@@ -28,11 +28,13 @@ from policyd.model.decision import (
 from policyd.model.forecast import JobForecast
 from policyd.model.node_report import (
     AT_RISK_FIGURES,
+    RESIDENT_FIGURES,
     WAITING_FIGURES,
     AtRiskJob,
     NodeReport,
     ReallocationRequest,
     RebalanceCandidate,
+    ResidentJob,
     StopRequest,
     WaitingJob,
 )
@@ -298,11 +300,14 @@ def _node_report(raw: Any, path: str, problems: list[str]) -> NodeReport | None:
                              path=path, problems=problems)
     at_risk = _reported_jobs(raw, "at_risk", AtRiskJob, figures=AT_RISK_FIGURES,
                              path=path, problems=problems)
+    speed = _number(raw, "stated_speed", path, problems) if "stated_speed" in raw else 0.0
+    residents = _reported_jobs(raw, "residents", ResidentJob, figures=RESIDENT_FIGURES,
+                               path=path, problems=problems)
     stops = _stop_requests(raw, path, problems)
     time, capacity, used = (figures[k] for k in ("time", "cpu_capacity_cores",
                                                  "cpu_used_cores"))
     if len(problems) > before or time is None or capacity is None or used is None \
-            or spare is None or top is None:
+            or spare is None or top is None or speed is None:
         return None
     try:
         return NodeReport(
@@ -312,7 +317,8 @@ def _node_report(raw: Any, path: str, problems: list[str]) -> NodeReport | None:
             requests=tuple(ReallocationRequest(container=c, gain=g) for c, g in requests),
             candidates=tuple(RebalanceCandidate(container=c, converged_seconds=d)
                              for c, d in candidates),
-            spare_cores=spare, waiting=waiting, top_cores=top, at_risk=at_risk, stops=stops)
+            spare_cores=spare, waiting=waiting, top_cores=top, at_risk=at_risk,
+            stated_speed=speed, residents=residents, stops=stops)
     except ValueError as exc:
         problems.append(f"{path}: {exc}")
         return None
@@ -355,14 +361,14 @@ def _stop_requests(raw: Mapping[str, Any], path: str, problems: list[str]
     return tuple(out)
 
 
-_J = TypeVar("_J", WaitingJob, AtRiskJob)
+_J = TypeVar("_J", WaitingJob, AtRiskJob, ResidentJob)
 
 
-def _reported_jobs(raw: Mapping[str, Any], key: str, make: type[_J], *,
+def _reported_jobs(raw: Mapping[str, Any], key: str, make: Callable[..., _J], *,
                    figures: tuple[str, ...], path: str, problems: list[str]
                    ) -> tuple[_J, ...]:
     """A node report's list of jobs by their figures: `waiting` (Predictive's jobs a move
-    could serve) or `at_risk` (Deadline's)."""
+    could serve), `at_risk` (Deadline's) or `residents` (FlowCon2's jobs)."""
     out = []
     for where, item in _listed(raw, key, path, problems):
         container = _required_string(item, "container", where, problems)
@@ -492,6 +498,11 @@ def node_report_to_dict(report: NodeReport) -> dict[str, Any]:
                          **{name: getattr(j, name) for name in AT_RISK_FIGURES}}
                         for j in report.at_risk]}
            if report.at_risk else {}),
+        **({"stated_speed": report.stated_speed} if report.stated_speed else {}),
+        **({"residents": [{"container": j.container,
+                           **{name: float(getattr(j, name)) for name in RESIDENT_FIGURES}}
+                          for j in report.residents]}
+           if report.residents else {}),
         **({"stops": [{"container": q.container, "event": q.event, "figure": q.figure}
                       for q in report.stops]}
            if report.stops else {}),

@@ -20,6 +20,12 @@ the jobs the policy selects there); the rest is the kind's:
   (`top_cores`: the scale of a weight in shares mode), and the jobs their worker cannot give
   the cores to meet their deadline (`at_risk`: the cores each needs elsewhere, the move
   counted, and the most it can use).
+* FlowCon2 (the agent sets its node's limits itself): the node's stated speed, and its jobs as
+  FlowCon2's model of the next interval sees them (`residents`: each job's next limit, the
+  cores it can use, whether it counts converged, its forecast's steps and speed model, its
+  current limit and start), enough for the manager to drain any worker with a job moved in or
+  out, or a held job admitted (`policyd.engine.drain`); the jobs the agent lets move are
+  flagged (`movable`).
 
 Beside a kind's own figures, any report may list the jobs its agent would stop (`stops`): a
 policy with `on_target` / `on_converged: stop` whose agent decides its node (a node kind such as
@@ -27,7 +33,8 @@ FlowCon or QoE, or a kind's node part), since only the manager may stop a job. T
 applies the rest of its decision and the manager stops them.
 
 Only jobs policyd may act on are listed (the agent applies the guards: opt-out, minimum age,
-cooldown, back-off), and at most as many per worker as a cycle may move off one worker. Plain
+cooldown, back-off), and at most as many per worker as a cycle may move off one worker; FlowCon2
+lists every job of the worker (its model needs them all) and flags those it may move. Plain
 values: no I/O.
 """
 
@@ -59,6 +66,15 @@ STOP_FIGURE = "stop_request"
 """A job the agent would stop, `stop_request` by container and event: `StopRequest.figure`."""
 TOP_FIGURE = "top_cores"
 """A node's series that only Deadline reports: `NodeReport.top_cores`."""
+SPEED_FIGURE = "stated_speed"
+"""A node's series that only FlowCon2 reports, when its speed is stated: `NodeReport.
+stated_speed`."""
+RESIDENT_FIGURES = ("limit_fraction", "usable_cores", "converged", "movable", "forecast",
+                    "steps_done", "remaining_steps", "serial_seconds", "parallel_seconds",
+                    "cap_cores", "allocation_fraction", "started_at_seconds")
+"""A resident job's series, `resident_<figure>` by container: the `ResidentJob` fields (the
+flags `converged`, `movable`, `forecast` as 1 or 0)."""
+_RESIDENT_FLAGS = ("converged", "movable", "forecast")
 CATEGORY_FIELDS = {"PC": "pc", "WC": "wc", "CC": "cc"}
 """`jobs`' category label -> `NodeReport` field."""
 
@@ -137,6 +153,46 @@ class AtRiskJob:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ResidentJob:
+    """A job on a FlowCon2 worker as the policy's model of the next interval sees it: its next
+    limit (`limit_fraction`: a weight in shares mode, a cap of the worker's cores in quota
+    mode), the most cores it can use there (`usable_cores`), whether the model counts it
+    converged (it competes freely once only such jobs are left), whether its agent lets it move
+    this cycle (`movable`), and when it has a forecast (`forecast`), its steps done and left
+    and its speed model as measured on its worker; for the plan of a worker it would move to
+    (`order: remaining`), its current limit and when it started (epoch seconds). Without a
+    forecast its forecast figures are 0 and unused."""
+
+    container: str
+    limit_fraction: float
+    usable_cores: float
+    converged: bool
+    movable: bool
+    forecast: bool
+    steps_done: float
+    remaining_steps: float
+    serial_seconds: float
+    parallel_seconds: float
+    cap_cores: float
+    allocation_fraction: float
+    started_at_seconds: float
+
+    def __post_init__(self) -> None:
+        for name in RESIDENT_FIGURES:
+            value = getattr(self, name)
+            if name in _RESIDENT_FLAGS:
+                if value not in (0, 1):  # True, False, or their 1.0 / 0.0 as published
+                    raise ValueError(f"resident job {self.container}: {name} must be 1 or 0")
+                object.__setattr__(self, name, bool(value))
+            elif not (math.isfinite(value) and (name == "started_at_seconds" or value >= 0)):
+                raise ValueError(f"resident job {self.container}: {name} must be a finite "
+                                 "number, not negative")
+        if not (self.limit_fraction > 0 and self.usable_cores > 0):
+            raise ValueError(f"resident job {self.container}: limit_fraction and usable_cores "
+                             "must be > 0")
+
+
+@dataclass(frozen=True, kw_only=True)
 class StopRequest:
     """A job the agent's decision stops (its policy's `on_target` / `on_converged: stop`),
     for the manager to stop: what happened (`event`) and its figure, for the reason: the
@@ -176,15 +232,20 @@ class NodeReport:
     waiting: tuple[WaitingJob, ...] = ()
     top_cores: float = 0.0
     at_risk: tuple[AtRiskJob, ...] = ()
+    stated_speed: float = 0.0
+    """FlowCon2: the node's stated speed (`Node.speed`), 0 when not stated."""
+    residents: tuple[ResidentJob, ...] = ()
     stops: tuple[StopRequest, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.policy or not self.node:
             raise ValueError("a node report names its policy and its node")
         for name in ("time", "cpu_capacity_cores", "cpu_used_cores", "spare_cores",
-                     "top_cores"):
+                     "top_cores", "stated_speed"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"node report {self.node}: {name} must be a finite number")
+        if self.stated_speed < 0:
+            raise ValueError(f"node report {self.node}: stated_speed must not be negative")
         counts = {"pc": self.pc, "wc": self.wc, "cc": self.cc, "selected": self.selected,
                   "unreallocated": self.unreallocated}
         for name, value in counts.items():

@@ -3,7 +3,8 @@
 With `node_reports: true`, node agents publish each node's report of a cluster-wide kind
 (`policyd.daemon.node_report_metrics`: SpeCon's category counts, CPU, requests and rebalance
 candidates; Predictive's spare cores and waiting jobs; Deadline's spare cores, largest grant and
-at-risk jobs; the jobs any split policy's agents would stop) and Prometheus scrapes them; the
+at-risk jobs; FlowCon2's stated speed and resident jobs; the jobs any split policy's agents
+would stop) and Prometheus scrapes them; the
 manager asks for all of them at once, with when Prometheus last scraped each report:
 
     {__name__=~"policyd_node_report_.+", policy=~"<the policies>"}
@@ -13,8 +14,10 @@ manager asks for all of them at once, with when Prometheus last scraped each rep
 and builds a snapshot of nodes and reports, with no containers (`Snapshot.node_reports`). The
 answer holds one series per node and figure, plus one per request or candidate (one per
 figure of a waiting or at-risk job): its size follows the number of workers, not of
-containers. A waiting or at-risk job missing one of its figures is left out with a warning, its
-node's report kept. The policies that admit held jobs (Deadline) get them from the manager's
+containers (FlowCon2's follows its jobs, a dozen figures each, never their samples). A waiting
+or at-risk job missing one of its figures is left out with a warning, its node's report kept; a
+resident job missing one leaves its node's report out (the manager's model of that worker would
+be short of a job). The policies that admit held jobs (Deadline) get them from the manager's
 own source (`ReportedSource`): a held job is not on any node yet.
 
 A report older than two of its policy's intervals when Prometheus last scraped it (an agent
@@ -55,6 +58,7 @@ from policyd.model import (
     PendingJob,
     ReallocationRequest,
     RebalanceCandidate,
+    ResidentJob,
     Snapshot,
     StopRequest,
     WaitingJob,
@@ -64,7 +68,9 @@ from policyd.model.node_report import (
     CATEGORY_FIELDS,
     METRIC_PREFIX,
     NODE_FIGURES,
+    RESIDENT_FIGURES,
     SPARE_FIGURE,
+    SPEED_FIGURE,
     STOP_FIGURE,
     TOP_FIGURE,
     WAITING_FIGURES,
@@ -85,10 +91,12 @@ SCRAPED_LABEL = "scraped"
 
 _FIELDS = {f"{METRIC_PREFIX}{figure}": field for figure, field in (
     *NODE_FIGURES.items(), (SPARE_FIGURE, SPARE_FIGURE), (TOP_FIGURE, TOP_FIGURE),
+    (SPEED_FIGURE, SPEED_FIGURE),
     ("jobs", "jobs"), ("request_gain", "request_gain"),
     ("candidate_converged_seconds", "candidate_converged_seconds"), (STOP_FIGURE, STOP_FIGURE),
     *((f"waiting_{figure}", f"waiting_{figure}") for figure in WAITING_FIGURES),
-    *((f"at_risk_{figure}", f"at_risk_{figure}") for figure in AT_RISK_FIGURES))}
+    *((f"at_risk_{figure}", f"at_risk_{figure}") for figure in AT_RISK_FIGURES),
+    *((f"resident_{figure}", f"resident_{figure}") for figure in RESIDENT_FIGURES))}
 """A series' metric name -> the report's field (or the list it goes to)."""
 _EVENTS: dict[str, DeliveryEvent] = {"target": "target", "converged": "converged"}
 """A stop request's `event` label -> its event."""
@@ -96,6 +104,8 @@ _WAITING = {f"waiting_{figure}": figure for figure in WAITING_FIGURES}
 """A waiting job's series' field -> its `WaitingJob` field."""
 _AT_RISK = {f"at_risk_{figure}": figure for figure in AT_RISK_FIGURES}
 """An at-risk job's series' field -> its `AtRiskJob` field."""
+_RESIDENT = {f"resident_{figure}": figure for figure in RESIDENT_FIGURES}
+"""A resident job's series' field -> its `ResidentJob` field."""
 
 
 def reports_query(policies: Sequence[str]) -> str:
@@ -121,6 +131,8 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
     waiting: defaultdict[tuple[str, str, str], defaultdict[str, dict[str, float]]] = \
         defaultdict(lambda: defaultdict(dict))
     at_risk: defaultdict[tuple[str, str, str], defaultdict[str, dict[str, float]]] = \
+        defaultdict(lambda: defaultdict(dict))
+    residents: defaultdict[tuple[str, str, str], defaultdict[str, dict[str, float]]] = \
         defaultdict(lambda: defaultdict(dict))
     isfinite = math.isfinite
     for series in result:  # ~8 a worker: kept to dictionary lookups
@@ -157,6 +169,9 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
         elif field in _AT_RISK:
             if labels.get("container"):
                 at_risk[key][labels["container"]][_AT_RISK[field]] = value
+        elif field in _RESIDENT:
+            if labels.get("container"):
+                residents[key][labels["container"]][_RESIDENT[field]] = value
         else:
             figures[key][field] = value
     newest: dict[tuple[str, str], NodeReport] = {}
@@ -171,6 +186,13 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
         if left_out:
             warnings.append(f"node report of {node} for {policy}: at-risk job(s) "
                             f"{', '.join(left_out)} left out: a figure missing or out of range")
+        resident, left_out = _jobs_of(residents[key], ResidentJob)
+        if left_out:
+            # the manager's model of that worker would be short of a job: leave the node out
+            warnings.append(f"node report of {node} for {policy} ({instance or 'no instance'}) "
+                            f"left out: resident job(s) {', '.join(left_out)} incomplete "
+                            "(a figure missing or out of range)")
+            continue
         try:
             report = NodeReport(
                 policy=policy, node=node, time=found["time"],
@@ -186,6 +208,8 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
                 waiting=tuple(sorted(jobs, key=lambda w: (w.ahead_seconds, w.container))),
                 top_cores=found.get(TOP_FIGURE, 0.0),
                 at_risk=tuple(sorted(risky, key=lambda j: (j.deadline_seconds, j.container))),
+                stated_speed=found.get(SPEED_FIGURE, 0.0),
+                residents=tuple(sorted(resident, key=lambda j: j.container)),
                 stops=tuple(sorted(stops[key], key=lambda q: q.container)))
         except (KeyError, ValueError) as exc:
             warnings.append(f"node report of {node} for {policy} ({instance or 'no instance'}) "
@@ -205,13 +229,13 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
     return sorted(newest.values(), key=lambda r: (r.policy, r.node)), warnings
 
 
-_J = TypeVar("_J", WaitingJob, AtRiskJob)
+_J = TypeVar("_J", WaitingJob, AtRiskJob, ResidentJob)
 
 
-def _jobs_of(found: Mapping[str, Mapping[str, float]], make: type[_J]
+def _jobs_of(found: Mapping[str, Mapping[str, float]], make: Callable[..., _J]
              ) -> tuple[tuple[_J, ...], list[str]]:
-    """One report's waiting (or at-risk) jobs from their figures, and the ids of those that
-    could not be made whole."""
+    """One report's waiting (at-risk, resident) jobs from their figures, and the ids of those
+    that could not be made whole."""
     jobs, left_out = [], []
     for container, figures in found.items():
         try:

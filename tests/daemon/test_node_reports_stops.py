@@ -163,8 +163,7 @@ def test_a_manager_says_which_policies_it_decides_from_reports_and_which_read_ev
         f"policy {split.name} (QoE): decided from its node agents' reports",
         f"policy {specon.name} (SpeCon): reads every container: it may stop jobs, and its "
         "node agents decide nothing that could report them",
-        f"policy {flowcon2.name} (FlowCon2): reads every container: FlowCon2 is not decided "
-        "from node reports"]
+        f"policy {flowcon2.name} (FlowCon2): decided from its node agents' reports"]
 
 
 def test_policyd_run_a_flowcon_policy_that_stops_jobs_runs_on_its_agents_with_node_reports(

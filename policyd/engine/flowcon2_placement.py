@@ -1,0 +1,366 @@
+"""FlowCon2's placement: its model of every worker's next interval, the moves of converged jobs
+and the admission of held ones (`policyd.engine.flowcon2`'s module docstring, steps 2-4).
+
+One set of rules whether the manager decides from one snapshot (`flowcon2.plan`, the model built
+from the containers) or from its node agents' reports (`flowcon2_reports`, the model built from
+each worker's reported jobs): both hand them the model (`ModelJob` per job and worker), the jobs
+the guards let move, the workers' cores and speeds, and how a moved job is limited on its target
+(`Arrival`). Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from policyd.engine.admission import FIT_TOLERANCE_CORES, Candidate, place
+from policyd.engine.drain import DrainingJob, finish_seconds
+from policyd.engine.forecast_output import Forecast
+from policyd.engine.guards import MigrationBudget, action_blocked
+from policyd.engine.node_speed import NodeSpeeds
+from policyd.engine.predictive_node import FLOOR, Job, node_plans
+from policyd.engine.roomiest import Roomiest
+from policyd.engine.waterfill import fill
+from policyd.model import Admit, Container, PendingJob, QueuedJob
+
+if TYPE_CHECKING:  # the kind's module imports this one
+    from policyd.engine.flowcon2 import FlowCon2Policy, FlowCon2Spec
+    from policyd.engine.predictive import PredictiveSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelJob:
+    """A job in the model: its weight (next limit), the most cores it can use, whether FlowCon
+    counts it converged, its forecast; `hard`: its limit is a CPU quota (`mode: quota`)."""
+
+    id: str
+    weight: float
+    cap: float
+    converged: bool
+    forecast: Forecast | None
+    speed: float  # the speed of the worker its forecast was measured on
+    assumed: Forecast | None = None  # without a forecast: the typical job's (`typical`)
+    hard: bool = False
+
+    def draining(self, capacity: float) -> DrainingJob:
+        """The job on a worker of `capacity` cores: a weight under shares, a hard cap (and
+        the same weight as every job) under quotas."""
+        return DrainingJob(weight=1.0 if self.hard else self.weight, cap_cores=self.cap,
+                           converged=self.converged, forecast=self.forecast or self.assumed,
+                           measured_speed=self.speed if self.forecast is not None else 1.0,
+                           limit_cores=self.weight * capacity if self.hard else math.inf)
+
+
+def cores_of(jobs: Sequence[ModelJob], capacity: float) -> list[float]:
+    """The cores each job gets on a worker of `capacity` cores: split by weight, none above
+    its cap (water-filling)."""
+    cores = [0.0] * len(jobs)
+    fill(cores, [j.cap for j in jobs], range(len(jobs)), capacity, [j.weight for j in jobs])
+    return cores
+
+
+def typical(model: Mapping[str, Sequence[ModelJob]]) -> Forecast | None:
+    """The forecast a job without one is assumed to have: the median forecast job's (by its
+    whole run's seconds on one core), from its first step, on an average core (speed 1);
+    None when no job has a forecast."""
+    runs = []
+    for jobs in model.values():
+        for j in jobs:
+            f = j.forecast
+            if f is None:
+                continue
+            fresh = replace(f, steps_done=0.0, remaining_steps=f.steps_done + f.remaining_steps,
+                            serial_seconds=f.serial_seconds * j.speed,
+                            parallel_seconds=f.parallel_seconds * j.speed)
+            runs.append((fresh.remaining_seconds_at(1.0), j.id, fresh))
+    if not runs:
+        return None
+    return sorted(runs, key=lambda r: (r[0], r[1]))[len(runs) // 2][2]
+
+
+def total_seconds(jobs: Sequence[ModelJob], capacity: float, speed: float) -> float:
+    """Predicted seconds until each forecast job ends, summed, as the worker drains
+    (`policyd.engine.drain`)."""
+    return sum(s for s in finish_seconds([j.draining(capacity) for j in jobs], capacity, speed)
+               if math.isfinite(s))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Move:
+    job: ModelJob
+    source: str
+    target: str
+    gain: float
+    freed: float  # seconds the jobs left on the source save
+    own: float  # seconds the job itself saves (negative: it runs slower there)
+    harm: float  # seconds the jobs on the target lose
+    why: str = ""  # what makes it movable, and where (the reason's first clause; chosen moves)
+
+
+def _own_finish(jobs: Sequence[ModelJob], job: ModelJob, capacity: float, speed: float) -> float:
+    """When `job` (one of `jobs`) ends as the worker drains."""
+    ends = finish_seconds([j.draining(capacity) for j in jobs], capacity, speed)
+    return ends[[j.id for j in jobs].index(job.id)]
+
+
+def _leaving(job: ModelJob, source: str, *, model: Mapping[str, Sequence[ModelJob]],
+             capacity: Mapping[str, float], speeds: NodeSpeeds,
+             totals: Mapping[str, float]) -> tuple[float, float]:
+    """A move's side on `source`, whatever its target: when `job` ends there as the worker
+    drains, and the seconds the jobs left there save without it."""
+    here, s_speed = model[source], speeds.of(source)
+    rest = [j for j in here if j.id != job.id]
+    own_before = _own_finish(here, job, capacity[source], s_speed)
+    return own_before, totals[source] - own_before - total_seconds(rest, capacity[source],
+                                                                   s_speed)
+
+
+def move_gain(job: ModelJob, source: str, target: str, *,
+              model: Mapping[str, Sequence[ModelJob]], capacity: Mapping[str, float],
+              speeds: NodeSpeeds, arrive: Arrival, totals: Mapping[str, float],
+              leaving: tuple[float, float] | None = None) -> Move | None:
+    """The predicted gain of moving `job` from `source` to `target` (module docstring, 4),
+    where it runs at the limit `arrive` gives it; None when the target's jobs cannot be judged
+    or the job has no forecast. `totals` holds each worker's `total_seconds` as it is;
+    `leaving`, the move's side on `source` (`_leaving`) when worked out already."""
+    there = model[target]
+    if job.forecast is None or any(j.forecast is None for j in there):
+        return None
+    own_before, freed = leaving if leaving is not None else _leaving(
+        job, source, model=model, capacity=capacity, speeds=speeds, totals=totals)
+    t_speed = speeds.of(target)
+    weight, converged = arrive(job, target, model)
+    arriving = replace(job, weight=weight, converged=converged,
+                       cap=min(max(job.forecast.cap_cores, 1.0), capacity[target]))
+    joined = [*there, arriving]
+    own_after = _own_finish(joined, arriving, capacity[target], t_speed)
+    if not (math.isfinite(own_before) and math.isfinite(own_after)):
+        return None  # it would never end on one of them: nothing to compare
+    own = own_before - own_after
+    harm = total_seconds(joined, capacity[target], t_speed) - own_after - totals[target]
+    return Move(job=arriving, source=source, target=target, gain=freed + own - harm,
+                freed=freed, own=own, harm=harm)
+
+
+def move_bound(job: ModelJob, jobs: Sequence[ModelJob], capacity: float,
+               speed: float) -> float:
+    """The most a move of `job` (one of `jobs`, its worker's) could gain (`move_gain`): the
+    seconds the jobs left on its worker save, plus its own finish there, as if it ended at once
+    on its target harming no one there (in the drain model an arrival never speeds a job up:
+    it only takes cores). -inf when it would never end where it is: nothing to compare, no
+    move."""
+    total = total_seconds(jobs, capacity, speed)
+    own = _own_finish(jobs, job, capacity, speed)
+    rest = total_seconds([j for j in jobs if j.id != job.id], capacity, speed)
+    return total - rest if math.isfinite(own) else -math.inf
+
+
+Arrival = Callable[[ModelJob, str, Mapping[str, Sequence[ModelJob]]], tuple[float, bool]]
+"""A moved job's limit on its target beside the jobs the model has there, and whether the model
+counts it converged there (`ModelJob.converged`: it gets a full limit once only such jobs are
+left)."""
+
+
+def _weight_there(there: Sequence[ModelJob], beta: float) -> float:
+    """The limit FlowCon gives a converged job on a worker: 1 where every job is converged
+    (free competition), else the floor 1 / (beta n)."""
+    if all(j.converged for j in there):
+        return 1.0
+    return 1.0 / (beta * (len(there) + 1))
+
+
+def growth_arrival(beta: float) -> Arrival:
+    """`order: growth`: the moved job stays converged, at FlowCon's limit there."""
+    def arrive(job: ModelJob, target: str, model: Mapping[str, Sequence[ModelJob]]
+               ) -> tuple[float, bool]:
+        return _weight_there(model[target], beta), True
+    return arrive
+
+
+def remaining_arrival(jobs: Mapping[str, Job], capacity: Mapping[str, float],
+                      spec: PredictiveSpec, now: float) -> Arrival:
+    """`order: remaining`: the limit Predictive's plan of the target gives the moved job
+    beside the jobs there (`predictive_node.node_plans`; its key: its forecast's remaining
+    time at the most cores it can use there), converged when that is the floor (served last).
+    The jobs already there keep their limits in the model, as under `growth`."""
+    def arrive(job: ModelJob, target: str, model: Mapping[str, Sequence[ModelJob]]
+               ) -> tuple[float, bool]:
+        mine = jobs[job.id]
+        assert mine.forecast is not None  # only forecast jobs are priced (`move_gain`)
+        best = min(max(mine.forecast.cap_cores, 1.0), capacity[target])
+        moved = replace(mine, container=replace(mine.container, node=target), best_cores=best,
+                        key=mine.forecast.remaining_seconds_at(best))
+        plans = node_plans([*(jobs[j.id] for j in model[target]), moved], capacity[target],
+                           spec, now=now)
+        there = next(p for p in plans if p.job.container.id == job.id)
+        return there.fraction, there.category == FLOOR
+    return arrive
+
+
+def may_move(policy: FlowCon2Policy, model: Mapping[str, Sequence[ModelJob]],
+             containers: Mapping[str, Container], *, now: float) -> frozenset[str]:
+    """The jobs of `model` the guards let move this cycle: counted converged (`ModelJob.
+    converged`: FlowCon's CL, or Predictive's FLOOR under `order: remaining`), forecast, not
+    moved before (`markers.migrated`) and not held back (opt-out, minimum age, cooldown,
+    failed-move back-off)."""
+    spec = policy.spec
+    return frozenset(
+        j.id for jobs in model.values() for j in jobs
+        if j.converged and j.forecast is not None and not containers[j.id].markers.migrated
+        and action_blocked(containers[j.id], spec, now, disrupts=True) is None)
+
+
+def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
+               movable: Collection[str], capacity: Mapping[str, float], speeds: NodeSpeeds,
+               arrive: Arrival) -> list[Move]:
+    """The `movable` jobs (`may_move`) moved while the best move's gain beats its cost
+    (module docstring); `model` is updated in place with the moves. A move changes two
+    workers: the gains priced on neither are kept for the next round, not priced again."""
+    spec = policy.spec
+    threshold = spec.move_threshold_seconds
+    budget = MigrationBudget.of(spec)
+    moved: list[Move] = []
+    totals = {node: total_seconds(jobs, capacity[node], speeds.of(node))
+              for node, jobs in model.items()}
+    leaving: dict[str, tuple[float, float]] = {}  # by job: its side of a move (`_leaving`)
+    priced: dict[tuple[str, str], Move | None] = {}  # by (job, target)
+    while True:
+        best: tuple[Move, ModelJob] | None = None  # the move, and the job as it is now
+        for source in sorted(model):
+            for job in model[source]:
+                if job.id not in movable or any(m.job.id == job.id for m in moved):
+                    continue
+                for target in sorted(model):
+                    if target == source or budget.refusal(source, target) is not None:
+                        continue
+                    if (job.id, target) not in priced:
+                        if job.id not in leaving:
+                            leaving[job.id] = _leaving(job, source, model=model,
+                                                       capacity=capacity, speeds=speeds,
+                                                       totals=totals)
+                        priced[(job.id, target)] = move_gain(
+                            job, source, target, model=model, capacity=capacity,
+                            speeds=speeds, arrive=arrive, totals=totals,
+                            leaving=leaving[job.id])
+                    move = priced[(job.id, target)]
+                    if move is not None and move.gain > threshold and (
+                            best is None or move.gain > best[0].gain):
+                        best = (move, job)
+        if best is None:
+            return moved
+        chosen = replace(best[0], why=_movable_why(best[1], best[0], spec, speeds))
+        moved.append(chosen)
+        budget.spend(chosen.source, chosen.target)
+        model[chosen.source] = [j for j in model[chosen.source] if j.id != chosen.job.id]
+        model[chosen.target] = [*model[chosen.target], chosen.job]
+        touched = {chosen.source, chosen.target}
+        for node in touched:
+            totals[node] = total_seconds(model[node], capacity[node], speeds.of(node))
+        on_touched = {j.id for node in touched for j in model[node]} | {chosen.job.id}
+        leaving = {k: v for k, v in leaving.items() if k not in on_touched}
+        priced = {k: v for k, v in priced.items()
+                  if k[1] not in touched and k[0] not in on_touched}
+
+
+def _movable_why(job: ModelJob, m: Move, spec: FlowCon2Spec, speeds: NodeSpeeds) -> str:
+    """What makes `job` movable, named by its forecast under `order: remaining`."""
+    if spec.order == "growth":
+        return f"converged (CL) on {m.source} (speed {speeds.shown(m.source)})"
+    assert job.forecast is not None  # only forecast jobs are priced (`move_gain`)
+    return (f"served last, at the floor (FLOOR), on {m.source} (speed "
+            f"{speeds.shown(m.source)}): {job.forecast.remaining_seconds_at(job.cap):.0f} s "
+            f"of predicted remaining time at its best ({job.cap:.2g} cores), "
+            f"{job.forecast.remaining_steps:.0f} steps left ({job.forecast.basis}); limit "
+            f"{m.job.weight:.3g} on {m.target}")
+
+
+def move_reason(m: Move, spec: FlowCon2Spec, speeds: NodeSpeeds) -> str:
+    return (f"{m.why}; predicted gain "
+            f"{m.gain:.0f} s on {m.target} (speed {speeds.shown(m.target)}): jobs left on "
+            f"{m.source} sooner by {m.freed:.0f} s, itself {m.own:+.0f} s, jobs on "
+            f"{m.target} later by {m.harm:.0f} s; > migration cost "
+            f"{spec.migration_cost_seconds:g} s x (1 + {spec.migration_margin:g})")
+
+
+# --- admission ----------------------------------------------------------------------------
+
+
+def admit_held(policy: FlowCon2Policy, pending: Sequence[PendingJob],
+               model: dict[str, list[ModelJob]], capacity: Mapping[str, float],
+               speeds: NodeSpeeds) -> tuple[list[Admit], list[QueuedJob]]:
+    """Held jobs, oldest first, each on the worker where it grows fastest (module
+    docstring, 3)."""
+    spec = policy.spec
+    hard = spec.mode == "quota"
+    admits: list[Admit] = []
+    waiting: list[QueuedJob] = []
+    prior = typical(model)
+    forecast = prior is not None and spec.admission == "forecast"
+    totals = ({node: total_seconds(jobs, capacity[node], speeds.of(node))
+               for node, jobs in model.items()} if spec.admission == "forecast" else {})
+    offer: dict[str, float] = {}
+    added: dict[str, float] = {}
+
+    def price(node: str) -> None:
+        """What `node` offers a held job (any: the offer is the worker's, not the job's),
+        into `offer` and `added`: worked out once a worker, again when it admits one."""
+        newcomer = ModelJob(id="(held)", weight=1.0, cap=capacity[node], converged=False,
+                            forecast=None, speed=speeds.of(node), assumed=prior, hard=hard)
+        # At equal shares: a converged job's floor is soft (shares), it takes its cores
+        # back as the worker empties and gets a full limit once only converged jobs are
+        # left, so admission does not count on the cores the floor lends.
+        cores = cores_of([replace(j, weight=1.0) for j in [*model[node], newcomer]],
+                         capacity[node])[-1]
+        offer[node] = speeds.effective_cores(node, cores)
+        if forecast:
+            added[node] = (total_seconds([*model[node], newcomer], capacity[node],
+                                         speeds.of(node)) - totals[node])
+
+    held = sorted((p for p in pending if spec.selector.selects(p)),
+                  key=lambda p: (p.submitted_at, p.id))
+    for node in sorted(model) if held else ():
+        price(node)
+    ranked = Roomiest(offer)  # the most effective cores first, ties by name
+    for p in held:
+        if spec.selector.opted_out(p):
+            blocked = f"opted out ({spec.selector.opt_out_key}=true)"
+        else:
+            blocked = ""
+        best = ranked.first(p.node)  # its own worker first of the roomiest
+        if best is None:  # no worker at all (no node report reached the manager): it waits
+            placed = place([Candidate(job=p, key=(p.submitted_at,), about="no worker",
+                                      cores=spec.admission_min_cores, blocked=blocked)], {},
+                           policy=policy.name)
+            waiting += [replace(q, position=len(waiting) + 1) for q in placed.queue]
+            continue
+        if added:
+            best = min((n for n in offer if offer[n] + FIT_TOLERANCE_CORES
+                        >= spec.admission_min_cores), default=best,
+                       key=lambda n: (added[n], n != p.node, n))
+        about = (f"grows fastest on {best}: {offer[best]:.2f} effective cores (cores x speed "
+                 f"{speeds.shown(best)}) at an equal share beside {len(model[best])} job(s) "
+                 f"there"
+                 if not added else
+                 f"adds least to the predicted completion times on {best}: "
+                 f"{added[best]:.0f} s (its own and the delay to the {len(model[best])} "
+                 f"job(s) there, taken to be a typical job), {offer[best]:.2f} effective cores "
+                 f"(cores x speed {speeds.shown(best)})")
+        about += f"; {speeds.notes[best]}" if best in speeds.notes else ""
+        # `best` is where `place` would put it among all the workers: their roomiest
+        placed = place([Candidate(job=p, key=(p.submitted_at,), cores=spec.admission_min_cores,
+                                  about=about, blocked=blocked)],
+                       {best: offer[best]}, policy=policy.name)
+        for admit in placed.admits:
+            admits.append(admit)
+            model[admit.node] = [*model[admit.node],
+                                 ModelJob(id=p.id, weight=1.0, cap=capacity[admit.node],
+                                      converged=False, forecast=None,
+                                      speed=speeds.of(admit.node), assumed=prior, hard=hard)]
+            if added:
+                totals[admit.node] += added[admit.node]
+            price(admit.node)
+            ranked.set(admit.node, offer[admit.node])
+        waiting += [replace(q, position=len(waiting) + 1) for q in placed.queue]
+    return admits, waiting

@@ -1,0 +1,226 @@
+"""FlowCon2 split across node agents and the manager: each agent sets its own worker's limits and
+reports its jobs as FlowCon2's model sees them; the manager moves converged jobs and admits held
+ones from the reports alone (`policyd.model.node_report`).
+
+Theory of operation. FlowCon2's limits (`policyd.engine.flowcon2`, step 1: FlowCon's Algorithm
+1, or Predictive's per-worker plan under `order: remaining`) need only one worker's jobs, so a
+node agent decides and applies them (`flowcon2.node_part`: that FlowCon or Predictive policy,
+under the policy's name, without moves and admissions). Moves and admissions need every worker,
+priced by the drain model (`policyd.engine.drain`): when each job of a worker would end with a
+job moved in or out, or a held job started there. No fixed-size aggregate of a worker gives
+those finishes exactly: they follow the order in which its jobs end, each at its own steps and
+speed model, the cores flowing to the rest, and a converged job's limit changing once only
+converged jobs are left; a job arriving from elsewhere changes that order. So each agent reports
+its worker's jobs as the model sees them (`flowcon2.node_reports`, one `ResidentJob` each, a
+dozen figures: its next limit, the cores it can use, whether it counts converged, its forecast's
+steps and speed model, its current limit and start), and the worker's stated speed. That is
+what the one-snapshot planner's model holds of a job (`flowcon2_placement.ModelJob`), so the
+manager rebuilds the model from the reports and runs the same rules on it
+(`flowcon2_placement.best_moves`, `admit_held`): the move's gain (the jobs left on its worker,
+the job itself, the jobs on the target, each worker drained), FlowCon's or Predictive's limit
+for the job on its target, and each held job's effective cores at an equal share beside the
+jobs there. What is reported per worker follows its jobs (a worker admits jobs while one gets
+`admission_min_cores` effective cores, so about one per core), never their samples: the manager
+forecasts nothing, replays no category, and judges no speed.
+
+The jobs the guards let move (converged, or FLOOR under `order: remaining`; forecast; not moved
+before; not held back by opt-out, minimum age, cooldown or back-off: `flowcon2_placement.
+may_move`) are flagged, except those whose bound on the gain does not beat the move's cost x
+(1 + margin) (`flowcon2_placement.move_bound`: what the jobs left save plus the job's own finish
+where it is, as if it ended at once elsewhere harming no one; in the drain model an arrival only
+takes cores, so no move of such a job could pass). The flags are not cut to what a cycle may
+move off one worker, as Predictive's and Deadline's lists are: they cost one figure of a job
+already reported, and which of a worker's converged jobs gains most depends on the targets (a
+cut by the bound moved other jobs than one snapshot in flowcon2-8w-60-hetero at `order:
+growth`).
+
+Differences from deciding from one snapshot, all from the split itself:
+
+* A node's speed is its stated one (`policyd.io/speed`, reported), else the average of the
+  stated ones (1.0 if none): the manager does not judge speeds (`policyd.engine.node_speed`
+  judges from the step times of jobs of one workload on several workers, screened against the
+  spread of every job's residual around a cluster-wide fit, which no per-worker aggregate
+  reproduces: it would take each job's step time). Judged speeds are one snapshot's only; a
+  cluster of unequal machines states them.
+* A worker whose report is missing is not in the manager's picture (the source says so); an
+  agent judges its forecasts and the guards at its own snapshot's time.
+* A job the manager moves had its limit set by its agent in the same cycle (the one-snapshot
+  planner leaves a moving job's limit as it is).
+* An agent whose snapshot holds its node alone reads its speed, when not stated, as 1.0 for the
+  bound that decides whether a job is flagged movable; the manager prices it at the average of
+  the stated speeds.
+* A forecast with a figure out of range (not a finite number, or negative) counts as none in
+  the report; a move's reason names no forecast basis (total steps or convergence).
+
+tests/engine/test_flowcon2_reports.py plays whole scenarios both ways. The manager's decision
+has one assessment per reported movable job (moved, or why not), the admissions and the queue;
+the jobs' limits, categories and forecasts are in their agents' decisions. Pure: no I/O, no
+clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from policyd.engine.flowcon2_placement import (
+    ModelJob,
+    admit_held,
+    best_moves,
+    growth_arrival,
+    move_reason,
+    remaining_arrival,
+    typical,
+)
+from policyd.engine.forecast_output import Forecast
+from policyd.engine.node_speed import unjudged
+from policyd.engine.predictive_node import Job
+from policyd.model import (
+    Action,
+    Assessment,
+    Container,
+    Decision,
+    Migrate,
+    ResidentJob,
+    Series,
+    Snapshot,
+)
+
+if TYPE_CHECKING:  # the kind's module imports this one
+    from policyd.engine.flowcon2 import FlowCon2Policy
+    from policyd.engine.predictive import PredictiveSpec
+
+UNJUDGED = "decided from node reports, which carry no job's step times"
+"""Why a node's speed is not judged under the split (`node_speed.unjudged`)."""
+BASIS = "as its node agent forecast it"
+"""A rebuilt forecast's basis, for reasons: the report does not say which it was."""
+
+
+def resident(job: ModelJob, container: Container, *, movable: bool) -> ResidentJob:
+    """A job of the model (`flowcon2_placement.ModelJob`) as its agent reports it; a forecast
+    with a figure out of range is reported as none."""
+    f = job.forecast
+    known = f is not None and all(
+        math.isfinite(v) and v >= 0 for v in (f.steps_done, f.remaining_steps, f.serial_seconds,
+                                              f.parallel_seconds, f.cap_cores))
+    return ResidentJob(
+        container=job.id, limit_fraction=job.weight, usable_cores=job.cap,
+        converged=job.converged, movable=movable and known, forecast=known,
+        steps_done=f.steps_done if f is not None and known else 0.0,
+        remaining_steps=f.remaining_steps if f is not None and known else 0.0,
+        serial_seconds=f.serial_seconds if f is not None and known else 0.0,
+        parallel_seconds=f.parallel_seconds if f is not None and known else 0.0,
+        cap_cores=f.cap_cores if f is not None and known else 0.0,
+        allocation_fraction=container.cpu_allocation, started_at_seconds=container.started_at)
+
+
+def _forecast(r: ResidentJob) -> Forecast | None:
+    """The forecast a resident job's figures hold (what the model reads of it), or None."""
+    if not r.forecast:
+        return None
+    one_core = r.serial_seconds + r.parallel_seconds
+    return Forecast(
+        steps_done=r.steps_done, total_steps=None, remaining_steps=r.remaining_steps,
+        remaining_seconds=math.nan, finish_at=math.nan, low_seconds=math.nan,
+        high_seconds=math.nan, target_loss=None, target_eta_seconds=None, basis=BASIS,
+        steps_per_second=math.nan,
+        parallel_fraction=r.parallel_seconds / one_core if one_core > 0 else math.nan,
+        serial_seconds=r.serial_seconds, parallel_seconds=r.parallel_seconds,
+        cap_cores=r.cap_cores)
+
+
+def _ranked(r: ResidentJob, node: str, forecast: Forecast, capacity: float) -> Job:
+    """A resident job as Predictive's plan of a worker ranks it (`order: remaining`: the limit
+    a job moved there gets): its current limit and start, its key at the most cores it can
+    use on its worker (`predictive_node.jobs_of`)."""
+    best = min(max(forecast.cap_cores, 1.0), capacity)
+    container = Container(id=r.container, name=r.container, node=node,
+                          started_at=r.started_at_seconds, evaluation=Series.empty(),
+                          cpu_usage=Series.empty(), cpu_allocation=r.allocation_fraction)
+    return Job(container=container, forecast=forecast, reported=None, note="",
+               key=forecast.remaining_seconds_at(best), best_cores=best)
+
+
+class _Ranked(Mapping[str, Job]):
+    """The resident jobs as Predictive's plan ranks them (`_ranked`), by id, each made when
+    first asked for: only the jobs on the workers a move is priced on are."""
+
+    def __init__(self, residents: Mapping[str, tuple[str, ResidentJob]],
+                 forecasts: Mapping[str, Forecast | None],
+                 capacity: Mapping[str, float]) -> None:
+        self._residents, self._forecasts, self._capacity = residents, forecasts, capacity
+        self._made: dict[str, Job] = {}
+
+    def __getitem__(self, container: str) -> Job:
+        if container not in self._made:
+            node, r = self._residents[container]
+            f = self._forecasts[container]
+            if f is None:  # only forecast jobs are priced (`move_gain`)
+                raise KeyError(container)
+            self._made[container] = _ranked(r, node, f, self._capacity[node])
+        return self._made[container]
+
+    def __iter__(self) -> Iterator[str]:
+        return (c for c in self._residents if self._forecasts[c] is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def plan_from_reports(policy: FlowCon2Policy, snapshot: Snapshot, *,
+                      ranked: PredictiveSpec) -> Decision:
+    """The moves and admissions of `policy`, decided on the manager from its node agents'
+    reports in `snapshot` and the held jobs of its source (module docstring); `ranked`: the
+    settings of Predictive's per-worker plan (`flowcon2.as_predictive`), for `order:
+    remaining`."""
+    spec, now = policy.spec, snapshot.time
+    reports = sorted((r for r in snapshot.node_reports if r.policy == policy.name),
+                     key=lambda r: r.node)
+    capacity = {r.node: r.cpu_capacity_cores for r in reports}
+    speeds = unjudged({r.node: r.stated_speed or None for r in reports}, UNJUDGED)
+    hard = spec.mode == "quota"
+    forecasts = {j.container: _forecast(j) for r in reports for j in r.residents}
+    model = {r.node: [ModelJob(id=j.container, weight=j.limit_fraction, cap=j.usable_cores,
+                               converged=j.converged, forecast=forecasts[j.container],
+                               speed=speeds.of(r.node), hard=hard) for j in r.residents]
+             for r in reports}
+    if spec.order == "remaining":
+        arrive = remaining_arrival(_Ranked({j.container: (r.node, j) for r in reports
+                                            for j in r.residents}, forecasts, capacity),
+                                   capacity, ranked, now)
+    else:
+        arrive = growth_arrival(spec.beta)
+    if spec.admission == "forecast":
+        prior = typical(model)
+        model = {node: [replace(j, assumed=prior) for j in jobs] for node, jobs in model.items()}
+    movable = [(r.node, j.container) for r in reports for j in r.residents if j.movable]
+    moves = best_moves(policy, model, movable={c for _, c in movable}, capacity=capacity,
+                       speeds=speeds, arrive=arrive) if spec.migrate and movable else []
+    admits, queue = admit_held(policy, snapshot.pending, model, capacity, speeds)
+    moving = {m.job.id: m for m in moves}
+    actions: list[Action] = [
+        Migrate(policy=policy.name, container=m.job.id, from_node=m.source, to_node=m.target,
+                reason=move_reason(m, spec, speeds), grace_seconds=spec.migration_grace_seconds)
+        for m in moves]
+    actions += admits
+    assessments = []
+    for node, container in movable:
+        note = (f"moves: {move_reason(moving[container], spec, speeds)}" if container in moving
+                else f"movable on {node}: no move gains more than "
+                     f"{spec.move_threshold_seconds:g} s this cycle (or the migration budget "
+                     "is spent)")
+        assessments.append(Assessment(container=container, node=node, category=None,
+                                      note=note))
+    notes = [f"from {len(reports)} node reports",
+             f"{sum(len(r.residents) for r in reports)} jobs reported, {len(movable)} movable; "
+             f"{len(moves)} moved"]
+    if snapshot.pending:
+        notes.append(f"admission: {len(admits)} admitted, {len(queue)} waiting")
+    notes += speeds.notes.values()
+    return Decision(policy=policy.name, kind="FlowCon2", time=now, actions=tuple(actions),
+                    assessments=tuple(sorted(assessments, key=lambda a: (a.node, a.container))),
+                    next_interval=spec.interval_seconds, dry_run=spec.dry_run,
+                    notes=tuple(notes), queue=tuple(queue))
+
