@@ -325,6 +325,19 @@ def logged_speed(points: Sequence[tuple[float, int, float]]) -> float:
     return (s1 - s0) / max(1e-9, t1 - t0)
 
 
+def probe_steps_per_second(engine: Engine, spec: JobSpec, port: int, ckpt_root: Path) -> float:
+    """Steps/s of the job `spec` run alone to its end on `engine` (a probe of the core's speed
+    that a shape sizes its jobs by), from its log (`logged_speed`); the container removed."""
+    container = run_job(engine, spec, port, ckpt_root)
+    try:
+        container.wait(timeout=300)
+        points = log_points(container)
+    finally:
+        container.remove(force=True)
+    assert len(points) >= 2, f"{spec.name} logged {len(points)} progress lines"
+    return logged_speed(points)
+
+
 def steps_at(points: Sequence[tuple[float, int, float]], at: float) -> float:
     """A job's steps done at `at`, interpolated between its logged steps (0 before the first)."""
     previous: tuple[float, float] | None = None

@@ -72,6 +72,7 @@ from tests.e2e.harness import (
     logged_speed,
     policyd_run,
     predictive_policy,
+    probe_steps_per_second,
     round_prefix,
     run_job,
     steps_at,
@@ -151,14 +152,7 @@ def probe_speed(lab_: Lab, directory: Path, steps: int = 6000) -> float:
     shape = RemainingWorkShape()
     spec = JobSpec(PROBE, steps=steps, lr=shape.lr, smoothing=shape.smoothing, cpuset="0",
                    print_every=100)
-    container = run_job(lab_.engine("e1"), spec, lab_.ports[PROBE], directory)
-    try:
-        container.wait(timeout=300)
-        points = log_points(container)
-    finally:
-        container.remove(force=True)
-    assert len(points) >= 2, f"{PROBE} logged {len(points)} progress lines"
-    return logged_speed(points)
+    return probe_steps_per_second(lab_.engine("e1"), spec, lab_.ports[PROBE], directory)
 
 
 def last_step(container: Container) -> int:

@@ -38,7 +38,7 @@ from tests.e2e.flowcon2_placement import (
     compare,
     flowcon2_policy,
 )
-from tests.e2e.harness import JobSpec, Lab, lab, log_points, logged_speed, run_job
+from tests.e2e.harness import JobSpec, Lab, lab, probe_steps_per_second
 
 pytestmark = pytest.mark.slow
 
@@ -57,14 +57,8 @@ def probe_speed(world: Lab, shape: PlacementShape) -> float:
     left out."""
     spec = JobSpec(PROBE, steps=PROBE_STEPS, lr=shape.grow_lr, smoothing=shape.smoothing,
                    print_every=500)
-    container = run_job(world.engine(SMALL), spec, world.ports[PROBE], world.ckpt / "probe")
-    try:
-        container.wait(timeout=300)
-        points = log_points(container)
-    finally:
-        container.remove(force=True)
-    assert len(points) >= 2, f"{PROBE} logged {len(points)} progress lines"
-    return logged_speed(points)
+    return probe_steps_per_second(world.engine(SMALL), spec, world.ports[PROBE],
+                                  world.ckpt / "probe")
 
 
 def sized(shape: PlacementShape, steps_per_second: float) -> PlacementShape:
