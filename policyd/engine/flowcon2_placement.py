@@ -135,11 +135,14 @@ def move_gain(job: ModelJob, source: str, target: str, *,
     arriving = replace(job, weight=weight, converged=converged,
                        cap=min(max(job.forecast.cap_cores, 1.0), capacity[target]))
     joined = [*there, arriving]
-    own_after = _own_finish(joined, arriving, capacity[target], t_speed)
+    # one drain of the target gives both the job's own finish there and the target's total
+    ends = finish_seconds([j.draining(capacity[target]) for j in joined], capacity[target],
+                          t_speed)
+    own_after = ends[-1]
     if not (math.isfinite(own_before) and math.isfinite(own_after)):
         return None  # it would never end on one of them: nothing to compare
     own = own_before - own_after
-    harm = total_seconds(joined, capacity[target], t_speed) - own_after - totals[target]
+    harm = sum(s for s in ends if math.isfinite(s)) - own_after - totals[target]
     return Move(job=arriving, source=source, target=target, gain=freed + own - harm,
                 freed=freed, own=own, harm=harm)
 
