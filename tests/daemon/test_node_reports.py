@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,9 @@ from policyd.daemon.metrics import DaemonMetrics
 from policyd.daemon.roles import NodeScopedSource, node_agent_policies, watched_kinds
 from policyd.daemon.scheduler import Daemon
 from policyd.engine import decide
+from policyd.engine.spec import PolicyDocument
 from policyd.engine.specon_reports import node_reports
-from policyd.model import Action, Decision, NodeReport
+from policyd.model import Action, Decision, Migrate, NodeReport, SetCpu, Snapshot
 from policyd.sources.errors import SourceError
 from policyd.sources.node_reports import (
     NodeReportSource,
@@ -43,6 +45,31 @@ def samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in registry.collect() for s in family.samples
             if s.name.startswith("policyd_node_report_")}
+
+
+def agent_tick(policy: PolicyDocument, snapshot: Snapshot, node: str
+               ) -> tuple[CollectorRegistry, FakeActuator]:
+    """One tick of `node`'s agent, reporting `policy` (`node_reports`), on `snapshot`: where its
+    metrics went and what it applied; the tick must have gone well."""
+    registry, actuator = CollectorRegistry(), FakeActuator()
+    agent = Daemon([policy], source=NodeScopedSource(FixedSource(snapshot), node),
+                   actuator=actuator, metrics=DaemonMetrics(registry), scope="node",
+                   node_reports=True)
+    (report,) = agent.run_once()
+    agent.shutdown()
+    assert report.result == "ok" and report.outcome is not None
+    return registry, actuator
+
+
+def limits_as_one_snapshot(applied: Sequence[Action], whole: Decision, node: str) -> None:
+    """The limits an agent applied on `node` are the ones the one-snapshot decision `whole`
+    sets there, but for the jobs `whole` moves: an agent may set a limit on a job its manager
+    moves, where one snapshot leaves a moving job's limit alone (docs/design.md)."""
+    moving = {a.container for a in whole.actions if isinstance(a, Migrate)}
+    assert [(a.container, a.fraction) for a in applied
+            if isinstance(a, SetCpu) and a.container not in moving] == [
+        (a.container, a.fraction) for a in whole.actions
+        if isinstance(a, SetCpu) and a.node == node]
 
 
 def test_a_node_agent_publishes_its_nodes_report_and_decides_nothing() -> None:

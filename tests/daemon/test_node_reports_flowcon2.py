@@ -10,16 +10,17 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from policyd.daemon.metrics import DaemonMetrics
-from policyd.daemon.roles import NodeScopedSource
-from policyd.daemon.scheduler import Daemon
 from policyd.engine import decide
 from policyd.engine.flowcon2 import node_reports
 from policyd.model import Migrate, SetCpu
 from policyd.model.node_report import RESIDENT_FIGURES
 from policyd.policy.loader import load_policies
-from policyd.tick import FixedSource
-from tests.daemon.fakes import FakeActuator
-from tests.daemon.test_node_reports import read_back_without, samples
+from tests.daemon.test_node_reports import (
+    agent_tick,
+    limits_as_one_snapshot,
+    read_back_without,
+    samples,
+)
 from tests.daemon.test_node_reports_deadline import manager_source
 from tests.daemon.test_node_reports_predictive import agent_runs_and_publishes, unlimited
 from tests.engine.test_flowcon2_reports import mid_run, placements, shipped
@@ -35,22 +36,12 @@ def movable_node() -> str:
 def test_a_node_agent_sets_its_nodes_limits_and_reports_its_jobs() -> None:
     snap, p = mid_run("growth"), shipped(order="growth")
     node = movable_node()
-    registry, actuator = CollectorRegistry(), FakeActuator()
-    agent = Daemon([p], source=NodeScopedSource(FixedSource(snap), node), actuator=actuator,
-                   metrics=DaemonMetrics(registry), scope="node", node_reports=True)
-    (report,) = agent.run_once()
-    agent.shutdown()
-    assert report.result == "ok" and report.outcome is not None
+    registry, actuator = agent_tick(p, snap, node)
     # the agent's part: its node's limits as one snapshot sets them there, no move, no
     # admission (the manager's); a job the manager moves may also get a limit from its agent
-    whole = decide(p, snap)
-    moving = {a.container for a in whole.actions if isinstance(a, Migrate)}
     assert actuator.applied and all(isinstance(a, SetCpu) and a.node == node
                                     for a in actuator.applied)
-    assert [(a.container, a.fraction) for a in actuator.applied
-            if a.container not in moving] == [
-        (a.container, a.fraction) for a in whole.actions
-        if isinstance(a, SetCpu) and a.node == node]
+    limits_as_one_snapshot(actuator.applied, decide(p, snap), node)
     (mine,) = [r for r in node_reports(p, snap) if r.node == node]
     found = samples(registry)
     at = (("node", node), ("policy", p.name))

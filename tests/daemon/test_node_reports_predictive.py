@@ -16,8 +16,7 @@ from prometheus_client import CollectorRegistry
 from policyd.daemon.app import run
 from policyd.daemon.backend import Parts
 from policyd.daemon.metrics import DaemonMetrics
-from policyd.daemon.roles import NodeScopedSource, node_agent_policies
-from policyd.daemon.scheduler import Daemon
+from policyd.daemon.roles import node_agent_policies
 from policyd.engine import decide
 from policyd.engine.predictive_reports import node_reports
 from policyd.model import Migrate, SetCpu, Snapshot
@@ -28,7 +27,14 @@ from policyd.sources.node_reports import NodeReportSource, ReportedSource
 from policyd.tick import FixedSource, observe
 from tests.daemon.fakes import FakeActuator
 from tests.daemon.test_kubernetes import k8s_settings
-from tests.daemon.test_node_reports import Answering, read_back_without, samples, vector
+from tests.daemon.test_node_reports import (
+    Answering,
+    agent_tick,
+    limits_as_one_snapshot,
+    read_back_without,
+    samples,
+    vector,
+)
 from tests.engine.test_predictive_reports import POLICY, moves, shipped
 
 
@@ -54,12 +60,7 @@ def waiting_node(snap: Snapshot) -> str:
 def test_a_node_agent_sets_its_nodes_limits_and_reports_its_waiting_jobs() -> None:
     snap, p = unlimited(mid_run()), shipped()
     node = waiting_node(snap)
-    registry, actuator = CollectorRegistry(), FakeActuator()
-    agent = Daemon([p], source=NodeScopedSource(FixedSource(snap), node), actuator=actuator,
-                   metrics=DaemonMetrics(registry), scope="node", node_reports=True)
-    (report,) = agent.run_once()
-    agent.shutdown()
-    assert report.result == "ok" and report.outcome is not None
+    registry, actuator = agent_tick(p, snap, node)
     # the agent's part: the limits of its node's jobs, no move (the manager's)
     assert not any(isinstance(a, Migrate) for a in actuator.applied)
     assert {a.container for a in actuator.applied} <= {c.id for c in snap.containers
@@ -71,9 +72,7 @@ def test_a_node_agent_sets_its_nodes_limits_and_reports_its_waiting_jobs() -> No
     whole = decide(p, snap)
     moving = {a.container for a in whole.actions if isinstance(a, Migrate)}
     assert moving and moving <= {a.container for a in applied}
-    assert [(a.container, a.fraction) for a in applied if a.container not in moving] == [
-        (a.container, a.fraction) for a in whole.actions
-        if isinstance(a, SetCpu) and a.node == node]
+    limits_as_one_snapshot(applied, whole, node)
     # its report: every waiting job's figures (forecast from its node's jobs alone, so equal
     # to the whole cluster's to the last bits of the fits' sums)
     (mine,) = [r for r in node_reports(p, snap) if r.node == node]

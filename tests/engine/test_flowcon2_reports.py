@@ -15,8 +15,6 @@ from policyd.engine.flowcon2_reports import UNJUDGED
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule
 from policyd.model import (
-    Admit,
-    Decision,
     Migrate,
     NodeReport,
     PendingJob,
@@ -29,6 +27,7 @@ from policyd.sim.run import run
 from policyd.sim.world import World
 from policyd.tick import Outcome, observe
 from tests.engine.split_world import SplitWorld, reported
+from tests.engine.test_deadline_reports import placements
 
 HETERO = "flowcon2-8w-60-hetero"
 
@@ -39,14 +38,6 @@ def shipped(name: str = HETERO, **update: Any) -> FlowCon2Policy:
     (p,) = scenarios.build(name).policies
     assert isinstance(p, FlowCon2Policy) and p.spec.migrate
     return p.model_copy(update={"spec": p.spec.model_copy(update=update)})
-
-
-def placements(decision: Decision) -> list[tuple[str, str, str]]:
-    """The decision's moves and admissions: (container, from or "held", to)."""
-    found = [(a.container, a.from_node, a.to_node) for a in decision.actions
-             if isinstance(a, Migrate)]
-    found += [(a.container, "held", a.node) for a in decision.actions if isinstance(a, Admit)]
-    return sorted(found)
 
 
 @cache
