@@ -215,12 +215,37 @@ def may_move(policy: FlowCon2Policy, model: Mapping[str, Sequence[ModelJob]],
         and action_blocked(containers[j.id], spec, now, disrupts=True) is None)
 
 
+def _gain_bound(job: ModelJob, target: str, leaving: tuple[float, float], *,
+                capacity: Mapping[str, float], speeds: NodeSpeeds) -> float:
+    """The most moving `job` to `target` could gain (`move_gain`), without draining the target:
+    what its own side gives (`_leaving`: its finish where it is, and what the jobs left there
+    save), less the least time its remaining steps take on `target` (all the cores it can use
+    there, from now on); the target's jobs lose nothing at best (in the drain model an arrival
+    only takes cores). A little above, so that rounding never puts a move's gain over it."""
+    own_before, freed = leaving
+    f = job.forecast
+    if f is None or not math.isfinite(own_before):
+        return math.inf  # priced as it comes (`move_gain` says None)
+    cores = min(max(f.cap_cores, 1.0), capacity[target])
+    fastest = f.remaining_steps * f.seconds_per_step_at(cores) * job.speed / speeds.of(target)
+    bound = freed + own_before - fastest
+    return bound + BOUND_SLACK * (1.0 + abs(freed) + own_before + fastest)
+
+
+BOUND_SLACK = 1e-9
+"""`_gain_bound`'s margin, relative to the seconds it adds up: far above a float sum's rounding."""
+
+
 def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
                movable: Collection[str], capacity: Mapping[str, float], speeds: NodeSpeeds,
                arrive: Arrival) -> list[Move]:
     """The `movable` jobs (`may_move`) moved while the best move's gain beats its cost
     (module docstring); `model` is updated in place with the moves. A move changes two
-    workers: the gains priced on neither are kept for the next round, not priced again."""
+    workers: the gains priced on neither are kept for the next round, not priced again. Each
+    round prices the candidate moves from the highest bound on their gain down (`_gain_bound`),
+    and stops where the bound falls under the best gain found or the threshold: a move left
+    unpriced could not have been chosen. Of equal gains the first in the order of the workers
+    and their jobs wins, as if every move had been priced."""
     spec = policy.spec
     threshold = spec.move_threshold_seconds
     budget = MigrationBudget.of(spec)
@@ -230,7 +255,7 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
     leaving: dict[str, tuple[float, float]] = {}  # by job: its side of a move (`_leaving`)
     priced: dict[tuple[str, str], Move | None] = {}  # by (job, target)
     while True:
-        best: tuple[Move, ModelJob] | None = None  # the move, and the job as it is now
+        candidates: list[tuple[float, int, str, ModelJob, str]] = []  # bound, order, move
         for source in sorted(model):
             for job in model[source]:
                 if job.id not in movable or any(m.job.id == job.id for m in moved):
@@ -238,19 +263,31 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
                 for target in sorted(model):
                     if target == source or budget.refusal(source, target) is not None:
                         continue
-                    if (job.id, target) not in priced:
+                    if (job.id, target) in priced:
+                        known = priced[(job.id, target)]
+                        bound = -math.inf if known is None else known.gain
+                    else:
                         if job.id not in leaving:
                             leaving[job.id] = _leaving(job, source, model=model,
                                                        capacity=capacity, speeds=speeds,
                                                        totals=totals)
-                        priced[(job.id, target)] = move_gain(
-                            job, source, target, model=model, capacity=capacity,
-                            speeds=speeds, arrive=arrive, totals=totals,
-                            leaving=leaving[job.id])
-                    move = priced[(job.id, target)]
-                    if move is not None and move.gain > threshold and (
-                            best is None or move.gain > best[0].gain):
-                        best = (move, job)
+                        bound = _gain_bound(job, target, leaving[job.id], capacity=capacity,
+                                            speeds=speeds)
+                    candidates.append((bound, len(candidates), source, job, target))
+        candidates.sort(key=lambda c: (-c[0], c[1]))
+        best: tuple[Move, ModelJob, int] | None = None  # the move, the job as it is, its order
+        for bound, order, source, job, target in candidates:
+            if bound <= threshold or (best is not None and bound < best[0].gain):
+                break  # no move from here on could gain more than the threshold or the best
+            if (job.id, target) not in priced:
+                priced[(job.id, target)] = move_gain(
+                    job, source, target, model=model, capacity=capacity, speeds=speeds,
+                    arrive=arrive, totals=totals, leaving=leaving[job.id])
+            move = priced[(job.id, target)]
+            if move is not None and move.gain > threshold and (
+                    best is None or move.gain > best[0].gain
+                    or (move.gain == best[0].gain and order < best[2])):
+                best = (move, job, order)
         if best is None:
             return moved
         chosen = replace(best[0], why=_movable_why(best[1], best[0], spec, speeds))
