@@ -113,15 +113,11 @@ _RESIDENT_HELP = {
     "started_at_seconds": f"{_RESIDENT}when it started (epoch seconds).",
 }
 
-_JOB_LISTS = (("waiting", WAITING_FIGURES, _WAITING_HELP),
-              ("at_risk", AT_RISK_FIGURES, _AT_RISK_HELP),
-              ("resident", RESIDENT_FIGURES, _RESIDENT_HELP))
-"""A report's lists of jobs (the series' name; its field, plural for `resident`), each job one
-series a figure."""
-
-
-_LIST_FIELDS = {"resident": "residents"}
-"""A list's series name -> its `NodeReport` field, where they differ."""
+_JOB_LISTS = (("waiting", "waiting", WAITING_FIGURES, _WAITING_HELP),
+              ("at_risk", "at_risk", AT_RISK_FIGURES, _AT_RISK_HELP),
+              ("resident", "residents", RESIDENT_FIGURES, _RESIDENT_HELP))
+"""A report's lists of jobs (the series' name, its `NodeReport` field, the figures and their
+help), each job one series a figure."""
 
 
 class NodeReportCollector(Collector):
@@ -173,7 +169,7 @@ class NodeReportCollector(Collector):
         listed = {(field, figure): GaugeMetricFamily(f"{METRIC_PREFIX}{field}_{figure}",
                                                      helps[figure],
                                                      labels=[*node, "container"])
-                  for field, figures, helps in _JOB_LISTS for figure in figures}
+                  for field, _, figures, helps in _JOB_LISTS for figure in figures}
         for r in reports:
             at = [r.policy, r.node]
             for figure, field in NODE_FIGURES.items():
@@ -193,8 +189,8 @@ class NodeReportCollector(Collector):
                 speed.add_metric(at, r.stated_speed)
             for s in r.stops:
                 stops.add_metric([*at, s.container, s.event], s.figure)
-            for field, figures, _ in _JOB_LISTS:
-                for j in getattr(r, _LIST_FIELDS.get(field, field)):
+            for field, attribute, figures, _ in _JOB_LISTS:
+                for j in getattr(r, attribute):
                     for figure in figures:
                         listed[(field, figure)].add_metric([*at, j.container],
                                                            float(getattr(j, figure)))

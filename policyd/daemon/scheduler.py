@@ -21,13 +21,12 @@ own; the others are left to the manager (logged at start and on every reload), b
 as peers for ownership. With `node_reports`, a node agent also runs the cluster-wide policies
 that can be decided from node reports (`Kind.reports_of`: SpeCon, Predictive with `migrate`,
 Deadline, FlowCon2, and any policy that is cluster-wide only because it may stop jobs), as
-reports: each
-tick takes its node's snapshot, makes the node's report (`policyd.engine.report`) and
-publishes it on /metrics (`policyd.daemon.node_report_metrics`) for the manager. Of such a
-policy the agent decides and applies only its node's part, when it has one
-(`Kind.agent_part`: Predictive's, Deadline's or FlowCon2's CPU limits, a FlowCon policy with
-`on_converged: stop` without its stops; SpeCon has none), from the same snapshot: the jobs it
-would stop are in the report, for the manager to stop.
+reports: each tick takes its node's snapshot, makes the node's report
+(`policyd.engine.report`) and publishes it on /metrics (`policyd.daemon.node_report_metrics`)
+for the manager. Of such a policy the agent decides and applies only its node's part, when it
+has one (`Kind.agent_part`: Predictive's, Deadline's or FlowCon2's CPU limits, a FlowCon
+policy with `on_converged: stop` without its stops; SpeCon has none), from the same snapshot:
+the jobs it would stop are in the report, for the manager to stop.
 
 Pending moves: before each tick's snapshot, `settle` (the backend's, e.g. the Docker
 actuator's `settle_pending`) finishes or rolls back what a crash or an engine outage left half

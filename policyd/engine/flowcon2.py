@@ -78,6 +78,7 @@ from policyd.engine.flowcon2_placement import (
     move_bound,
     move_reason,
     remaining_arrival,
+    total_seconds,
     typical,
 )
 from policyd.engine.flowcon2_reports import UNJUDGED, plan_from_reports, resident
@@ -305,8 +306,10 @@ def node_reports(policy: PolicyDocument, snapshot: Snapshot) -> tuple[NodeReport
     for node in snapshot.nodes:
         jobs = worked.model[node.name]
         speed = worked.speeds.of(node.name)
-        kept = {j.id for j in jobs if j.id in movable_ids and move_bound(
-            j, jobs, node.cpu_capacity, speed) > spec.move_threshold_seconds}
+        flagged = [j for j in jobs if j.id in movable_ids]
+        total = total_seconds(jobs, node.cpu_capacity, speed) if flagged else 0.0
+        kept = {j.id for j in flagged if move_bound(j, jobs, node.cpu_capacity, speed, total)
+                > spec.move_threshold_seconds}
         reports.append(NodeReport(
             policy=policy.name, node=node.name, time=now, cpu_capacity_cores=node.cpu_capacity,
             cpu_used_cores=node.cpu_usage, selected=len(jobs),

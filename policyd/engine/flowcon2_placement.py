@@ -99,10 +99,13 @@ class Move:
     why: str = ""  # what makes it movable, and where (the reason's first clause; chosen moves)
 
 
-def _own_finish(jobs: Sequence[ModelJob], job: ModelJob, capacity: float, speed: float) -> float:
-    """When `job` (one of `jobs`) ends as the worker drains."""
+def _own_and_rest(job: ModelJob, jobs: Sequence[ModelJob], capacity: float,
+                  speed: float) -> tuple[float, float]:
+    """When `job` (one of `jobs`, a worker's) ends as the worker drains, and the summed
+    finishes of the other jobs there without it (`total_seconds`)."""
     ends = finish_seconds([j.draining(capacity) for j in jobs], capacity, speed)
-    return ends[[j.id for j in jobs].index(job.id)]
+    own = ends[[j.id for j in jobs].index(job.id)]
+    return own, total_seconds([j for j in jobs if j.id != job.id], capacity, speed)
 
 
 def _leaving(job: ModelJob, source: str, *, model: Mapping[str, Sequence[ModelJob]],
@@ -110,26 +113,22 @@ def _leaving(job: ModelJob, source: str, *, model: Mapping[str, Sequence[ModelJo
              totals: Mapping[str, float]) -> tuple[float, float]:
     """A move's side on `source`, whatever its target: when `job` ends there as the worker
     drains, and the seconds the jobs left there save without it."""
-    here, s_speed = model[source], speeds.of(source)
-    rest = [j for j in here if j.id != job.id]
-    own_before = _own_finish(here, job, capacity[source], s_speed)
-    return own_before, totals[source] - own_before - total_seconds(rest, capacity[source],
-                                                                   s_speed)
+    own_before, rest = _own_and_rest(job, model[source], capacity[source], speeds.of(source))
+    return own_before, totals[source] - own_before - rest
 
 
 def move_gain(job: ModelJob, source: str, target: str, *,
               model: Mapping[str, Sequence[ModelJob]], capacity: Mapping[str, float],
               speeds: NodeSpeeds, arrive: Arrival, totals: Mapping[str, float],
-              leaving: tuple[float, float] | None = None) -> Move | None:
+              leaving: tuple[float, float]) -> Move | None:
     """The predicted gain of moving `job` from `source` to `target` (module docstring, 4),
     where it runs at the limit `arrive` gives it; None when the target's jobs cannot be judged
     or the job has no forecast. `totals` holds each worker's `total_seconds` as it is;
-    `leaving`, the move's side on `source` (`_leaving`) when worked out already."""
+    `leaving`, the move's side on `source` (`_leaving`), the same for every target."""
     there = model[target]
     if job.forecast is None or any(j.forecast is None for j in there):
         return None
-    own_before, freed = leaving if leaving is not None else _leaving(
-        job, source, model=model, capacity=capacity, speeds=speeds, totals=totals)
+    own_before, freed = leaving
     t_speed = speeds.of(target)
     weight, converged = arrive(job, target, model)
     arriving = replace(job, weight=weight, converged=converged,
@@ -147,16 +146,14 @@ def move_gain(job: ModelJob, source: str, target: str, *,
                 freed=freed, own=own, harm=harm)
 
 
-def move_bound(job: ModelJob, jobs: Sequence[ModelJob], capacity: float,
-               speed: float) -> float:
-    """The most a move of `job` (one of `jobs`, its worker's) could gain (`move_gain`): the
-    seconds the jobs left on its worker save, plus its own finish there, as if it ended at once
-    on its target harming no one there (in the drain model an arrival never speeds a job up:
-    it only takes cores). -inf when it would never end where it is: nothing to compare, no
-    move."""
-    total = total_seconds(jobs, capacity, speed)
-    own = _own_finish(jobs, job, capacity, speed)
-    rest = total_seconds([j for j in jobs if j.id != job.id], capacity, speed)
+def move_bound(job: ModelJob, jobs: Sequence[ModelJob], capacity: float, speed: float,
+               total: float) -> float:
+    """The most a move of `job` (one of `jobs`, its worker's, whose `total_seconds` is
+    `total`) could gain (`move_gain`): the seconds the jobs left on its worker save, plus its
+    own finish there, as if it ended at once on its target harming no one there (in the drain
+    model an arrival never speeds a job up: it only takes cores). -inf when it would never end
+    where it is: nothing to compare, no move."""
+    own, rest = _own_and_rest(job, jobs, capacity, speed)
     return total - rest if math.isfinite(own) else -math.inf
 
 
