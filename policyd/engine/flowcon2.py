@@ -71,15 +71,13 @@ from pydantic import Field
 from policyd.engine import flowcon, predictive
 from policyd.engine.flowcon2_placement import (
     ModelJob,
-    admit_held,
-    best_moves,
     growth_arrival,
     may_move,
     move_bound,
     move_reason,
+    placed,
     remaining_arrival,
     total_seconds,
-    typical,
 )
 from policyd.engine.flowcon2_reports import UNJUDGED, plan_from_reports, resident
 from policyd.engine.forecast_output import Forecast
@@ -93,7 +91,7 @@ from policyd.engine.kind import Intervals, Kind
 from policyd.engine.node_speed import NodeSpeeds, node_speeds, unjudged
 from policyd.engine.predictive_node import FLOOR, Plan, plans_of
 from policyd.engine.spec import MoveGain, PolicyDocument, of_kind
-from policyd.model import Action, Container, Decision, Migrate, NodeReport, SetCpu, Snapshot
+from policyd.model import Action, Container, Decision, NodeReport, SetCpu, Snapshot
 
 MOVABLE = "CL"
 """FlowCon's category of a converged job: the only ones FlowCon2 moves (`order: growth`)."""
@@ -246,22 +244,14 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
                                     for p in node}, capacity, as_predictive(policy).spec, now)
     else:
         arrive = growth_arrival(spec.beta)
-    if spec.admission == "forecast":
-        prior = typical(model)
-        model = {node: [replace(j, assumed=prior) for j in jobs] for node, jobs in model.items()}
-    moves = best_moves(policy, model, movable=may_move(policy, model,
-                                                       {c.id: c for c in worked.chosen},
-                                                       now=now),
-                       capacity=capacity, speeds=speeds, arrive=arrive) if spec.migrate else []
-    admits, queue = admit_held(policy, snapshot.pending, model, capacity, speeds)
-    moving = {m.job.id: m for m in moves}
+    movable = may_move(policy, model, {c.id: c for c in worked.chosen}, now=now) \
+        if spec.migrate else frozenset()
+    place = placed(policy, model, snapshot.pending, movable=movable, capacity=capacity,
+                   speeds=speeds, arrive=arrive)
+    moving = place.moving
     actions: list[Action] = [a for a in limits_decision.actions
                              if not (isinstance(a, SetCpu) and a.container in moving)]
-    for m in moves:
-        actions.append(Migrate(policy=policy.name, container=m.job.id, from_node=m.source,
-                               to_node=m.target, reason=move_reason(m, spec, speeds),
-                               grace_seconds=spec.migration_grace_seconds))
-    actions += admits
+    actions += place.actions
     assessments = []
     for a in limits_decision.assessments:
         f = found.by_id.get(a.container)
@@ -276,7 +266,7 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
     notes = [*limits_decision.notes, *speeds.notes.values()]
     return Decision(policy=policy.name, kind="FlowCon2", time=now, actions=tuple(actions),
                     assessments=tuple(assessments), next_interval=spec.interval_seconds,
-                    dry_run=spec.dry_run, notes=tuple(notes), queue=tuple(queue))
+                    dry_run=spec.dry_run, notes=tuple(notes), queue=tuple(place.queue))
 
 
 def node_part(policy: FlowCon2Policy) -> PolicyDocument:

@@ -23,7 +23,7 @@ from policyd.engine.node_speed import NodeSpeeds
 from policyd.engine.predictive_node import FLOOR, Job, node_plans
 from policyd.engine.roomiest import Roomiest
 from policyd.engine.waterfill import fill
-from policyd.model import Admit, Container, PendingJob, QueuedJob
+from policyd.model import Action, Admit, Container, Migrate, PendingJob, QueuedJob
 
 if TYPE_CHECKING:  # the kind's module imports this one
     from policyd.engine.flowcon2 import FlowCon2Policy, FlowCon2Spec
@@ -319,6 +319,53 @@ def move_reason(m: Move, spec: FlowCon2Spec, speeds: NodeSpeeds) -> str:
             f"{m.source} sooner by {m.freed:.0f} s, itself {m.own:+.0f} s, jobs on "
             f"{m.target} later by {m.harm:.0f} s; > migration cost "
             f"{spec.migration_cost_seconds:g} s x (1 + {spec.migration_margin:g})")
+
+
+# --- both steps ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placed:
+    """What FlowCon2 places on one model (`placed`): the moves with their `Migrate` actions,
+    the admissions, and the held jobs left waiting."""
+
+    moves: list[Move]
+    migrations: list[Migrate]
+    admits: list[Admit]
+    queue: list[QueuedJob]
+
+    @property
+    def actions(self) -> list[Action]:
+        """The migrations, then the admissions."""
+        return [*self.migrations, *self.admits]
+
+    @property
+    def moving(self) -> dict[str, Move]:
+        """The moves by the moved job's id."""
+        return {m.job.id: m for m in self.moves}
+
+
+def placed(policy: FlowCon2Policy, model: dict[str, list[ModelJob]],
+           pending: Sequence[PendingJob], *, movable: Collection[str],
+           capacity: Mapping[str, float], speeds: NodeSpeeds, arrive: Arrival) -> Placed:
+    """FlowCon2's steps 3-4 on `model` (module docstring), however it was built (one
+    snapshot, or the node reports): under `admission: forecast` every job without a forecast
+    taken to be the typical job (`typical`); the `movable` jobs moved while a move pays
+    (`best_moves`, with `policy.spec.migrate`); then the held jobs of `pending` admitted
+    (`admit_held`). `model` is updated in place as it goes."""
+    spec = policy.spec
+    if spec.admission == "forecast":
+        prior = typical(model)
+        for node, jobs in model.items():
+            model[node] = [replace(j, assumed=prior) for j in jobs]
+    moves = best_moves(policy, model, movable=movable, capacity=capacity, speeds=speeds,
+                       arrive=arrive) if spec.migrate and movable else []
+    admits, queue = admit_held(policy, pending, model, capacity, speeds)
+    migrations = [
+        Migrate(policy=policy.name, container=m.job.id, from_node=m.source, to_node=m.target,
+                reason=move_reason(m, spec, speeds), grace_seconds=spec.migration_grace_seconds)
+        for m in moves]
+    return Placed(moves=moves, migrations=migrations, admits=admits, queue=queue)
 
 
 # --- admission ----------------------------------------------------------------------------

@@ -62,27 +62,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from policyd.engine.flowcon2_placement import (
     ModelJob,
-    admit_held,
-    best_moves,
     growth_arrival,
     move_reason,
+    placed,
     remaining_arrival,
-    typical,
 )
 from policyd.engine.forecast_output import Forecast
 from policyd.engine.node_speed import unjudged
 from policyd.engine.predictive_node import Job
 from policyd.model import (
-    Action,
     Assessment,
     Container,
     Decision,
-    Migrate,
     ResidentJob,
     Series,
     Snapshot,
@@ -192,19 +187,10 @@ def plan_from_reports(policy: FlowCon2Policy, snapshot: Snapshot, *,
                                    capacity, ranked, now)
     else:
         arrive = growth_arrival(spec.beta)
-    if spec.admission == "forecast":
-        prior = typical(model)
-        model = {node: [replace(j, assumed=prior) for j in jobs] for node, jobs in model.items()}
     movable = [(r.node, j.container) for r in reports for j in r.residents if j.movable]
-    moves = best_moves(policy, model, movable={c for _, c in movable}, capacity=capacity,
-                       speeds=speeds, arrive=arrive) if spec.migrate and movable else []
-    admits, queue = admit_held(policy, snapshot.pending, model, capacity, speeds)
-    moving = {m.job.id: m for m in moves}
-    actions: list[Action] = [
-        Migrate(policy=policy.name, container=m.job.id, from_node=m.source, to_node=m.target,
-                reason=move_reason(m, spec, speeds), grace_seconds=spec.migration_grace_seconds)
-        for m in moves]
-    actions += admits
+    place = placed(policy, model, snapshot.pending, movable={c for _, c in movable},
+                   capacity=capacity, speeds=speeds, arrive=arrive)
+    moving = place.moving
     assessments = []
     for node, container in movable:
         note = (f"moves: {move_reason(moving[container], spec, speeds)}" if container in moving
@@ -215,12 +201,12 @@ def plan_from_reports(policy: FlowCon2Policy, snapshot: Snapshot, *,
                                       note=note))
     notes = [f"from {len(reports)} node reports",
              f"{sum(len(r.residents) for r in reports)} jobs reported, {len(movable)} movable; "
-             f"{len(moves)} moved"]
+             f"{len(place.moves)} moved"]
     if snapshot.pending:
-        notes.append(f"admission: {len(admits)} admitted, {len(queue)} waiting")
+        notes.append(f"admission: {len(place.admits)} admitted, {len(place.queue)} waiting")
     notes += speeds.notes.values()
-    return Decision(policy=policy.name, kind="FlowCon2", time=now, actions=tuple(actions),
+    return Decision(policy=policy.name, kind="FlowCon2", time=now, actions=tuple(place.actions),
                     assessments=tuple(sorted(assessments, key=lambda a: (a.node, a.container))),
                     next_interval=spec.interval_seconds, dry_run=spec.dry_run,
-                    notes=tuple(notes), queue=tuple(queue))
+                    notes=tuple(notes), queue=tuple(place.queue))
 
