@@ -44,8 +44,8 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, runtime_checkable
 
 from policyd import fastjson
 from policyd.clients.http_access import HttpAccess
@@ -89,23 +89,43 @@ STALE_INTERVALS = 2.0
 SCRAPED_LABEL = "scraped"
 """The label of the query's series of each report's scrape time (`reports_query`)."""
 
+
+@dataclass(frozen=True, kw_only=True)
+class _JobList:
+    """One of a report's lists of jobs: its `NodeReport` field, its series' names (`prefix`
+    and a figure), how a job is made from its figures and ordered, and whether a job that
+    cannot be made leaves the node's report out (`whole`) or only itself."""
+
+    field: str
+    prefix: str
+    figures: tuple[str, ...]
+    make: Callable[..., WaitingJob | AtRiskJob | ResidentJob]
+    order: Callable[[Any], tuple[Any, ...]]
+    what: str
+    whole: bool = False
+
+
+_JOB_LISTS = (
+    # in the order the agent plans them: the work ahead of each, ties by id
+    _JobList(field="waiting", prefix="waiting_", figures=WAITING_FIGURES, make=WaitingJob,
+             order=lambda j: (j.ahead_seconds, j.container), what="waiting"),
+    _JobList(field="at_risk", prefix="at_risk_", figures=AT_RISK_FIGURES, make=AtRiskJob,
+             order=lambda j: (j.deadline_seconds, j.container), what="at-risk"),
+    # the manager's model of a worker short of a job would be wrong: all or none
+    _JobList(field="residents", prefix="resident_", figures=RESIDENT_FIGURES, make=ResidentJob,
+             order=lambda j: (j.container,), what="resident", whole=True))
+_JOB_FIGURES = {f"{jobs.prefix}{figure}": (jobs, figure)
+                for jobs in _JOB_LISTS for figure in jobs.figures}
+"""A job's series' field -> its list and its field in the list's job."""
 _FIELDS = {f"{METRIC_PREFIX}{figure}": field for figure, field in (
     *NODE_FIGURES.items(), (SPARE_FIGURE, SPARE_FIGURE), (TOP_FIGURE, TOP_FIGURE),
     (SPEED_FIGURE, SPEED_FIGURE),
     ("jobs", "jobs"), ("request_gain", "request_gain"),
     ("candidate_converged_seconds", "candidate_converged_seconds"), (STOP_FIGURE, STOP_FIGURE),
-    *((f"waiting_{figure}", f"waiting_{figure}") for figure in WAITING_FIGURES),
-    *((f"at_risk_{figure}", f"at_risk_{figure}") for figure in AT_RISK_FIGURES),
-    *((f"resident_{figure}", f"resident_{figure}") for figure in RESIDENT_FIGURES))}
+    *((name, name) for name in _JOB_FIGURES))}
 """A series' metric name -> the report's field (or the list it goes to)."""
 _EVENTS: dict[str, DeliveryEvent] = {"target": "target", "converged": "converged"}
 """A stop request's `event` label -> its event."""
-_WAITING = {f"waiting_{figure}": figure for figure in WAITING_FIGURES}
-"""A waiting job's series' field -> its `WaitingJob` field."""
-_AT_RISK = {f"at_risk_{figure}": figure for figure in AT_RISK_FIGURES}
-"""An at-risk job's series' field -> its `AtRiskJob` field."""
-_RESIDENT = {f"resident_{figure}": figure for figure in RESIDENT_FIGURES}
-"""A resident job's series' field -> its `ResidentJob` field."""
 
 
 def reports_query(policies: Sequence[str]) -> str:
@@ -128,12 +148,9 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
     requests: defaultdict[tuple[str, str, str], list[ReallocationRequest]] = defaultdict(list)
     candidates: defaultdict[tuple[str, str, str], list[RebalanceCandidate]] = defaultdict(list)
     stops: defaultdict[tuple[str, str, str], list[StopRequest]] = defaultdict(list)
-    waiting: defaultdict[tuple[str, str, str], defaultdict[str, dict[str, float]]] = \
-        defaultdict(lambda: defaultdict(dict))
-    at_risk: defaultdict[tuple[str, str, str], defaultdict[str, dict[str, float]]] = \
-        defaultdict(lambda: defaultdict(dict))
-    residents: defaultdict[tuple[str, str, str], defaultdict[str, dict[str, float]]] = \
-        defaultdict(lambda: defaultdict(dict))
+    # by report, list and job: the job's figures
+    jobs: defaultdict[tuple[str, str, str], dict[str, defaultdict[str, dict[str, float]]]] = \
+        defaultdict(lambda: {j.field: defaultdict(dict) for j in _JOB_LISTS})
     isfinite = math.isfinite
     for series in result:  # ~8 a worker: kept to dictionary lookups
         labels = series.get("metric") or {}
@@ -163,35 +180,18 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
             if labels.get("container") and event is not None:
                 stops[key].append(StopRequest(container=labels["container"], event=event,
                                               figure=value))
-        elif field in _WAITING:
+        elif field in _JOB_FIGURES:
             if labels.get("container"):
-                waiting[key][labels["container"]][_WAITING[field]] = value
-        elif field in _AT_RISK:
-            if labels.get("container"):
-                at_risk[key][labels["container"]][_AT_RISK[field]] = value
-        elif field in _RESIDENT:
-            if labels.get("container"):
-                residents[key][labels["container"]][_RESIDENT[field]] = value
+                listed, figure = _JOB_FIGURES[field]
+                jobs[key][listed.field][labels["container"]][figure] = value
         else:
             figures[key][field] = value
     newest: dict[tuple[str, str], NodeReport] = {}
     warnings: list[str] = []
     for key, found in sorted(figures.items()):
         policy, node, instance = key
-        jobs, left_out = _jobs_of(waiting[key], WaitingJob)
-        if left_out:
-            warnings.append(f"node report of {node} for {policy}: waiting job(s) "
-                            f"{', '.join(left_out)} left out: a figure missing or out of range")
-        risky, left_out = _jobs_of(at_risk[key], AtRiskJob)
-        if left_out:
-            warnings.append(f"node report of {node} for {policy}: at-risk job(s) "
-                            f"{', '.join(left_out)} left out: a figure missing or out of range")
-        resident, left_out = _jobs_of(residents[key], ResidentJob)
-        if left_out:
-            # the manager's model of that worker would be short of a job: leave the node out
-            warnings.append(f"node report of {node} for {policy} ({instance or 'no instance'}) "
-                            f"left out: resident job(s) {', '.join(left_out)} incomplete "
-                            "(a figure missing or out of range)")
+        lists = _job_lists(jobs[key], key, warnings)
+        if lists is None:
             continue
         try:
             report = NodeReport(
@@ -203,14 +203,9 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
                 unreallocated=int(found.get("unreallocated", 0)),
                 requests=tuple(sorted(requests[key], key=lambda q: q.container)),
                 candidates=tuple(sorted(candidates[key], key=lambda c: c.container)),
-                spare_cores=found.get(SPARE_FIGURE, 0.0),
-                # in the order the agent plans them: the work ahead of each, ties by id
-                waiting=tuple(sorted(jobs, key=lambda w: (w.ahead_seconds, w.container))),
-                top_cores=found.get(TOP_FIGURE, 0.0),
-                at_risk=tuple(sorted(risky, key=lambda j: (j.deadline_seconds, j.container))),
+                spare_cores=found.get(SPARE_FIGURE, 0.0), top_cores=found.get(TOP_FIGURE, 0.0),
                 stated_speed=found.get(SPEED_FIGURE, 0.0),
-                residents=tuple(sorted(resident, key=lambda j: j.container)),
-                stops=tuple(sorted(stops[key], key=lambda q: q.container)))
+                stops=tuple(sorted(stops[key], key=lambda q: q.container)), **lists)
         except (KeyError, ValueError) as exc:
             warnings.append(f"node report of {node} for {policy} ({instance or 'no instance'}) "
                             f"left out: incomplete or inconsistent ({exc})")
@@ -229,20 +224,33 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
     return sorted(newest.values(), key=lambda r: (r.policy, r.node)), warnings
 
 
-_J = TypeVar("_J", WaitingJob, AtRiskJob, ResidentJob)
-
-
-def _jobs_of(found: Mapping[str, Mapping[str, float]], make: Callable[..., _J]
-             ) -> tuple[tuple[_J, ...], list[str]]:
-    """One report's waiting (at-risk, resident) jobs from their figures, and the ids of those
-    that could not be made whole."""
-    jobs, left_out = [], []
-    for container, figures in found.items():
-        try:
-            jobs.append(make(container=container, **figures))
-        except (TypeError, ValueError):  # a figure missing, or out of range
-            left_out.append(container)
-    return tuple(jobs), sorted(left_out)
+def _job_lists(found: Mapping[str, Mapping[str, Mapping[str, float]]],
+               key: tuple[str, str, str], warnings: list[str]
+               ) -> dict[str, tuple[Any, ...]] | None:
+    """One report's lists of jobs (`_JOB_LISTS`) from their figures (`found`: by list and
+    job), by `NodeReport` field, each in its order; None when a job of a list that must be
+    whole cannot be made. `key`: the report's policy, node and instance, for the warnings
+    about jobs that could not be made whole (a figure missing, or out of range)."""
+    policy, node, instance = key
+    lists: dict[str, tuple[Any, ...]] = {}
+    for listed in _JOB_LISTS:
+        made, left_out = [], []
+        for container, figures in found[listed.field].items():
+            try:
+                made.append(listed.make(container=container, **figures))
+            except (TypeError, ValueError):
+                left_out.append(container)
+        ids = ", ".join(sorted(left_out))
+        if left_out and listed.whole:
+            warnings.append(f"node report of {node} for {policy} ({instance or 'no instance'}) "
+                            f"left out: {listed.what} job(s) {ids} incomplete (a figure "
+                            "missing or out of range)")
+            return None
+        if left_out:
+            warnings.append(f"node report of {node} for {policy}: {listed.what} job(s) {ids} "
+                            "left out: a figure missing or out of range")
+        lists[listed.field] = tuple(sorted(made, key=listed.order))
+    return lists
 
 
 class NodeReportSource:
