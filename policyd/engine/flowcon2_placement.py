@@ -24,6 +24,7 @@ from policyd.engine.predictive_node import FLOOR, Job, node_plans
 from policyd.engine.roomiest import Roomiest
 from policyd.engine.waterfill import fill
 from policyd.model import Action, Admit, Container, Migrate, PendingJob, QueuedJob
+from policyd.model.forecast import seconds_per_step
 
 if TYPE_CHECKING:  # the kind's module imports this one
     from policyd.engine.flowcon2 import FlowCon2Policy, FlowCon2Spec
@@ -53,11 +54,11 @@ class ModelJob:
                            limit_cores=self.weight * capacity if self.hard else math.inf)
 
 
-def cores_of(jobs: Sequence[ModelJob], capacity: float) -> list[float]:
-    """The cores each job gets on a worker of `capacity` cores: split by weight, none above
-    its cap (water-filling)."""
+def equal_share_cores(jobs: Sequence[ModelJob], capacity: float) -> list[float]:
+    """The cores each job gets on a worker of `capacity` cores at equal shares, whatever its
+    limit: split evenly, none above its cap (water-filling)."""
     cores = [0.0] * len(jobs)
-    fill(cores, [j.cap for j in jobs], range(len(jobs)), capacity, [j.weight for j in jobs])
+    fill(cores, [j.cap for j in jobs], range(len(jobs)), capacity, [1.0] * len(jobs))
     return cores
 
 
@@ -71,13 +72,22 @@ def typical(model: Mapping[str, Sequence[ModelJob]]) -> Forecast | None:
             f = j.forecast
             if f is None:
                 continue
-            fresh = replace(f, steps_done=0.0, remaining_steps=f.steps_done + f.remaining_steps,
-                            serial_seconds=f.serial_seconds * j.speed,
-                            parallel_seconds=f.parallel_seconds * j.speed)
-            runs.append((fresh.remaining_seconds_at(1.0), j.id, fresh))
+            # the whole run on one average core: `fresh(f, speed).remaining_seconds_at(1.0)`
+            one_core = (f.steps_done + f.remaining_steps) * seconds_per_step(
+                1.0, cap_cores=f.cap_cores, serial_seconds=f.serial_seconds * j.speed,
+                parallel_seconds=f.parallel_seconds * j.speed)
+            runs.append((one_core, j.id, f, j.speed))
     if not runs:
         return None
-    return sorted(runs, key=lambda r: (r[0], r[1]))[len(runs) // 2][2]
+    _, _, f, speed = sorted(runs, key=lambda r: (r[0], r[1]))[len(runs) // 2]
+    return _fresh(f, speed)
+
+
+def _fresh(f: Forecast, speed: float) -> Forecast:
+    """`f` (measured on a worker of `speed`) from the job's first step, on an average core."""
+    return replace(f, steps_done=0.0, remaining_steps=f.steps_done + f.remaining_steps,
+                   serial_seconds=f.serial_seconds * speed,
+                   parallel_seconds=f.parallel_seconds * speed)
 
 
 def total_seconds(jobs: Sequence[ModelJob], capacity: float, speed: float) -> float:
@@ -354,13 +364,13 @@ def placed(policy: FlowCon2Policy, model: dict[str, list[ModelJob]],
     (`best_moves`, with `policy.spec.migrate`); then the held jobs of `pending` admitted
     (`admit_held`). `model` is updated in place as it goes."""
     spec = policy.spec
-    if spec.admission == "forecast":
-        prior = typical(model)
+    prior = typical(model) if spec.admission == "forecast" else None
+    if prior is not None:
         for node, jobs in model.items():
             model[node] = [replace(j, assumed=prior) for j in jobs]
     moves = best_moves(policy, model, movable=movable, capacity=capacity, speeds=speeds,
                        arrive=arrive) if spec.migrate and movable else []
-    admits, queue = admit_held(policy, pending, model, capacity, speeds)
+    admits, queue = admit_held(policy, pending, model, capacity, speeds, prior=prior)
     migrations = [
         Migrate(policy=policy.name, container=m.job.id, from_node=m.source, to_node=m.target,
                 reason=move_reason(m, spec, speeds), grace_seconds=spec.migration_grace_seconds)
@@ -373,15 +383,16 @@ def placed(policy: FlowCon2Policy, model: dict[str, list[ModelJob]],
 
 def admit_held(policy: FlowCon2Policy, pending: Sequence[PendingJob],
                model: dict[str, list[ModelJob]], capacity: Mapping[str, float],
-               speeds: NodeSpeeds) -> tuple[list[Admit], list[QueuedJob]]:
+               speeds: NodeSpeeds, *, prior: Forecast | None
+               ) -> tuple[list[Admit], list[QueuedJob]]:
     """Held jobs, oldest first, each on the worker where it grows fastest (module
-    docstring, 3)."""
+    docstring, 3); under `admission: forecast` each taken to be the typical job (`prior`,
+    None when no job has a forecast, or under `admission: growth`)."""
     spec = policy.spec
     hard = spec.mode == "quota"
     admits: list[Admit] = []
     waiting: list[QueuedJob] = []
-    prior = typical(model)
-    forecast = prior is not None and spec.admission == "forecast"
+    forecast = prior is not None
     totals = ({node: total_seconds(jobs, capacity[node], speeds.of(node))
                for node, jobs in model.items()} if spec.admission == "forecast" else {})
     offer: dict[str, float] = {}
@@ -395,8 +406,7 @@ def admit_held(policy: FlowCon2Policy, pending: Sequence[PendingJob],
         # At equal shares: a converged job's floor is soft (shares), it takes its cores
         # back as the worker empties and gets a full limit once only converged jobs are
         # left, so admission does not count on the cores the floor lends.
-        cores = cores_of([replace(j, weight=1.0) for j in [*model[node], newcomer]],
-                         capacity[node])[-1]
+        cores = equal_share_cores([*model[node], newcomer], capacity[node])[-1]
         offer[node] = speeds.effective_cores(node, cores)
         if forecast:
             added[node] = (total_seconds([*model[node], newcomer], capacity[node],
