@@ -239,12 +239,13 @@ def _gain_bound(head: float, work_seconds: float, speed: float) -> float:
     """The most moving a job could gain (`move_gain`) on a worker of `speed`, without draining
     it: its own side (`_bound_head`) less the least time its remaining steps take there (all
     the cores it can use there from now on, `_work_seconds`); the target's jobs lose nothing at
-    best (in the drain model an arrival only takes cores). A little above, so that rounding never
-    puts a move's gain over it: head - fastest x (1 - slack) is the margin of slack on every
-    second added. Non-decreasing in `speed` in floating point, not only in value (one rounded
-    division, one product by a positive constant, one subtraction, each monotone), so that the
-    workers walked fastest first give bounds that never rise (`best_moves`). +inf (price every
-    target) for a work that is not a number >= 0, which no forecast gives."""
+    best (in the drain model an arrival takes cores; but see `best_moves`' known gap, where it
+    ends free competition). A little above, so that rounding never puts a move's gain over it:
+    head - fastest x (1 - slack) is the margin of slack on every second added. Non-decreasing in
+    `speed` in floating point, not only in value (one rounded division, one product by a
+    positive constant, one subtraction, each monotone), so that the workers walked fastest first
+    give bounds that never rise (`best_moves`). +inf (price every target) for a work that is not
+    a number >= 0, which no forecast gives."""
     if not work_seconds >= 0.0:
         return math.inf
     return head - work_seconds / speed * (1.0 - BOUND_SLACK)
