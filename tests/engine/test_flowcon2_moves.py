@@ -1,0 +1,204 @@
+"""FlowCon2's move search (`flowcon2_placement.best_moves`) against the plain one it stands for:
+every (job, target) priced (`move_gain`), the greatest gain over the threshold moved, ties to the
+first in the order of the workers, their jobs and the targets, again until none is left. The
+search prices only the moves whose bound could beat the best found and walks the workers fastest
+first, so the models here are small, random and full of what could trip it: several capacities,
+equal speeds, identical workers and jobs (equal gains), budgets of 1-2 moves a worker, jobs that
+never end where they are, workers holding a job without a forecast. And the model where the
+bound falls short: an arrival that speeds up a job where it arrives."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from policyd.engine.flowcon2 import FlowCon2Policy, as_predictive
+from policyd.engine.flowcon2_placement import (
+    Arrival,
+    ModelJob,
+    Move,
+    _leaving,
+    _movable_why,
+    best_moves,
+    growth_arrival,
+    move_gain,
+    remaining_arrival,
+    total_seconds,
+)
+from policyd.engine.forecast_output import Forecast
+from policyd.engine.guards import MigrationBudget
+from policyd.engine.node_speed import NodeSpeeds
+from policyd.engine.predictive_node import Job
+from policyd.engine.spec import API_VERSION
+from policyd.model import Container, Series
+
+NOW = 1_700_000_000.0
+MODELS = 150  # per arrival
+
+
+def policy(rng: random.Random) -> FlowCon2Policy:
+    """Small budgets (1-2 moves a worker) and a low cost, so that rounds move and run out."""
+    return FlowCon2Policy.model_validate({
+        "apiVersion": API_VERSION, "kind": "FlowCon2", "metadata": {"name": "fc2"},
+        "spec": {"migration_cost_seconds": rng.choice([0.0, 5.0, 30.0]),
+                 "safety": {"max_migrations_per_cycle": rng.randint(1, 6),
+                            "max_migrations_per_node": rng.randint(1, 2)}}})
+
+
+def forecast(steps: float, serial: float, parallel: float, cap: float) -> Forecast:
+    """A forecast whose drain and bound read `steps` left at serial + parallel / cores a step."""
+    per_step = serial + parallel
+    return Forecast(steps_done=100.0, total_steps=None, remaining_steps=steps,
+                    remaining_seconds=steps * per_step, finish_at=NOW + steps * per_step,
+                    low_seconds=0.0, high_seconds=0.0, target_loss=None,
+                    target_eta_seconds=None, basis="total steps", steps_per_second=1 / per_step,
+                    parallel_fraction=parallel / per_step, serial_seconds=serial,
+                    parallel_seconds=parallel, cap_cores=cap)
+
+
+def random_job(rng: random.Random, jid: str, speed: float) -> ModelJob:
+    """A job: mostly forecast, some without (its worker cannot be judged), some that would
+    never end (no finite own finish: never moved)."""
+    kind = rng.random()
+    f = (None if kind < 0.1 else
+         forecast(math.inf if kind < 0.18 else float(rng.choice([50, 200, 800, 3000])),
+                  rng.choice([0.01, 0.05]), rng.choice([0.2, 0.5, 1.0]),
+                  float(rng.choice([0.5, 1, 2, 4, 8]))))
+    return ModelJob(id=jid, weight=rng.choice([0.1, 0.25, 0.5, 1.0]),
+                    cap=float(rng.choice([1, 2, 4])), converged=rng.random() < 0.7, forecast=f,
+                    speed=speed)
+
+
+def random_model(rng: random.Random) -> tuple[dict[str, list[ModelJob]], dict[str, float],
+                                              NodeSpeeds, set[str]]:
+    """Workers of a few capacities and speeds (ties), some copies of another (equal gains),
+    one weight for the converged jobs of each (else an arrival may speed them up, which the
+    bound does not count: the xfail below), and the movable jobs: most converged forecast
+    ones."""
+    model: dict[str, list[ModelJob]] = {}
+    capacity: dict[str, float] = {}
+    speed: dict[str, float] = {}
+    for n in range(rng.randint(2, 7)):
+        node = f"w{n}"
+        if model and rng.random() < 0.3:  # a copy of another worker: same jobs, new ids
+            like = rng.choice(sorted(model))
+            capacity[node], speed[node] = capacity[like], speed[like]
+            model[node] = [replace(j, id=f"{j.id}-{node}") for j in model[like]]
+            continue
+        capacity[node] = float(rng.choice([2, 4, 4, 8, 3.5]))
+        speed[node] = rng.choice([0.5, 1.0, 1.0, 1.5, 2.0])
+        first = random_job(rng, f"j{n}-0", speed[node])
+        jobs = [first]
+        for i in range(1, rng.randint(1, 5)):  # some jobs the same as the first: equal gains
+            jobs.append(replace(first, id=f"j{n}-{i}") if rng.random() < 0.3
+                        else random_job(rng, f"j{n}-{i}", speed[node]))
+        weight = rng.choice([0.1, 0.25, 1.0])  # one for its converged jobs (the xfail below)
+        jobs = [replace(j, weight=weight) if j.converged else j for j in jobs]
+        model[node] = jobs if rng.random() < 0.9 else []
+    movable = {j.id for jobs in model.values() for j in jobs
+               if j.forecast is not None and j.converged and rng.random() < 0.8}
+    return model, capacity, NodeSpeeds(by_node=speed, notes={}), movable
+
+
+def remaining(model: Mapping[str, Sequence[ModelJob]], capacity: Mapping[str, float],
+              fc2: FlowCon2Policy) -> Arrival:
+    """`order: remaining`'s arrival over the model's jobs as Predictive's plan sees them."""
+    jobs = {}
+    for node, there in model.items():
+        for j in there:
+            container = Container(id=j.id, name=j.id, node=node, started_at=NOW - 600.0,
+                                  evaluation=Series.empty(), cpu_usage=Series.empty(),
+                                  cpu_allocation=j.weight)
+            best = min(max(j.forecast.cap_cores, 1.0), capacity[node]) if j.forecast else 1.0
+            key = j.forecast.remaining_seconds_at(best) if j.forecast else math.inf
+            jobs[j.id] = Job(container=container, forecast=j.forecast, reported=None,
+                             note="" if j.forecast else "none", key=key, best_cores=best)
+    return remaining_arrival(jobs, capacity, as_predictive(fc2).spec, NOW)
+
+
+def every_move(fc2: FlowCon2Policy, model: dict[str, list[ModelJob]], *, movable: set[str],
+               capacity: Mapping[str, float], speeds: NodeSpeeds, arrive: Arrival
+               ) -> list[Move]:
+    """The plain search: every move priced every round, the first of the greatest gains."""
+    threshold = fc2.spec.move_threshold_seconds
+    budget = MigrationBudget.of(fc2.spec)
+    moved: list[Move] = []
+    while True:
+        totals = {n: total_seconds(js, capacity[n], speeds.of(n)) for n, js in model.items()}
+        best: tuple[Move, ModelJob] | None = None
+        for source in sorted(model):
+            for job in model[source]:
+                if job.id not in movable or job.id in {m.job.id for m in moved}:
+                    continue
+                leaving = _leaving(job, source, model=model, capacity=capacity,
+                                   speeds=speeds, totals=totals)
+                for target in sorted(model):
+                    if target == source or budget.refusal(source, target) is not None:
+                        continue
+                    move = move_gain(job, source, target, model=model, capacity=capacity,
+                                     speeds=speeds, arrive=arrive, totals=totals,
+                                     leaving=leaving)
+                    if (move is not None and move.gain > threshold
+                            and (best is None or move.gain > best[0].gain)):
+                        best = (move, job)
+        if best is None:
+            return moved
+        move, job = best
+        moved.append(replace(move, why=_movable_why(job, move, fc2.spec, speeds)))
+        budget.spend(move.source, move.target)
+        model[move.source] = [j for j in model[move.source] if j.id != move.job.id]
+        model[move.target] = [*model[move.target], move.job]
+
+
+@pytest.mark.parametrize("order", ["growth", "remaining"])
+def test_the_search_moves_what_pricing_every_move_moves(order: str) -> None:
+    rng = random.Random(f"flowcon2-moves-{order}")
+    chosen = 0
+    for _ in range(MODELS):
+        fc2 = policy(rng)
+        model, capacity, speeds, movable = random_model(rng)
+        arrive = (growth_arrival(fc2.spec.beta) if order == "growth"
+                  else remaining(model, capacity, fc2))
+        args: dict[str, Any] = {"movable": movable, "capacity": capacity, "speeds": speeds,
+                                "arrive": arrive}
+        expected_model = {n: list(js) for n, js in model.items()}
+        expected = every_move(fc2, expected_model, **args)
+        assert best_moves(fc2, model, **args) == expected
+        assert model == expected_model
+        chosen += len(expected)
+    assert chosen > MODELS  # the models do move, several a cycle
+
+
+@pytest.mark.xfail(strict=True, reason="the bound counts no job on the target ending sooner "
+                   "(best_moves' docstring, known gap): the search misses this move")
+def test_a_move_that_ends_free_competition_where_it_arrives_is_still_found() -> None:
+    """Where only converged jobs run they compete freely; a job arriving unconverged ends that,
+    their limits apply again, and the one limited above the others ends sooner than it would
+    have: the move gains more than a bound that counts no one there gaining. Bounding such
+    workers by what their jobs would save alone finds it, but under `order: growth` most
+    workers are such (FlowCon limits converged jobs by their share of growth), and the search
+    then took 6.5 s at 100 workers where listing every pair took 1.1 s (benchmarks/README.md)."""
+    endless = forecast(math.inf, 0.01, 1.0, 4.0)
+    def worker(node: str) -> list[ModelJob]:
+        return [ModelJob(id=f"{node}-heavy", weight=1.0, cap=4.0, converged=True,
+                         forecast=forecast(50.0, 0.05, 1.0, 8.0), speed=1.0),
+                *(ModelJob(id=f"{node}-{i}", weight=0.1, cap=2.0, converged=True,
+                           forecast=endless, speed=1.0) for i in range(4))]
+    fc2 = FlowCon2Policy.model_validate({
+        "apiVersion": API_VERSION, "kind": "FlowCon2", "metadata": {"name": "fc2"},
+        "spec": {"migration_cost_seconds": 30.0}})
+    def unconverged(job: ModelJob, target: str, model: Mapping[str, Sequence[ModelJob]]
+                    ) -> tuple[float, bool]:
+        return 0.5, False
+    args: dict[str, Any] = {"movable": {"a-heavy"}, "capacity": {"a": 4.0, "b": 4.0},
+                            "speeds": NodeSpeeds(by_node={"a": 1.0, "b": 1.0}, notes={}),
+                            "arrive": unconverged}
+    expected = every_move(fc2, {"a": worker("a"), "b": worker("b")}, **args)
+    assert [(m.job.id, m.target) for m in expected] == [("a-heavy", "b")]
+    assert expected[0].harm < 0  # b's heavy job ends sooner beside it
+    assert best_moves(fc2, {"a": worker("a"), "b": worker("b")}, **args) == expected
