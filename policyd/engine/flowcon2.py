@@ -39,7 +39,9 @@ Theory of operation. Every interval, over the whole cluster:
    there) exceeds the move's cost (`migration_cost_seconds`: pause, checkpoint, restore) times
    (1 + `migration_margin`). The gain is the predicted completion seconds saved, summed over
    the jobs it touches: the jobs left on its worker, which get its cores; the job itself, on
-   the other worker's cores at that worker's speed; minus what the jobs already there lose.
+   the other worker's cores at that worker's speed; minus what the jobs already there lose
+   (never less than nothing: the drain can let an arrival end their free competition, below,
+   and the limits then speed one of them up, which is not the move's gain).
    Each worker is drained (`policyd.engine.drain`): its jobs share it by their limits until
    the first ends, then the rest share it, and once only converged jobs are left they compete
    freely (FlowCon's limit 1), so a converged job at the floor beside growing ones is not

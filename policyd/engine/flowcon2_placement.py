@@ -133,9 +133,10 @@ def move_gain(job: ModelJob, source: str, target: str, *,
               speeds: NodeSpeeds, arrive: Arrival, totals: Mapping[str, float],
               leaving: tuple[float, float]) -> Move | None:
     """The predicted gain of moving `job` from `source` to `target` (module docstring, 4),
-    where it runs at the limit `arrive` gives it; None when the target's jobs cannot be judged
-    or the job has no forecast. `totals` holds each worker's `total_seconds` as it is;
-    `leaving`, the move's side on `source` (`_leaving`), the same for every target."""
+    where it runs at the limit `arrive` gives it, the target's jobs losing no less than nothing;
+    None when the target's jobs cannot be judged or the job has no forecast. `totals` holds
+    each worker's `total_seconds` as it is; `leaving`, the move's side on `source`
+    (`_leaving`), the same for every target."""
     there = model[target]
     if job.forecast is None or any(j.forecast is None for j in there):
         return None
@@ -152,7 +153,11 @@ def move_gain(job: ModelJob, source: str, target: str, *,
     if not (math.isfinite(own_before) and math.isfinite(own_after)):
         return None  # it would never end on one of them: nothing to compare
     own = own_before - own_after
-    harm = sum(s for s in ends if math.isfinite(s)) - own_after - totals[target]
+    # No credit for the target's jobs ending sooner: in the drain model only a change of their
+    # limits does that (an arrival counted unconverged where only converged jobs run ends their
+    # free competition, and one limited above the others gets more cores), which is the
+    # limits' doing, not work the move saves; and a rounding below zero breaks no tie.
+    harm = max(sum(s for s in ends if math.isfinite(s)) - own_after - totals[target], 0.0)
     return Move(job=arriving, source=source, target=target, gain=freed + own - harm,
                 freed=freed, own=own, harm=harm)
 
@@ -161,8 +166,8 @@ def move_bound(job: ModelJob, jobs: Sequence[ModelJob], capacity: float, speed: 
                total: float) -> float:
     """The most a move of `job` (one of `jobs`, its worker's, whose `total_seconds` is
     `total`) could gain (`move_gain`): the seconds the jobs left on its worker save, plus its
-    own finish there, as if it ended at once on its target harming no one there (in the drain
-    model an arrival never speeds a job up: it only takes cores). -inf when it would never end
+    own finish there, as if it ended at once on its target harming no one there (`move_gain`
+    counts no less). -inf when it would never end
     where it is: nothing to compare, no move."""
     own, rest = _own_and_rest(job, jobs, capacity, speed)
     return total - rest if math.isfinite(own) else -math.inf
@@ -249,13 +254,12 @@ def _gain_bound(head: float, work_seconds: float, speed: float) -> float:
     """The most moving a job could gain (`move_gain`) on a worker of `speed`, without draining
     it: its own side (`_bound_head`) less the least time its remaining steps take there (all
     the cores it can use there from now on, `_work_seconds`); the target's jobs lose nothing at
-    best (in the drain model an arrival takes cores; but see `best_moves`' known gap, where it
-    ends free competition). A little above, so that rounding never puts a move's gain over it:
-    head - fastest x (1 - slack) is the margin of slack on every second added. Non-decreasing in
-    `speed` in floating point, not only in value (one rounded division, one product by a
-    positive constant, one subtraction, each monotone), so that the workers walked fastest first
-    give bounds that never rise (`best_moves`). +inf (price every target) for a work that is not
-    a number >= 0, which no forecast gives."""
+    best (`move_gain` counts no less). A little above, so that rounding never puts a move's
+    gain over it: head - fastest x (1 - slack) is the margin of slack on every second added.
+    Non-decreasing in `speed` in floating point, not only in value (one rounded division, one
+    product by a positive constant, one subtraction, each monotone), so that the workers walked
+    fastest first give bounds that never rise (`best_moves`). +inf (price every target) for a
+    work that is not a number >= 0, which no forecast gives."""
     if not work_seconds >= 0.0:
         return math.inf
     return head - work_seconds / speed * (1.0 - BOUND_SLACK)
@@ -379,13 +383,7 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
     costs about its jobs x capacities plus its workers, plus the moves it prices. Left out
     before any walk: jobs that would never end where they are and workers holding a job without
     a forecast (`move_gain` says None whatever the target, or the job), workers whose budget is
-    spent.
-
-    Known gap (the bound's, since it was introduced): an arrival can speed a job up in the drain
-    model. A job arriving unconverged where only converged jobs run ends their free
-    competition, and one limited above the others there gets more cores (tests/engine/
-    test_flowcon2_moves.py, the xfail); the bound then undercounts that move's gain. Never seen
-    where converged jobs on a worker share one weight."""
+    spent."""
     spec = policy.spec
     threshold = spec.move_threshold_seconds
     budget = MigrationBudget.of(spec)

@@ -27,12 +27,12 @@ The jobs the guards let move (converged, or FLOOR under `order: remaining`; fore
 before; not held back by opt-out, minimum age, cooldown or back-off: `flowcon2_placement.
 may_move`) are flagged, except those whose bound on the gain does not beat the move's cost x
 (1 + margin) (`flowcon2_placement.move_bound`: what the jobs left save plus the job's own finish
-where it is, as if it ended at once elsewhere harming no one; in the drain model an arrival only
-takes cores, so no move of such a job could pass). The flags are not cut to what a cycle may
-move off one worker, as Predictive's and Deadline's lists are: they cost one figure of a job
-already reported, and which of a worker's converged jobs gains most depends on the targets (a
-cut by the bound moved other jobs than one snapshot in flowcon2-8w-60-hetero at `order:
-growth`).
+where it is, as if it ended at once elsewhere harming no one, which is the least a move's gain
+counts the target's jobs losing: so no move of such a job could pass). The flags are not cut
+to what a cycle may move off one worker, as Predictive's and Deadline's lists are: they cost
+one figure of a job already reported, and which of a worker's converged jobs gains most
+depends on the targets (a cut by the bound moved other jobs than one snapshot in
+flowcon2-8w-60-hetero at `order: growth`).
 
 Differences from deciding from one snapshot, all from the split itself:
 
