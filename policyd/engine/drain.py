@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from policyd.engine.forecast_output import Forecast
 from policyd.engine.waterfill import fill
+from policyd.model.forecast import seconds_per_step
 
 STEP_TOLERANCE = 1e-9
 """Steps left below this count as done (absorbs the rounding of rate x seconds)."""
@@ -54,36 +55,72 @@ class DrainingJob:
 def finish_seconds(jobs: Sequence[DrainingJob], capacity_cores: float,
                    speed: float) -> list[float]:
     """Seconds from now until each job ends on a worker of `capacity_cores` cores at `speed`
-    (module docstring); inf for a job without a forecast or one that never gets a core."""
+    (module docstring); inf for a job without a forecast or one that never gets a core. What
+    stays the same from one finish to the next (each job's caps, weight and speed model) is
+    read once; the arithmetic per finish is `_steps_per_second`'s and `fill`'s."""
+    n = len(jobs)
     left = [j.forecast.remaining_steps if j.forecast is not None else math.inf for j in jobs]
     total = list(left)  # inf for a job without a forecast: it never ends
-    done = [math.inf] * len(jobs)
-    running = list(range(len(jobs)))
+    done = [math.inf] * n
+    caps_free = [j.cap_cores for j in jobs]  # once only converged jobs are left
+    caps_limited = [min(j.cap_cores, j.limit_cores) for j in jobs]
+    models = [_SpeedModel.of(j, speed) for j in jobs]
+    running = list(range(n))
+    forecast_left = sum(m is not None for m in models)  # running jobs with a forecast
+    growing = sum(not j.converged for j in jobs)  # running jobs not converged
     now = 0.0
-    while any(jobs[i].forecast is not None for i in running):
-        free_for_all = all(jobs[i].converged for i in running)
-        cores = [0.0] * len(jobs)
-        caps = [j.cap_cores if free_for_all else min(j.cap_cores, j.limit_cores) for j in jobs]
-        fill(cores, caps, running, capacity_cores,
-             [1.0 if free_for_all else jobs[i].weight for i in running])
-        rates = {i: _steps_per_second(jobs[i], cores[i], speed) for i in running}
-        stretch = min((left[i] / r for i, r in rates.items()
-                       if r > 0 and jobs[i].forecast is not None), default=math.inf)
+    while forecast_left:
+        free_for_all = growing == 0
+        cores = [0.0] * n
+        fill(cores, caps_free if free_for_all else caps_limited, running, capacity_cores,
+             [1.0] * len(running) if free_for_all else [jobs[i].weight for i in running])
+        rates = [(i, _rate(models[i], cores[i])) for i in running]
+        stretch = min((left[i] / r for i, r in rates if r > 0 and models[i] is not None),
+                      default=math.inf)
         if not math.isfinite(stretch):
             break
         now += stretch
-        for i, rate in rates.items():
+        for i, rate in rates:
             left[i] -= rate * stretch
-        ended = [i for i in running
-                 if math.isfinite(left[i]) and left[i] <= STEP_TOLERANCE * max(1.0, total[i])]
-        for i in ended:
-            done[i] = now
-        running = [i for i in running if i not in ended]
+        still = []
+        for i in running:
+            if math.isfinite(left[i]) and left[i] <= STEP_TOLERANCE * max(1.0, total[i]):
+                done[i] = now
+                forecast_left -= models[i] is not None
+                growing -= not jobs[i].converged
+            else:
+                still.append(i)
+        running = still
     return done
 
 
-def _steps_per_second(job: DrainingJob, cores: float, speed: float) -> float:
-    if job.forecast is None or cores <= 0:
+@dataclass(frozen=True)
+class _SpeedModel:
+    """A job's speed model on this worker, read once (`Forecast.seconds_per_step_at`, scaled
+    by the speed its forecast was measured at over the worker's)."""
+
+    cap_cores: float
+    serial_seconds: float
+    parallel_seconds: float
+    scale: float  # measured speed
+    speed: float  # the worker's
+
+    @classmethod
+    def of(cls, job: DrainingJob, speed: float) -> _SpeedModel | None:
+        f = job.forecast
+        if f is None:
+            return None
+        return cls(cap_cores=f.cap_cores, serial_seconds=f.serial_seconds,
+                   parallel_seconds=f.parallel_seconds, scale=job.measured_speed, speed=speed)
+
+
+def _rate(model: _SpeedModel | None, cores: float) -> float:
+    """Steps per second on `cores`; 0 without a forecast or a core (`Forecast.
+    seconds_per_step_at`'s arithmetic, scaled by the speeds)."""
+    if model is None or cores <= 0:
         return 0.0
-    per_step = job.forecast.seconds_per_step_at(cores) * job.measured_speed / speed
+    per_step = seconds_per_step(cores, cap_cores=model.cap_cores,
+                                serial_seconds=model.serial_seconds,
+                                parallel_seconds=model.parallel_seconds) * model.scale \
+        / model.speed
     return 1.0 / per_step if per_step > 0 and math.isfinite(per_step) else 0.0
