@@ -5,9 +5,9 @@ each (one float per container and sample is ~5 MB), each freed within millisecon
 serves blocks that large with mmap and gives them back to the kernel when freed, so every new
 one is fresh pages the kernel faults in and zeroes one by one: ~26,000 page faults and ~0.06 s
 of system time in one FlowCon decide at 10,000 containers, and the memory traffic with them
-(benchmarks/README.md: decide 10-25 % faster without). With a higher mmap threshold and trim
-threshold the freed blocks stay in the heap and the next arrays reuse them: no faults, for a
-heap that stays at its peak (a few MB more at 10,000 containers).
+(benchmarks/README.md, twentieth session: decide 5-19 % faster with these settings). With a
+higher mmap threshold and trim threshold the freed blocks stay in the heap and the next arrays
+reuse them: no faults, for a heap that stays at its peak (a few MB more at 10,000 containers).
 
 glibc only (`mallopt`); with another C library (musl, macOS) nothing changes. It is
 process-wide, so the daemon (`policyd run`) sets it once at its start; the engine, which stays
