@@ -24,6 +24,10 @@ collector on (as policyd decided before it paused it, and as the first table's d
 and paused (counting the collection the pause defers, which the next 20,000 allocations after
 it trigger), and how many full passes each decide made.
 
+The process's allocator keeps the memory it frees (`policyd.allocator`), as `policyd run` has
+it, where the engine measured has that module (the header says whether); `--allocator default`
+leaves glibc's own settings.
+
 To measure another commit's engine with the same benchmark (old against new in one sitting):
 `git archive <commit> | tar -x -C /tmp/old` and run this file with `PYTHONPATH=/tmp/old`.
 """
@@ -88,13 +92,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--allocator", choices=("policyd", "default"), default="policyd")
     args = parser.parse_args()
+    kept = args.allocator == "policyd" and _keep_freed_memory()
     flowcon = load_policies(ROOT / "policies" / "flowcon.yaml")[0]
     predictive = load_policies(ROOT / "policies" / "predictive.yaml")[0]
     predictive = predictive.model_copy(update={"spec": predictive.spec.model_copy(
         update={"selector": flowcon.spec.selector})})  # the synthetic jobs' labels
     rows: list[tuple[int, Snapshot, Snapshot]] = []
     print(host_speed_text(), flush=True)
+    print(f"allocator keeps freed memory: {'yes' if kept else 'no'}", flush=True)
     print(f"{'containers':>10}  {'pack':>8}  {'forecast (no totals)':>20}  "
           f"{'forecast (totals)':>17}  {'FlowCon decide()':>16}  {'decide + forecast':>17}  "
           f"{'same, CPU s':>11}  judged")
@@ -141,6 +148,15 @@ def main() -> None:
             cells.append(f"{seconds:.3f} ({full})")
         print(f"{size:>10,}  {cells[0]:>16}  {cells[1]:>16}  {cells[2]:>16}  {cells[3]:>18}",
               flush=True)
+
+
+def _keep_freed_memory() -> bool:
+    """`policyd.allocator.keep_freed_memory()`, False with an engine from before it."""
+    try:
+        from policyd.allocator import keep_freed_memory  # noqa: PLC0415
+    except ImportError:
+        return False
+    return keep_freed_memory()
 
 
 def _decided(policy: PolicyDocument, snapshot: Snapshot, *, paused: bool) -> object:

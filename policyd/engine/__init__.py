@@ -7,12 +7,12 @@ algorithms over the window, so the same snapshot always gives the same decision 
 daemon reaches the decisions it would have reached.
 
 `decide` asks the registry for the policy's kind, runs the kind's plan, then the steps every
-kind shares: delivery (`policyd.engine.delivery`: jobs that reached their target loss or
-converged are notified, deprioritized or stopped, as the policy's `on_target` and
-`on_converged` say), ownership (`policyd.engine.ownership`: with `peers`, the other policies running
-beside it, actions on containers another policy owns are left to that policy), and the forecast
-of where each job is going (`policyd.engine.forecasting`: every assessment carries one, or a
-note why there is none).
+kind shares: the forecast of where each job is going (`policyd.engine.forecasting`: every
+assessment carries one, or a note why there is none; made for all of them at once), delivery
+(`policyd.engine.delivery`: jobs that reached their target loss or converged, as their
+forecast says, are notified, deprioritized or stopped, as the policy's `on_target` and
+`on_converged` say), and ownership (`policyd.engine.ownership`: with `peers`, the other policies
+running beside it, actions on containers another policy owns are left to that policy).
 
 With node reports (`Snapshot.node_reports`, the manager of a split policy) the kind decides
 from them, and the jobs the agents report to stop are stopped (`policyd.engine.reported_stops`);
@@ -58,13 +58,15 @@ def decide(policy: PolicyDocument, snapshot: Snapshot, *,
         stopped = {s.container for s in stops}
         decision = replace(decision, actions=(
             *(a for a in decision.actions if a.container not in stopped), *stops))
+    if forecasts:
+        # Every assessment's forecast at once, before delivery reads the categorised ones':
+        # forecast in two batches (delivery's, then the rest), the snapshot's histories were
+        # read and packed twice (every container's CPU series, each node's load).
+        settings = settings_of(policy, snapshot, alpha=kind.convergence_alpha(policy),
+                               interval_seconds=kind.intervals(policy).base_seconds)
+        decision = with_forecasts(decision, settings, snapshot)
     decision = deliver(decision, policy, snapshot, forecasts=forecasts)
-    decision = yield_to_owners(decision, policy, peers, snapshot.containers, snapshot.pending)
-    if not forecasts:
-        return decision
-    settings = settings_of(policy, snapshot, alpha=kind.convergence_alpha(policy),
-                           interval_seconds=kind.intervals(policy).base_seconds)
-    return with_forecasts(decision, settings, snapshot)
+    return yield_to_owners(decision, policy, peers, snapshot.containers, snapshot.pending)
 
 
 def report(policy: PolicyDocument, snapshot: Snapshot, *,

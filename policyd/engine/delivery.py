@@ -111,13 +111,15 @@ def _finds(decision: Decision, policy: PolicyDocument, snapshot: Snapshot,
 def deliver(decision: Decision, policy: PolicyDocument, snapshot: Snapshot, *,
             forecasts: bool) -> Decision:
     """`decision` with the policy's responses to jobs that reached their target or converged
-    (module docstring). `forecasts=False` (a caller that reads only the actions) skips what
-    changes no action: convergence is judged only when its response acts."""
+    (module docstring). Convergence reads the forecasts `decision` carries (`decide` attaches
+    every assessment's first). `forecasts=False` (a caller that reads only the actions, and
+    so a decision without forecasts) skips what changes no action: convergence is judged only
+    when its response acts, on the categorised jobs' forecasts made here."""
     spec = policy.spec
     acting = {spec.on_target, spec.on_converged} - {"notify"}
     if not forecasts and not acting:
         return decision
-    if forecasts or spec.on_converged != "notify":
+    if not forecasts and spec.on_converged != "notify":
         # the remaining improvement is what convergence reads
         kind = KINDS.of(policy)
         settings = settings_of(policy, snapshot, alpha=kind.convergence_alpha(policy),
