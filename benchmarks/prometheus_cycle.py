@@ -22,7 +22,9 @@ The first cycle warms the connection and the imports' caches and is reported apa
 `--node` the cycles are a node agent's: every query narrowed to that node (the exporter's series
 carry `node`, as deploy/kubernetes/podmonitor-training.yaml makes them). With `--freeze` what
 start-up loaded is frozen out of the garbage collector's passes first (`gc.freeze()`), as
-`policyd run` does.
+`policyd run` does. The C allocator keeps the memory a cycle frees (`policyd.allocator`), as
+`policyd run` has it, where the tree measured has that module (an older `--baseline` keeps
+glibc's own settings, as its daemon did).
 """
 
 from __future__ import annotations
@@ -76,6 +78,12 @@ def main() -> None:
                              "passes before the first cycle, as `policyd run` does")
     args = parser.parse_args()
 
+    try:
+        from policyd.allocator import keep_freed_memory  # noqa: PLC0415
+    except ImportError:  # a tree from before it: its daemon kept glibc's settings
+        pass
+    else:
+        keep_freed_memory()
     from policyd.engine import decide  # noqa: PLC0415 (the tree on PYTHONPATH)
     from policyd.policy import load_policies  # noqa: PLC0415
     from policyd.sources import kubernetes, prometheus  # noqa: PLC0415
