@@ -57,7 +57,7 @@ def finish_seconds(jobs: Sequence[DrainingJob], capacity_cores: float,
     """Seconds from now until each job ends on a worker of `capacity_cores` cores at `speed`
     (module docstring); inf for a job without a forecast or one that never gets a core. What
     stays the same from one finish to the next (each job's caps, weight and speed model) is
-    read once; the arithmetic per finish is `_steps_per_second`'s and `fill`'s."""
+    read once; the arithmetic per finish is `_rate`'s and `fill`'s."""
     n = len(jobs)
     left = [j.forecast.remaining_steps if j.forecast is not None else math.inf for j in jobs]
     total = list(left)  # inf for a job without a forecast: it never ends
