@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import platform
 import resource
 
@@ -23,5 +24,13 @@ def test_a_freed_array_s_memory_is_reused_without_page_faults() -> None:
     assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 100  # not 5 x 2,048
 
 
-def test_it_says_whether_it_took_the_settings() -> None:
-    assert isinstance(keep_freed_memory(), bool)
+def test_a_c_library_without_mallopt_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    class NoMallopt:  # musl's or macOS's libc as ctypes sees it: no such symbol
+        def __init__(self, name: object) -> None:
+            pass
+
+        def __getattr__(self, name: str) -> object:
+            raise AttributeError(name)
+
+    monkeypatch.setattr(ctypes, "CDLL", NoMallopt)
+    assert keep_freed_memory() is False
