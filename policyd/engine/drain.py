@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 from policyd.engine.forecast_output import Forecast
 from policyd.engine.waterfill import fill
-from policyd.model.forecast import seconds_per_step
 
 STEP_TOLERANCE = 1e-9
 """Steps left below this count as done (absorbs the rounding of rate x seconds)."""
@@ -56,17 +55,17 @@ def finish_seconds(jobs: Sequence[DrainingJob], capacity_cores: float,
                    speed: float) -> list[float]:
     """Seconds from now until each job ends on a worker of `capacity_cores` cores at `speed`
     (module docstring); inf for a job without a forecast or one that never gets a core. What
-    stays the same from one finish to the next (each job's caps, weight and speed model) is
-    read once; the arithmetic per finish is `_rate`'s and `fill`'s."""
+    stays the same from one finish to the next (each job's caps under both regimes) is read
+    once; the arithmetic per finish is `_rate`'s and `fill`'s."""
     n = len(jobs)
     left = [j.forecast.remaining_steps if j.forecast is not None else math.inf for j in jobs]
     total = list(left)  # inf for a job without a forecast: it never ends
     done = [math.inf] * n
     caps_free = [j.cap_cores for j in jobs]  # once only converged jobs are left
     caps_limited = [min(j.cap_cores, j.limit_cores) for j in jobs]
-    models = [_SpeedModel.of(j, speed) for j in jobs]
+    forecasts = [j.forecast for j in jobs]
     running = list(range(n))
-    forecast_left = sum(m is not None for m in models)  # running jobs with a forecast
+    forecast_left = sum(f is not None for f in forecasts)  # running jobs with a forecast
     growing = sum(not j.converged for j in jobs)  # running jobs not converged
     now = 0.0
     while forecast_left:
@@ -74,8 +73,9 @@ def finish_seconds(jobs: Sequence[DrainingJob], capacity_cores: float,
         cores = [0.0] * n
         fill(cores, caps_free if free_for_all else caps_limited, running, capacity_cores,
              [1.0] * len(running) if free_for_all else [jobs[i].weight for i in running])
-        rates = [(i, _rate(models[i], cores[i])) for i in running]
-        stretch = min((left[i] / r for i, r in rates if r > 0 and models[i] is not None),
+        rates = [(i, _rate(forecasts[i], jobs[i].measured_speed, speed, cores[i]))
+                 for i in running]
+        stretch = min((left[i] / r for i, r in rates if r > 0 and forecasts[i] is not None),
                       default=math.inf)
         if not math.isfinite(stretch):
             break
@@ -86,7 +86,7 @@ def finish_seconds(jobs: Sequence[DrainingJob], capacity_cores: float,
         for i in running:
             if math.isfinite(left[i]) and left[i] <= STEP_TOLERANCE * max(1.0, total[i]):
                 done[i] = now
-                forecast_left -= models[i] is not None
+                forecast_left -= forecasts[i] is not None
                 growing -= not jobs[i].converged
             else:
                 still.append(i)
@@ -94,33 +94,11 @@ def finish_seconds(jobs: Sequence[DrainingJob], capacity_cores: float,
     return done
 
 
-@dataclass(frozen=True)
-class _SpeedModel:
-    """A job's speed model on this worker, read once (`Forecast.seconds_per_step_at`, scaled
-    by the speed its forecast was measured at over the worker's)."""
-
-    cap_cores: float
-    serial_seconds: float
-    parallel_seconds: float
-    scale: float  # measured speed
-    speed: float  # the worker's
-
-    @classmethod
-    def of(cls, job: DrainingJob, speed: float) -> _SpeedModel | None:
-        f = job.forecast
-        if f is None:
-            return None
-        return cls(cap_cores=f.cap_cores, serial_seconds=f.serial_seconds,
-                   parallel_seconds=f.parallel_seconds, scale=job.measured_speed, speed=speed)
-
-
-def _rate(model: _SpeedModel | None, cores: float) -> float:
-    """Steps per second on `cores`; 0 without a forecast or a core (`Forecast.
-    seconds_per_step_at`'s arithmetic, scaled by the speeds)."""
-    if model is None or cores <= 0:
+def _rate(forecast: Forecast | None, measured_speed: float, speed: float,
+          cores: float) -> float:
+    """Steps per second on `cores` of a worker of `speed`, for a forecast measured at
+    `measured_speed`; 0 without a forecast or a core."""
+    if forecast is None or cores <= 0:
         return 0.0
-    per_step = seconds_per_step(cores, cap_cores=model.cap_cores,
-                                serial_seconds=model.serial_seconds,
-                                parallel_seconds=model.parallel_seconds) * model.scale \
-        / model.speed
+    per_step = forecast.seconds_per_step_at(cores) * measured_speed / speed
     return 1.0 / per_step if per_step > 0 and math.isfinite(per_step) else 0.0
