@@ -167,8 +167,7 @@ def move_bound(job: ModelJob, jobs: Sequence[ModelJob], capacity: float, speed: 
     """The most a move of `job` (one of `jobs`, its worker's, whose `total_seconds` is
     `total`) could gain (`move_gain`): the seconds the jobs left on its worker save, plus its
     own finish there, as if it ended at once on its target harming no one there (`move_gain`
-    counts no less). -inf when it would never end
-    where it is: nothing to compare, no move."""
+    counts no less). -inf when it would never end where it is: nothing to compare, no move."""
     own, rest = _own_and_rest(job, jobs, capacity, speed)
     return total - rest if math.isfinite(own) else -math.inf
 
