@@ -94,8 +94,14 @@ def _fresh(f: Forecast, speed: float) -> Forecast:
 def total_seconds(jobs: Sequence[ModelJob], capacity: float, speed: float) -> float:
     """Predicted seconds until each forecast job ends, summed, as the worker drains
     (`policyd.engine.drain`)."""
-    return sum(s for s in finish_seconds([j.draining(capacity) for j in jobs], capacity, speed)
-               if math.isfinite(s))
+    return drained(jobs, capacity, speed)[1]
+
+
+def drained(jobs: Sequence[ModelJob], capacity: float, speed: float) -> tuple[list[float], float]:
+    """When each of `jobs` ends as the worker drains (inf: never), and the finite ones summed
+    (`total_seconds`)."""
+    ends = finish_seconds([j.draining(capacity) for j in jobs], capacity, speed)
+    return ends, sum(s for s in ends if math.isfinite(s))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,13 +125,15 @@ def _own_and_rest(job: ModelJob, jobs: Sequence[ModelJob], capacity: float,
     return own, total_seconds([j for j in jobs if j.id != job.id], capacity, speed)
 
 
-def _leaving(job: ModelJob, source: str, *, model: Mapping[str, Sequence[ModelJob]],
-             capacity: Mapping[str, float], speeds: NodeSpeeds,
-             totals: Mapping[str, float]) -> tuple[float, float]:
-    """A move's side on `source`, whatever its target: when `job` ends there as the worker
-    drains, and the seconds the jobs left there save without it."""
-    own_before, rest = _own_and_rest(job, model[source], capacity[source], speeds.of(source))
-    return own_before, totals[source] - own_before - rest
+def _leaving(job_index: int, jobs: Sequence[ModelJob], capacity: float, speed: float, *,
+             ends: Sequence[float], total: float) -> tuple[float, float]:
+    """A move's side on its source, whatever its target: when `jobs[job_index]` ends there as
+    the worker (`jobs`, drained: `ends` and `total`, `drained`) drains, and the seconds the
+    jobs left there save without it."""
+    job = jobs[job_index]
+    own_before = ends[job_index]
+    rest = total_seconds([j for j in jobs if j.id != job.id], capacity, speed)
+    return own_before, total - own_before - rest
 
 
 def move_gain(job: ModelJob, source: str, target: str, *,
@@ -305,22 +313,31 @@ _Key = tuple[int, int, int]
 in model[source], its target's in sorted(model)."""
 
 
+def gain_ms(seconds: float) -> float:
+    """`seconds` of gain in whole milliseconds, rounded down: the resolution moves are compared
+    at (`best_moves`). Non-decreasing in `seconds`, in floating point too (one product by a
+    positive constant, then the floor); infinities and NaN as they are."""
+    return float(math.floor(seconds * 1000.0)) if math.isfinite(seconds) else seconds
+
+
 _Walk = tuple[_Group, int, float]
 """A job's walk over a group: the group, the position of the worker next, the job's work
 seconds on the group's cores (`_work_seconds`)."""
 
 
 class _Search:
-    """One round's candidate moves, popped from the highest bound on their gain down (ties by
-    `_Key`): per (job, group of workers of one capacity) a lazy walk over the group fastest first,
-    whose bounds never rise (`_gain_bound`), merged in one heap, beside the moves priced in an
-    earlier round, keyed by their gain. A walk passes over the job's own worker and the moves
-    already priced, so every entry popped is a move to price or a priced one."""
+    """One round's candidate moves, popped from the highest bound on their gain down, in whole
+    milliseconds (`gain_ms`; ties by `_Key`): per (job, group of workers of one capacity) a lazy
+    walk over the group fastest first, whose bounds never rise (`_gain_bound`), merged in one
+    heap, beside the moves priced in an earlier round, keyed by their gain. A walk passes over
+    the job's own worker and the moves already priced, so every entry popped is a move to price
+    or a priced one."""
 
     def __init__(self, priced: Mapping[tuple[str, str], Move | None]) -> None:
         self._priced = priced
-        # -bound, key, serial, the job, its walk (group, position, work seconds) or None, target
-        self._heap: list[tuple[float, _Key, int, _Candidate, _Walk | None, str]] = []
+        # -bound in ms, key, serial, bound, the job, its walk (group, position, work seconds)
+        # or None, target
+        self._heap: list[tuple[float, _Key, int, float, _Candidate, _Walk | None, str]] = []
         self._serial = 0  # entries never compare past it
 
     def walk(self, candidate: _Candidate, group: _Group) -> None:
@@ -329,18 +346,18 @@ class _Search:
 
     def known(self, candidate: _Candidate, target: str, target_index: int, gain: float) -> None:
         """A move priced before, entered at its `gain`."""
-        self._push(-gain, candidate, None, target, target_index)
+        self._push(gain, candidate, None, target, target_index)
 
-    def pop(self) -> tuple[float, _Key, _Candidate, str] | None:
-        """The next move by bound: its bound, key, job and target; None when none is left. A
-        walk's next move enters the heap as its move leaves it."""
+    def pop(self) -> tuple[float, float, _Key, _Candidate, str] | None:
+        """The next move by bound: its bound in ms and in seconds, key, job and target; None
+        when none is left. A walk's next move enters the heap as its move leaves it."""
         if not self._heap:
             return None
-        negated, key, _, candidate, walk, target = heapq.heappop(self._heap)
+        negated_ms, key, _, bound, candidate, walk, target = heapq.heappop(self._heap)
         if walk is not None:
             group, position, work_seconds = walk
             self._push_from(candidate, (group, position + 1, work_seconds))
-        return -negated, key, candidate, target
+        return -negated_ms, bound, key, candidate, target
 
     def _push_from(self, candidate: _Candidate, walk: _Walk) -> None:
         """The first move of `walk` from its position on that is not to the job's own worker
@@ -350,15 +367,16 @@ class _Search:
         while position < len(workers):
             speed, index, node = workers[position]
             if node != candidate.source and (candidate.job.id, node) not in self._priced:
-                self._push(-_gain_bound(candidate.head, work_seconds, speed), candidate,
+                self._push(_gain_bound(candidate.head, work_seconds, speed), candidate,
                            (group, position, work_seconds), node, index)
                 return
             position += 1
 
-    def _push(self, negated: float, candidate: _Candidate, walk: _Walk | None, target: str,
+    def _push(self, bound: float, candidate: _Candidate, walk: _Walk | None, target: str,
               target_index: int) -> None:
         key = (candidate.source_index, candidate.job_index, target_index)
-        heapq.heappush(self._heap, (negated, key, self._serial, candidate, walk, target))
+        heapq.heappush(self._heap, (-gain_ms(bound), key, self._serial, bound, candidate, walk,
+                                    target))
         self._serial += 1
 
 
@@ -369,12 +387,17 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
     (module docstring); `model` is updated in place with the moves. A move changes two
     workers: the gains priced on neither are kept for the next round, not priced again.
 
-    Each round prices the candidate moves from the highest bound on their gain down
-    (`_gain_bound`), and stops where the bound falls under the best gain found or the
-    threshold: a move left unpriced could not have been chosen. Of equal gains the first in the
-    order of the workers, their jobs and the targets wins (`_Key`), as if every move had been
-    priced. So the move chosen depends only on the bounds being upper bounds and popped never
-    rising, not on the order the moves are priced in.
+    Gains are compared in whole milliseconds (`gain_ms`): of moves whose gains fall in the same
+    millisecond the first in the order of the workers, their jobs and the targets wins (`_Key`),
+    so that rounding never picks one of several equal targets (a job gains as much on every
+    roomy worker of a kind, to the last few digits that the drain's arithmetic rounds
+    differently). Each round prices the candidate moves from the highest bound on their gain
+    down (`_gain_bound`, in ms), passes over those that could at most tie the best found and
+    come after it, and stops where the bound falls under the best gain found or the threshold:
+    a move left unpriced could not have been chosen, as if every move had been priced. So the
+    move chosen depends only on the bounds being upper bounds and popped never rising, not on
+    the order the moves are priced in; and where many targets are alike, the first of them
+    priced ends the walk over the others.
 
     No list of every (job, worker) pair is built: a bound depends on the target only through its
     speed and its capacity, and never rises as the speed falls, so per job and capacity the
@@ -385,13 +408,16 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
     spent."""
     spec = policy.spec
     threshold = spec.move_threshold_seconds
+    threshold_ms = gain_ms(threshold)
     budget = MigrationBudget.of(spec)
     moved: list[Move] = []
     moved_ids: set[str] = set()
     nodes = sorted(model)
     node_index = {node: i for i, node in enumerate(nodes)}
-    totals = {node: total_seconds(jobs, capacity[node], speeds.of(node))
-              for node, jobs in model.items()}
+    ends: dict[str, list[float]] = {}  # by worker: when each job ends (`drained`)
+    totals: dict[str, float] = {}  # by worker: those summed (`total_seconds`)
+    for node, jobs in model.items():
+        ends[node], totals[node] = drained(jobs, capacity[node], speeds.of(node))
     leaving: dict[str, tuple[float, float]] = {}  # by job: its side of a move (`_leaving`)
     priced: dict[tuple[str, str], Move | None] = {}  # by (job, target)
     while not budget.exhausted:
@@ -406,8 +432,9 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
                 if (job.id not in movable or job.id in moved_ids or job.forecast is None):
                     continue
                 if job.id not in leaving:
-                    leaving[job.id] = _leaving(job, source, model=model, capacity=capacity,
-                                               speeds=speeds, totals=totals)
+                    leaving[job.id] = _leaving(job_index, model[source], capacity[source],
+                                               speeds.of(source), ends=ends[source],
+                                               total=totals[source])
                 if not math.isfinite(leaving[job.id][0]):
                     continue  # it would never end where it is: `move_gain` says None anywhere
                 candidate = _Candidate(job=job, source=source, source_index=source_index,
@@ -420,20 +447,24 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
             if (job_id in candidates and target in open_nodes and known is not None
                     and known.gain > threshold):  # the others could not be chosen
                 search.known(candidates[job_id], target, node_index[target], known.gain)
-        best: tuple[Move, ModelJob, _Key] | None = None  # the move, the job as it is, its key
+        # the move, the job as it is, its gain in ms, its key
+        best: tuple[Move, ModelJob, float, _Key] | None = None
         while (popped := search.pop()) is not None:
-            bound, key, candidate, target = popped
-            if bound <= threshold or (best is not None and bound < best[0].gain):
+            bound_ms, bound, key, candidate, target = popped
+            if bound_ms < threshold_ms or (best is not None and bound_ms < best[2]):
                 break  # no move from here on could gain more than the threshold or the best
+            if bound <= threshold or (best is not None and bound_ms == best[2] and key > best[3]):
+                continue  # this one could not
             if (candidate.job.id, target) not in priced:
                 priced[(candidate.job.id, target)] = move_gain(
                     candidate.job, candidate.source, target, model=model, capacity=capacity,
                     speeds=speeds, arrive=arrive, totals=totals, leaving=candidate.leaving)
             move = priced[(candidate.job.id, target)]
-            if move is not None and move.gain > threshold and (
-                    best is None or move.gain > best[0].gain
-                    or (move.gain == best[0].gain and key < best[2])):
-                best = (move, candidate.job, key)
+            if move is None or move.gain <= threshold:
+                continue
+            move_ms = gain_ms(move.gain)
+            if best is None or move_ms > best[2] or (move_ms == best[2] and key < best[3]):
+                best = (move, candidate.job, move_ms, key)
         if best is None:
             return moved
         chosen = replace(best[0], why=_movable_why(best[1], best[0], spec, speeds))
@@ -444,7 +475,7 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
         model[chosen.target] = [*model[chosen.target], chosen.job]
         touched = {chosen.source, chosen.target}
         for node in touched:
-            totals[node] = total_seconds(model[node], capacity[node], speeds.of(node))
+            ends[node], totals[node] = drained(model[node], capacity[node], speeds.of(node))
         on_touched = {j.id for node in touched for j in model[node]} | {chosen.job.id}
         leaving = {k: v for k, v in leaving.items() if k not in on_touched}
         priced = {k: v for k, v in priced.items()

@@ -1,6 +1,7 @@
 """FlowCon2's move search (`flowcon2_placement.best_moves`) against the plain one it stands for:
-every (job, target) priced (`move_gain`), the greatest gain over the threshold moved, ties to the
-first in the order of the workers, their jobs and the targets, again until none is left. The
+every (job, target) priced (`move_gain`), the greatest gain over the threshold moved (in whole
+milliseconds, `gain_ms`), ties to the first in the order of the workers, their jobs and the
+targets, again until none is left. The
 search prices only the moves whose bound could beat the best found and walks the workers fastest
 first, so the models here are small, random and full of what could trip it: several capacities,
 equal speeds, identical workers and jobs (equal gains), budgets of 1-2 moves a worker, jobs that
@@ -18,15 +19,16 @@ from typing import Any
 
 import pytest
 
+import policyd.engine.flowcon2_placement as placement
 from policyd.engine.drain import finish_seconds
 from policyd.engine.flowcon2 import FlowCon2Policy, as_predictive
 from policyd.engine.flowcon2_placement import (
     Arrival,
     ModelJob,
     Move,
-    _leaving,
     _movable_why,
     best_moves,
+    gain_ms,
     growth_arrival,
     move_gain,
     remaining_arrival,
@@ -78,7 +80,8 @@ def random_job(rng: random.Random, jid: str, speed: float) -> ModelJob:
 
 def random_model(rng: random.Random) -> tuple[dict[str, list[ModelJob]], dict[str, float],
                                               NodeSpeeds, set[str]]:
-    """Workers of a few capacities and speeds (ties), some copies of another (equal gains),
+    """Workers of a few capacities and speeds (ties), some copies of another (equal gains, or
+    gains in the same millisecond),
     half with one weight for their converged jobs, half with unequal ones (where an arrival
     may speed them up in the drain: the last test), and the movable jobs: most converged
     forecast ones."""
@@ -89,7 +92,10 @@ def random_model(rng: random.Random) -> tuple[dict[str, list[ModelJob]], dict[st
         node = f"w{n}"
         if model and rng.random() < 0.3:  # a copy of another worker: same jobs, new ids
             like = rng.choice(sorted(model))
-            capacity[node], speed[node] = capacity[like], speed[like]
+            # as fast, or a hair faster or slower: gains in the same millisecond, the workers
+            # walked in another order than their names'
+            capacity[node] = capacity[like]
+            speed[node] = speed[like] * rng.choice([1.0, 1.0, 1.0 - 1e-9, 1.0 + 1e-9])
             model[node] = [replace(j, id=f"{j.id}-{node}") for j in model[like]]
             continue
         capacity[node] = float(rng.choice([2, 4, 4, 8, 3.5]))
@@ -124,6 +130,14 @@ def remaining(model: Mapping[str, Sequence[ModelJob]], capacity: Mapping[str, fl
     return remaining_arrival(jobs, capacity, as_predictive(fc2).spec, NOW)
 
 
+def side(job: ModelJob, jobs: Sequence[ModelJob], capacity: float, speed: float,
+         total: float) -> tuple[float, float]:
+    """A move's side on its source, from its definition: when `job` ends there as the worker
+    (`jobs`, whose `total_seconds` is `total`) drains, and what the jobs left there save."""
+    own = finish_seconds([j.draining(capacity) for j in jobs], capacity, speed)[jobs.index(job)]
+    return own, total - own - total_seconds([j for j in jobs if j is not job], capacity, speed)
+
+
 def every_move(fc2: FlowCon2Policy, model: dict[str, list[ModelJob]], *, movable: set[str],
                capacity: Mapping[str, float], speeds: NodeSpeeds, arrive: Arrival
                ) -> list[Move]:
@@ -138,8 +152,8 @@ def every_move(fc2: FlowCon2Policy, model: dict[str, list[ModelJob]], *, movable
             for job in model[source]:
                 if job.id not in movable or job.id in {m.job.id for m in moved}:
                     continue
-                leaving = _leaving(job, source, model=model, capacity=capacity,
-                                   speeds=speeds, totals=totals)
+                leaving = side(job, model[source], capacity[source], speeds.of(source),
+                               totals[source])
                 for target in sorted(model):
                     if target == source or budget.refusal(source, target) is not None:
                         continue
@@ -147,7 +161,7 @@ def every_move(fc2: FlowCon2Policy, model: dict[str, list[ModelJob]], *, movable
                                      speeds=speeds, arrive=arrive, totals=totals,
                                      leaving=leaving)
                     if (move is not None and move.gain > threshold
-                            and (best is None or move.gain > best[0].gain)):
+                            and (best is None or gain_ms(move.gain) > gain_ms(best[0].gain))):
                         best = (move, job)
         if best is None:
             return moved
@@ -206,8 +220,7 @@ def test_a_move_is_not_credited_with_jobs_on_its_target_ending_sooner() -> None:
     heavy = model["a"][0]
     move = move_gain(heavy, "a", "b", model=model, capacity=capacity, speeds=speeds,
                      arrive=unconverged, totals=totals,
-                     leaving=_leaving(heavy, "a", model=model, capacity=capacity,
-                                      speeds=speeds, totals=totals))
+                     leaving=side(heavy, model["a"], 4.0, 1.0, totals["a"]))
     assert move is not None
     # the drain of b with the job arrived: b's heavy job ends sooner than without it
     arrived = replace(heavy, weight=0.5, converged=False)
@@ -218,3 +231,33 @@ def test_a_move_is_not_credited_with_jobs_on_its_target_ending_sooner() -> None:
                             "arrive": unconverged}
     expected = every_move(fc2, {"a": worker("a"), "b": worker("b")}, **args)
     assert best_moves(fc2, {"a": worker("a"), "b": worker("b")}, **args) == expected
+
+
+def test_of_alike_roomy_targets_the_first_priced_ends_the_walk(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A converged job on a crowded worker and forty alike workers that hold one small job each:
+    it gains as much on each of them (to the millisecond; the drains round each differently),
+    so the first in name order is chosen, and once it is priced no other alike worker is."""
+    fc2 = FlowCon2Policy.model_validate({
+        "apiVersion": API_VERSION, "kind": "FlowCon2", "metadata": {"name": "fc2"},
+        "spec": {"migration_cost_seconds": 5.0,
+                 "safety": {"max_migrations_per_cycle": 1}}})
+    small = forecast(40.0, 0.01, 0.3, 1.0)
+    model = {"crowded": [ModelJob(id=f"c{i}", weight=1.0 if i else 0.1, cap=4.0,
+                                  converged=i == 0, forecast=forecast(900.0, 0.01, 1.0, 4.0),
+                                  speed=1.0) for i in range(6)],
+             **{f"w{n:02}": [ModelJob(id=f"s{n}", weight=1.0, cap=1.0, converged=False,
+                                      forecast=small, speed=1.0)] for n in range(40)}}
+    capacity = {node: 8.0 for node in model} | {"crowded": 4.0}
+    speeds = NodeSpeeds(by_node={node: 1.0 for node in model}, notes={})
+    priced: list[str] = []
+
+    def counted(job: ModelJob, source: str, target: str, **kw: Any) -> Move | None:
+        priced.append(target)
+        return move_gain(job, source, target, **kw)
+
+    monkeypatch.setattr(placement, "move_gain", counted)
+    moves = best_moves(fc2, model, movable={"c0"}, capacity=capacity, speeds=speeds,
+                       arrive=growth_arrival(fc2.spec.beta))
+    assert [(m.job.id, m.source, m.target) for m in moves] == [("c0", "crowded", "w00")]
+    assert priced == ["w00"]
