@@ -2,7 +2,7 @@
 (issue 18; benchmarks/README.md, "flowcon2_reports.py").
 
     flock /tmp/policyd-slow.lock .venv/bin/python benchmarks/flowcon2_reports.py
-        [--nodes 5 10 20] [--repeat 3] [--order remaining|growth] [--no-moves]
+        [--nodes 5 10 20] [--repeat 3] [--order remaining|growth] [--no-moves] [--manager-only]
 
 Per size: the synthetic cluster of engine_scale.py (10 jobs a worker, 60 samples a series), each
 job's steps and declared total added as forecast_scale.py adds them, half the workers crowded
@@ -20,8 +20,9 @@ seconds, median of `--repeat`, all in one process so that the ratios are of one 
   alone, the model rebuilt from the reports);
 
 and the actions of each (the same when "same" says so), the jobs flagged movable, and the
-series the agents publish a worker (`NodeReportCollector`). No Prometheus: node_reports.py
-carries reports through one; this one compares the decisions' own cost.
+series the agents publish a worker (`NodeReportCollector`). `--manager-only` leaves out the
+one-snapshot decision (minutes at 10,000 workers), and "same" with it. No Prometheus:
+node_reports.py carries reports through one; this one compares the decisions' own cost.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--order", choices=("remaining", "growth"), default="remaining")
     parser.add_argument("--no-moves", action="store_true")
+    parser.add_argument("--manager-only", action="store_true",
+                        help="leave out the one-snapshot decision")
     args = parser.parse_args()
     policy = shipped(args.order, not args.no_moves)
     make = KINDS.of(policy).node_reports
@@ -101,7 +104,8 @@ def main() -> None:
           f"{'ratio':>7} {'movable':>7} {'series/worker':>13} {'actions':>7} same", flush=True)
     for nodes in args.nodes:
         snapshot = cluster(nodes)
-        whole_s, whole = cpu(lambda s=snapshot: decide(policy, s, forecasts=False), args.repeat)
+        whole_s, whole = (0.0, None) if args.manager_only else cpu(
+            lambda s=snapshot: decide(policy, s, forecasts=False), args.repeat)
         agents_s, reports = cpu(lambda s=snapshot: make(policy, s), args.repeat)
         manager_snapshot = replace(snapshot, containers=(), node_reports=reports)
         manager_s, manager = cpu(lambda s=manager_snapshot: decide(policy, s, forecasts=False),
@@ -110,10 +114,14 @@ def main() -> None:
         collector.publish(policy.name, reports)  # type: ignore[arg-type]
         series = sum(len(f.samples) for f in collector.collect())
         flagged = sum(j.movable for r in reports for j in r.residents)  # type: ignore[union-attr]
-        ours, theirs = placements(manager), placements(whole)  # type: ignore[arg-type]
-        print(f"{nodes:>8,} {nodes * PER_NODE:>7,} {whole_s:>11.3f}s {agents_s:>7.3f}s "
-              f"{manager_s:>7.3f}s {whole_s / manager_s:>6.1f}x {flagged:>7,} "
-              f"{series / nodes:>13.1f} {len(theirs):>7} {ours == theirs}", flush=True)
+        ours = placements(manager)  # type: ignore[arg-type]
+        theirs = ours if whole is None else placements(whole)  # type: ignore[arg-type]
+        whole_text, ratio_text = (("-", "-") if whole is None else
+                                  (f"{whole_s:.3f}s", f"{whole_s / manager_s:.1f}x"))
+        print(f"{nodes:>8,} {nodes * PER_NODE:>7,} {whole_text:>12} {agents_s:>7.3f}s "
+              f"{manager_s:>7.3f}s {ratio_text:>7} {flagged:>7,} "
+              f"{series / nodes:>13.1f} {len(ours):>7} "
+              f"{'-' if whole is None else ours == theirs}", flush=True)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ Names and labels (the contract `policyd.sources.node_reports` reads):
   figure of each job on the worker as FlowCon2's model sees it: `limit_fraction`,
   `usable_cores`, `converged`, `movable`, `forecast` (those three 1 or 0), `steps_done`,
   `remaining_steps`, `serial_seconds`, `parallel_seconds`, `cap_cores`, `allocation_fraction`,
-  `started_at_seconds` (`policyd.model.node_report.ResidentJob`)
+  `started_at_seconds`, and for a movable job its side of a move, `finish_seconds` and
+  `freed_seconds` (`policyd.model.node_report.ResidentJob`)
 * `policyd_node_report_stop_request{policy,node,container,event}` (any policy that may stop
   jobs): a job the agent would stop, event target | converged, valued its latest loss or its
   remaining improvement (`policyd.model.node_report.StopRequest`)
@@ -61,6 +62,7 @@ from policyd.model.node_report import (
     METRIC_PREFIX,
     NODE_FIGURES,
     RESIDENT_FIGURES,
+    RESIDENT_SIDE_FIGURES,
     SPARE_FIGURE,
     SPEED_FIGURE,
     STOP_FIGURE,
@@ -111,11 +113,16 @@ _RESIDENT_HELP = {
     "cap_cores": f"{_RESIDENT}the most cores its speed model can use.",
     "allocation_fraction": f"{_RESIDENT}its current limit.",
     "started_at_seconds": f"{_RESIDENT}when it started (epoch seconds).",
+    "finish_seconds": (f"{_RESIDENT}a movable job's side of a move: when it ends where it is as "
+                       "the worker drains (seconds from the report's time)."),
+    "freed_seconds": (f"{_RESIDENT}a movable job's side of a move: the seconds the jobs left "
+                      "there save without it."),
 }
 
 _JOB_LISTS = (("waiting", "waiting", WAITING_FIGURES, _WAITING_HELP),
               ("at_risk", "at_risk", AT_RISK_FIGURES, _AT_RISK_HELP),
-              ("resident", "residents", RESIDENT_FIGURES, _RESIDENT_HELP))
+              ("resident", "residents", RESIDENT_FIGURES + RESIDENT_SIDE_FIGURES,
+               _RESIDENT_HELP))
 """A report's lists of jobs (the series' name, its `NodeReport` field, the figures and their
 help), each job one series a figure."""
 
@@ -192,7 +199,9 @@ class NodeReportCollector(Collector):
             for field, attribute, figures, _ in _JOB_LISTS:
                 for j in getattr(r, attribute):
                     for figure in figures:
-                        listed[(field, figure)].add_metric([*at, j.container],
-                                                           float(getattr(j, figure)))
+                        value = getattr(j, figure)
+                        if value is not None:  # an optional figure not reported
+                            listed[(field, figure)].add_metric([*at, j.container],
+                                                               float(value))
         yield from (*families.values(), jobs, requests, candidates, spare, top, speed, stops,
                     *listed.values())

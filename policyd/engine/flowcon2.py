@@ -81,7 +81,7 @@ from policyd.engine.flowcon2_placement import (
     remaining_arrival,
     total_seconds,
 )
-from policyd.engine.flowcon2_reports import UNJUDGED, plan_from_reports, resident
+from policyd.engine.flowcon2_reports import UNJUDGED, plan_from_reports, resident, with_sides
 from policyd.engine.forecast_output import Forecast
 from policyd.engine.forecasting import (
     Forecasted,
@@ -302,12 +302,13 @@ def node_reports(policy: PolicyDocument, snapshot: Snapshot) -> tuple[NodeReport
         total = total_seconds(jobs, node.cpu_capacity, speed) if flagged else 0.0
         kept = {j.id for j in flagged if move_bound(j, jobs, node.cpu_capacity, speed, total)
                 > spec.move_threshold_seconds}
+        residents = [resident(j, containers[j.id], movable=j.id in kept) for j in jobs]
         reports.append(NodeReport(
             policy=policy.name, node=node.name, time=now, cpu_capacity_cores=node.cpu_capacity,
             cpu_used_cores=node.cpu_usage, selected=len(jobs),
             stated_speed=node.speed if node.speed is not None else 0.0,
-            residents=tuple(resident(j, containers[j.id], movable=j.id in kept)
-                            for j in jobs)))
+            residents=with_sides(residents, node.cpu_capacity, stated=node.speed,
+                                 hard=spec.mode == "quota")))
     return tuple(reports)
 
 

@@ -125,8 +125,8 @@ def _own_and_rest(job: ModelJob, jobs: Sequence[ModelJob], capacity: float,
     return own, total_seconds([j for j in jobs if j.id != job.id], capacity, speed)
 
 
-def _leaving(job_index: int, jobs: Sequence[ModelJob], capacity: float, speed: float, *,
-             ends: Sequence[float], total: float) -> tuple[float, float]:
+def source_side(job_index: int, jobs: Sequence[ModelJob], capacity: float, speed: float, *,
+                ends: Sequence[float], total: float) -> tuple[float, float]:
     """A move's side on its source, whatever its target: when `jobs[job_index]` ends there as
     the worker (`jobs`, drained: `ends` and `total`, `drained`) drains, and the seconds the
     jobs left there save without it."""
@@ -134,6 +134,33 @@ def _leaving(job_index: int, jobs: Sequence[ModelJob], capacity: float, speed: f
     own_before = ends[job_index]
     rest = total_seconds([j for j in jobs if j.id != job.id], capacity, speed)
     return own_before, total - own_before - rest
+
+
+class _Drains(dict[str, float]):
+    """Each worker's `total_seconds` (and its jobs' finishes, `ends`), drained when first
+    asked for: a move is priced against few targets."""
+
+    def __init__(self, model: Mapping[str, Sequence[ModelJob]], capacity: Mapping[str, float],
+                 speeds: NodeSpeeds) -> None:
+        super().__init__()
+        self._model, self._capacity, self._speeds = model, capacity, speeds
+        self._ends: dict[str, list[float]] = {}
+
+    def __missing__(self, node: str) -> float:
+        self._ends[node], self[node] = drained(self._model[node], self._capacity[node],
+                                               self._speeds.of(node))
+        return self[node]
+
+    def ends(self, node: str) -> list[float]:
+        """When each job of `node` ends as it drains, in the model's order."""
+        if node not in self._ends:
+            self.__missing__(node)
+        return self._ends[node]
+
+    def forget(self, node: str) -> None:
+        """`node`'s jobs changed: drained again when next asked for."""
+        self.pop(node, None)
+        self._ends.pop(node, None)
 
 
 def move_gain(job: ModelJob, source: str, target: str, *,
@@ -144,7 +171,7 @@ def move_gain(job: ModelJob, source: str, target: str, *,
     where it runs at the limit `arrive` gives it, the target's jobs losing no less than nothing;
     None when the target's jobs cannot be judged or the job has no forecast. `totals` holds
     each worker's `total_seconds` as it is; `leaving`, the move's side on `source`
-    (`_leaving`), the same for every target."""
+    (`source_side`), the same for every target."""
     there = model[target]
     if job.forecast is None or any(j.forecast is None for j in there):
         return None
@@ -241,7 +268,7 @@ BOUND_SLACK = 1e-9
 
 def _bound_head(leaving: tuple[float, float]) -> float:
     """The part of a move's bound (`_gain_bound`) its target does not change: the job's own
-    side (`_leaving`: its finish where it is, and what the jobs left there save) with the
+    side (`source_side`: its finish where it is, and what the jobs left there save) with the
     margin on those seconds."""
     own_before, freed = leaving
     return freed + own_before + BOUND_SLACK * (1.0 + abs(freed) + own_before)
@@ -275,7 +302,7 @@ def _gain_bound(head: float, work_seconds: float, speed: float) -> float:
 @dataclass(frozen=True, kw_only=True)
 class _Candidate:
     """A job a move may take this round: where it is, its place in the order moves tie in
-    (`best_moves`), and its move's side on its worker (`_leaving`) and bound head."""
+    (`best_moves`), and its move's side on its worker (`source_side`) and bound head."""
 
     job: ModelJob
     source: str
@@ -338,11 +365,13 @@ class _Search:
         # -bound in ms, key, serial, bound, the job, its walk (group, position, work seconds)
         # or None, target
         self._heap: list[tuple[float, _Key, int, float, _Candidate, _Walk | None, str]] = []
+        self._heaped = False  # entries are listed until the first pop, then made a heap once
         self._serial = 0  # entries never compare past it
 
-    def walk(self, candidate: _Candidate, group: _Group) -> None:
-        """Starts the walk of `candidate`'s moves into `group`."""
-        self._push_from(candidate, (group, 0, _work_seconds(candidate.job, group.capacity)))
+    def walk(self, candidate: _Candidate, group: _Group, work_seconds: float) -> None:
+        """Starts the walk of `candidate`'s moves into `group`, where its remaining steps take
+        `work_seconds` at speed 1 (`_work_seconds`)."""
+        self._push_from(candidate, (group, 0, work_seconds))
 
     def known(self, candidate: _Candidate, target: str, target_index: int, gain: float) -> None:
         """A move priced before, entered at its `gain`."""
@@ -353,6 +382,9 @@ class _Search:
         when none is left. A walk's next move enters the heap as its move leaves it."""
         if not self._heap:
             return None
+        if not self._heaped:
+            heapq.heapify(self._heap)
+            self._heaped = True
         negated_ms, key, _, bound, candidate, walk, target = heapq.heappop(self._heap)
         if walk is not None:
             group, position, work_seconds = walk
@@ -375,17 +407,24 @@ class _Search:
     def _push(self, bound: float, candidate: _Candidate, walk: _Walk | None, target: str,
               target_index: int) -> None:
         key = (candidate.source_index, candidate.job_index, target_index)
-        heapq.heappush(self._heap, (-gain_ms(bound), key, self._serial, bound, candidate, walk,
-                                    target))
+        entry = (-gain_ms(bound), key, self._serial, bound, candidate, walk, target)
+        if self._heaped:
+            heapq.heappush(self._heap, entry)
+        else:
+            self._heap.append(entry)
         self._serial += 1
 
 
 def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
                movable: Collection[str], capacity: Mapping[str, float], speeds: NodeSpeeds,
-               arrive: Arrival) -> list[Move]:
+               arrive: Arrival, sides: Mapping[str, tuple[float, float]] | None = None
+               ) -> list[Move]:
     """The `movable` jobs (`may_move`) moved while the best move's gain beats its cost
     (module docstring); `model` is updated in place with the moves. A move changes two
     workers: the gains priced on neither are kept for the next round, not priced again.
+    `sides`: movable jobs' side of a move (`source_side`) known already (by job id: from their
+    agents' reports, worked out on the same model of their worker), used until a move changes
+    their worker; each worker is drained only when a side or a move needs it.
 
     Gains are compared in whole milliseconds (`gain_ms`): of moves whose gains fall in the same
     millisecond the first in the order of the workers, their jobs and the targets wins (`_Key`),
@@ -414,11 +453,10 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
     moved_ids: set[str] = set()
     nodes = sorted(model)
     node_index = {node: i for i, node in enumerate(nodes)}
-    ends: dict[str, list[float]] = {}  # by worker: when each job ends (`drained`)
-    totals: dict[str, float] = {}  # by worker: those summed (`total_seconds`)
-    for node, jobs in model.items():
-        ends[node], totals[node] = drained(jobs, capacity[node], speeds.of(node))
-    leaving: dict[str, tuple[float, float]] = {}  # by job: its side of a move (`_leaving`)
+    totals = _Drains(model, capacity, speeds)
+    # by job: its side of a move (`source_side`), as reported or worked out when first needed
+    leaving: dict[str, tuple[float, float]] = dict(sides or {})
+    work: dict[tuple[str, float], float] = {}  # by job and capacity (`_work_seconds`)
     priced: dict[tuple[str, str], Move | None] = {}  # by (job, target)
     while not budget.exhausted:
         groups = _targets(model, nodes, capacity, speeds, budget)
@@ -432,9 +470,9 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
                 if (job.id not in movable or job.id in moved_ids or job.forecast is None):
                     continue
                 if job.id not in leaving:
-                    leaving[job.id] = _leaving(job_index, model[source], capacity[source],
-                                               speeds.of(source), ends=ends[source],
-                                               total=totals[source])
+                    leaving[job.id] = source_side(job_index, model[source], capacity[source],
+                                                  speeds.of(source), ends=totals.ends(source),
+                                                  total=totals[source])
                 if not math.isfinite(leaving[job.id][0]):
                     continue  # it would never end where it is: `move_gain` says None anywhere
                 candidate = _Candidate(job=job, source=source, source_index=source_index,
@@ -442,7 +480,9 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
                                        head=_bound_head(leaving[job.id]))
                 candidates[job.id] = candidate
                 for group in groups:
-                    search.walk(candidate, group)
+                    if (job.id, group.capacity) not in work:
+                        work[(job.id, group.capacity)] = _work_seconds(job, group.capacity)
+                    search.walk(candidate, group, work[(job.id, group.capacity)])
         for (job_id, target), known in priced.items():
             if (job_id in candidates and target in open_nodes and known is not None
                     and known.gain > threshold):  # the others could not be chosen
@@ -475,9 +515,10 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
         model[chosen.target] = [*model[chosen.target], chosen.job]
         touched = {chosen.source, chosen.target}
         for node in touched:
-            ends[node], totals[node] = drained(model[node], capacity[node], speeds.of(node))
+            totals.forget(node)
         on_touched = {j.id for node in touched for j in model[node]} | {chosen.job.id}
         leaving = {k: v for k, v in leaving.items() if k not in on_touched}
+        work = {k: v for k, v in work.items() if k[0] not in on_touched}
         priced = {k: v for k, v in priced.items()
                   if k[1] not in touched and k[0] not in on_touched}
     return moved
@@ -529,19 +570,20 @@ class Placed:
 
 def placed(policy: FlowCon2Policy, model: dict[str, list[ModelJob]],
            pending: Sequence[PendingJob], *, movable: Collection[str],
-           capacity: Mapping[str, float], speeds: NodeSpeeds, arrive: Arrival) -> Placed:
+           capacity: Mapping[str, float], speeds: NodeSpeeds, arrive: Arrival,
+           sides: Mapping[str, tuple[float, float]] | None = None) -> Placed:
     """FlowCon2's steps 3-4 on `model` (module docstring), however it was built (one
     snapshot, or the node reports): under `admission: forecast` every job without a forecast
     taken to be the typical job (`typical`); the `movable` jobs moved while a move pays
-    (`best_moves`, with `policy.spec.migrate`); then the held jobs of `pending` admitted
-    (`admit_held`). `model` is updated in place as it goes."""
+    (`best_moves`, with `policy.spec.migrate`, and the `sides` of a move known); then the held
+    jobs of `pending` admitted (`admit_held`). `model` is updated in place as it goes."""
     spec = policy.spec
     prior = typical(model) if spec.admission == "forecast" else None
     if prior is not None:
         for node, jobs in model.items():
             model[node] = [replace(j, assumed=prior) for j in jobs]
     moves = best_moves(policy, model, movable=movable, capacity=capacity, speeds=speeds,
-                       arrive=arrive) if spec.migrate and movable else []
+                       arrive=arrive, sides=sides) if spec.migrate and movable else []
     admits, queue = admit_held(policy, pending, model, capacity, speeds, prior=prior)
     migrations = [
         Migrate(policy=policy.name, container=m.job.id, from_node=m.source, to_node=m.target,

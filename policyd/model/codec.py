@@ -29,6 +29,7 @@ from policyd.model.forecast import JobForecast
 from policyd.model.node_report import (
     AT_RISK_FIGURES,
     RESIDENT_FIGURES,
+    RESIDENT_SIDE_FIGURES,
     WAITING_FIGURES,
     AtRiskJob,
     NodeReport,
@@ -302,7 +303,7 @@ def _node_report(raw: Any, path: str, problems: list[str]) -> NodeReport | None:
                              path=path, problems=problems)
     speed = _number(raw, "stated_speed", path, problems) if "stated_speed" in raw else 0.0
     residents = _reported_jobs(raw, "residents", ResidentJob, figures=RESIDENT_FIGURES,
-                               path=path, problems=problems)
+                               optional=RESIDENT_SIDE_FIGURES, path=path, problems=problems)
     stops = _stop_requests(raw, path, problems)
     time, capacity, used = (figures[k] for k in ("time", "cpu_capacity_cores",
                                                  "cpu_used_cores"))
@@ -365,10 +366,11 @@ _J = TypeVar("_J", WaitingJob, AtRiskJob, ResidentJob)
 
 
 def _reported_jobs(raw: Mapping[str, Any], key: str, make: Callable[..., _J], *,
-                   figures: tuple[str, ...], path: str, problems: list[str]
-                   ) -> tuple[_J, ...]:
-    """A node report's list of jobs by their figures: `waiting` (Predictive's jobs a move
-    could serve), `at_risk` (Deadline's) or `residents` (FlowCon2's jobs)."""
+                   figures: tuple[str, ...], path: str, problems: list[str],
+                   optional: tuple[str, ...] = ()) -> tuple[_J, ...]:
+    """A node report's list of jobs by their figures (and the `optional` ones they have):
+    `waiting` (Predictive's jobs a move could serve), `at_risk` (Deadline's) or `residents`
+    (FlowCon2's jobs)."""
     out = []
     for where, item in _listed(raw, key, path, problems):
         container = _required_string(item, "container", where, problems)
@@ -376,6 +378,8 @@ def _reported_jobs(raw: Mapping[str, Any], key: str, make: Callable[..., _J], *,
         found = {name: value for name, value in values.items() if value is not None}
         if not container or len(found) < len(figures):
             continue
+        found |= {name: value for name in optional
+                  if (value := _number(item, name, where, problems, optional=True)) is not None}
         try:
             out.append(make(container=container, **found))
         except ValueError as exc:
@@ -500,7 +504,9 @@ def node_report_to_dict(report: NodeReport) -> dict[str, Any]:
            if report.at_risk else {}),
         **({"stated_speed": report.stated_speed} if report.stated_speed else {}),
         **({"residents": [{"container": j.container,
-                           **{name: float(getattr(j, name)) for name in RESIDENT_FIGURES}}
+                           **{name: float(getattr(j, name)) for name in RESIDENT_FIGURES},
+                           **{name: getattr(j, name) for name in RESIDENT_SIDE_FIGURES
+                              if getattr(j, name) is not None}}
                           for j in report.residents]}
            if report.residents else {}),
         **({"stops": [{"container": q.container, "event": q.event, "figure": q.figure}

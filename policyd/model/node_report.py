@@ -25,7 +25,9 @@ the jobs the policy selects there); the rest is the kind's:
   cores it can use, whether it counts converged, its forecast's steps and speed model, its
   current limit and start), enough for the manager to drain any worker with a job moved in or
   out, or a held job admitted (`policyd.engine.drain`); the jobs the agent lets move are
-  flagged (`movable`).
+  flagged (`movable`), each with its side of a move as the agent drains its worker
+  (`finish_seconds`, `freed_seconds`), so that the manager drains only the workers a move
+  touches.
 
 Beside a kind's own figures, any report may list the jobs its agent would stop (`stops`): a
 policy with `on_target` / `on_converged: stop` whose agent decides its node (a node kind such as
@@ -74,6 +76,9 @@ RESIDENT_FIGURES = ("limit_fraction", "usable_cores", "converged", "movable", "f
                     "cap_cores", "allocation_fraction", "started_at_seconds")
 """A resident job's series, `resident_<figure>` by container: the `ResidentJob` fields (the
 flags `converged`, `movable`, `forecast` as 1 or 0)."""
+RESIDENT_SIDE_FIGURES = ("finish_seconds", "freed_seconds")
+"""A movable resident job's series beside those, when its agent reports them: its side of a
+move (`ResidentJob.finish_seconds`, `freed_seconds`). Absent, the manager works them out."""
 _RESIDENT_FLAGS = ("converged", "movable", "forecast")
 CATEGORY_FIELDS = {"PC": "pc", "WC": "wc", "CC": "cc"}
 """`jobs`' category label -> `NodeReport` field."""
@@ -161,7 +166,13 @@ class ResidentJob:
     this cycle (`movable`), and when it has a forecast (`forecast`), its steps done and left
     and its speed model as measured on its worker; for the plan of a worker it would move to
     (`order: remaining`), its current limit and when it started (epoch seconds). Without a
-    forecast its forecast figures are 0 and unused."""
+    forecast its forecast figures are 0 and unused.
+
+    A movable job's side of a move, both or neither (None: not reported, as by an agent from
+    before they were): when it ends where it is as its worker drains (`finish_seconds`), and
+    the seconds the jobs left there save without it (`freed_seconds`, below 0 when they lose),
+    from the worker's model made of these very figures, at the node's stated speed (1 when
+    not stated) (`policyd.engine.flowcon2_reports.with_sides`)."""
 
     container: str
     limit_fraction: float
@@ -176,8 +187,18 @@ class ResidentJob:
     cap_cores: float
     allocation_fraction: float
     started_at_seconds: float
+    finish_seconds: float | None = None
+    freed_seconds: float | None = None
 
     def __post_init__(self) -> None:
+        if (self.finish_seconds is None) != (self.freed_seconds is None):
+            raise ValueError(f"resident job {self.container}: finish_seconds and freed_seconds "
+                             "come together")
+        if self.finish_seconds is not None and not (
+                math.isfinite(self.finish_seconds) and self.finish_seconds >= 0
+                and self.freed_seconds is not None and math.isfinite(self.freed_seconds)):
+            raise ValueError(f"resident job {self.container}: finish_seconds must be a finite "
+                             "number, not negative, and freed_seconds a finite number")
         for name in RESIDENT_FIGURES:
             value = getattr(self, name)
             if name in _RESIDENT_FLAGS:

@@ -69,6 +69,7 @@ from policyd.model.node_report import (
     METRIC_PREFIX,
     NODE_FIGURES,
     RESIDENT_FIGURES,
+    RESIDENT_SIDE_FIGURES,
     SPARE_FIGURE,
     SPEED_FIGURE,
     STOP_FIGURE,
@@ -112,8 +113,9 @@ _JOB_LISTS = (
     _JobList(field="at_risk", prefix="at_risk_", figures=AT_RISK_FIGURES, make=AtRiskJob,
              order=lambda j: (j.deadline_seconds, j.container), what="at-risk"),
     # the manager's model of a worker short of a job would be wrong: all or none
-    _JobList(field="residents", prefix="resident_", figures=RESIDENT_FIGURES, make=ResidentJob,
-             order=lambda j: (j.container,), what="resident", whole=True))
+    _JobList(field="residents", prefix="resident_",
+             figures=RESIDENT_FIGURES + RESIDENT_SIDE_FIGURES,  # the sides when reported
+             make=ResidentJob, order=lambda j: (j.container,), what="resident", whole=True))
 _JOB_FIGURES = {f"{jobs.prefix}{figure}": (jobs, figure)
                 for jobs in _JOB_LISTS for figure in jobs.figures}
 """A job's series' field -> its list and its field in the list's job."""

@@ -11,7 +11,14 @@ import pytest
 
 from policyd.engine import decide
 from policyd.engine.flowcon2 import FlowCon2Policy, node_part, node_reports, plan
-from policyd.engine.flowcon2_reports import UNJUDGED
+from policyd.engine.flowcon2_placement import drained, source_side
+from policyd.engine.flowcon2_reports import (
+    UNJUDGED,
+    _forecast,
+    reported_sides,
+    worker_model,
+)
+from policyd.engine.node_speed import unjudged
 from policyd.engine.registry import KINDS
 from policyd.engine.schedule import Schedule
 from policyd.model import (
@@ -44,7 +51,7 @@ def shipped(name: str = HETERO, **update: Any) -> FlowCon2Policy:
 def mid_run(order: str = "growth") -> Snapshot:
     """flowcon2-8w-60-hetero just before its tick at 267.4 s: converged jobs the tick moves
     (three that could gain enough on fast-2 under `order: growth`, more than a cycle may move
-    off a worker, the one moved not the one with the largest bound on its gain)."""
+    off a worker)."""
     p = shipped(order=order)
     world = World(scenarios.build(HETERO), policies=(p,))
     world.run_until(267.3)
@@ -228,3 +235,61 @@ def test_with_no_report_at_all_held_jobs_wait() -> None:
     decision = plan(shipped(order="growth", selector=p.spec.selector.model_copy(
         update={"labels": {}})), empty)
     assert [q.container for q in decision.queue] == ["held-1"] and not decision.actions
+
+
+def without_sides(snap: Snapshot) -> Snapshot:
+    """`snap`'s reports as an agent from before the sides of a move would send them."""
+    return replace(snap, node_reports=tuple(
+        replace(r, residents=tuple(replace(j, finish_seconds=None, freed_seconds=None)
+                                   for j in r.residents)) for r in snap.node_reports))
+
+
+@pytest.mark.parametrize("order", ["growth", "remaining"])
+def test_the_sides_agents_report_are_the_managers_own(order: str) -> None:
+    """Each movable job's side of a move as its agent reports it is what the manager works out
+    on its own model of the worker, to the last digit: the manager places as it does without
+    them (reasons and their figures included), draining only the workers a move touches."""
+    p = shipped(order=order)
+    manager = reported(p, mid_run(order))
+    reports = manager.node_reports
+    speeds = unjudged({r.node: r.stated_speed or None for r in reports}, UNJUDGED)
+    flagged = 0
+    for r in reports:
+        forecasts = {j.container: _forecast(j) for j in r.residents}
+        jobs = worker_model(r.residents, forecasts, speed=speeds.of(r.node), hard=False)
+        ends, total = drained(jobs, r.cpu_capacity_cores, speeds.of(r.node))
+        for i, j in enumerate(r.residents):
+            if j.movable:
+                flagged += 1
+                assert (j.finish_seconds, j.freed_seconds) == source_side(
+                    i, jobs, r.cpu_capacity_cores, speeds.of(r.node), ends=ends, total=total)
+            else:
+                assert j.finish_seconds is None and j.freed_seconds is None
+    assert flagged and reported_sides(reports, speeds, assumed=False).keys() == {
+        j.container for r in reports for j in r.residents if j.movable}
+    assert plan(p, manager) == plan(p, without_sides(manager))
+
+
+def test_the_manager_trusts_a_side_only_where_it_prices_the_worker_alike() -> None:
+    """A side worked out at another speed (a node whose speed is not stated, priced at the
+    average of the stated ones) or on other jobs (a job without a forecast, taken to be the
+    typical job under `admission: forecast`) is worked out again by the manager."""
+    p = shipped(order="growth")
+    reports = reported(p, mid_run("growth")).node_reports
+    movable = {r.node: {j.container for j in r.residents if j.movable} for r in reports}
+    source = next(node for node, ids in movable.items() if ids)
+    unstated = tuple(replace(r, stated_speed=0.0) if r.node == source else r for r in reports)
+    speeds = unjudged({r.node: r.stated_speed or None for r in unstated}, UNJUDGED)
+    assert speeds.of(source) != 1.0  # the average of the others' stated speeds
+    assert not movable[source] & reported_sides(unstated, speeds, assumed=False).keys()
+    stated = unjudged({r.node: r.stated_speed or None for r in reports}, UNJUDGED)
+    assert movable[source] <= reported_sides(reports, stated, assumed=True).keys()
+    # a job there not movable without its forecast
+    (there,) = (r for r in reports if r.node == source)
+    blinded = next(j.container for j in there.residents if not j.movable)
+    blind = tuple(replace(r, residents=tuple(
+        replace(j, forecast=False, steps_done=0.0, remaining_steps=0.0, serial_seconds=0.0,
+                parallel_seconds=0.0, cap_cores=0.0) if j.container == blinded else j
+        for j in r.residents)) if r.node == source else r for r in reports)
+    assert movable[source] <= reported_sides(blind, stated, assumed=False).keys()
+    assert not movable[source] & reported_sides(blind, stated, assumed=True).keys()
