@@ -22,7 +22,6 @@ Pure: bytes in, a Matrix (or None) out.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,8 @@ import orjson
 
 from policyd.sources.matrix import Matrix
 
-_VALUES = re.compile(rb'"values":\[')
+_VALUES = b'"values":['
+"""A block's key: its quotes cannot occur inside a JSON string, where quotes are escaped."""
 _NOT_STRUCTURE = b"0123456789.eE+-Na"
 """What a compact block holds besides its structure: digits, signs, exponents and NaN."""
 _PAIR = b'[,""]'
@@ -40,20 +40,13 @@ _PAIR = b'[,""]'
 def read_matrix_body(body: bytes) -> Matrix | None:
     """The `data.result` of a range query's answer `body` as a Matrix, read from the bytes; None
     when the answer is not in the compact form this reads (module docstring)."""
-    cuts: list[tuple[int, int]] = []  # each block's samples: body[start:end]
-    for found in _VALUES.finditer(body):
-        start = found.end()
-        end = start if body[start:start + 1] == b"]" else body.find(b"]]", start) + 1
-        if end == 0 or (end > start and body[start:start + 1] != b"["):
-            return None
-        cuts.append((start, end))
-    if not cuts:
+    cut = _cut(body)
+    if cut is None:
         return None
-    labels = _labels(body, cuts)
+    emptied, blocks, counts = cut
+    labels = _labels(emptied, len(blocks))
     if labels is None:
         return None
-    blocks = [body[start:end] for start, end in cuts]
-    counts = [block.count(b"[") for block in blocks]
     samples = _samples(b",".join(block for block in blocks if block), sum(counts))
     if samples is None:
         return None
@@ -63,27 +56,56 @@ def read_matrix_body(body: bytes) -> Matrix | None:
                   offsets=offsets, broken=(None,) * len(blocks))
 
 
-def _labels(body: bytes, cuts: list[tuple[int, int]]) -> tuple[Any, ...] | None:
-    """The label sets of the answer with every block emptied, if each entry of its
-    `data.result` is a matrix entry whose block is one of `cuts`, in order."""
-    pieces, at = [], 0
-    for start, end in cuts:
+def _cut(body: bytes) -> tuple[bytes, list[bytes], list[int]] | None:
+    """The answer with every block emptied, the blocks' samples (each `[t,"v"],...`, empty for
+    an empty block) and the pairs in each; None when a block is not `[...]]` or there is none.
+
+    Each key is found by `bytes.find` from the end of the block before: a regular expression's
+    scan of the whole body, blocks included, was three quarters of the cutting's instructions
+    (259 M against 195 M per 13 MB answer, valgrind)."""
+    pieces, blocks, counts = [], [], []
+    find, at = body.find, 0
+    found = find(_VALUES)
+    while found >= 0:
+        start = found + len(_VALUES)
+        first = body[start:start + 1]
+        if first == b"]":
+            end = start
+        else:
+            end = find(b"]]", start) + 1
+            if end == 0 or first != b"[":
+                return None
         pieces.append(body[at:start])
+        block = body[start:end]
+        blocks.append(block)
+        counts.append(block.count(b"["))
         at = end
+        found = find(_VALUES, end)
+    if not blocks:
+        return None
     pieces.append(body[at:])
+    return b"".join(pieces), blocks, counts
+
+
+def _labels(emptied: bytes, entries: int) -> tuple[Any, ...] | None:
+    """The label sets of the answer with every block emptied, if its `data.result` is
+    `entries` matrix entries, each with its (emptied) block."""
     try:
-        document = orjson.loads(b"".join(pieces))
+        document = orjson.loads(emptied)
         data = document["data"]
         result = data["result"]
     except (orjson.JSONDecodeError, KeyError, TypeError):
         return None
     if data.get("resultType") != "matrix" or not isinstance(result, list) \
-            or len(result) != len(cuts):
+            or len(result) != entries:
         return None
-    if not all(isinstance(e, dict) and e.get("values") == [] and isinstance(e.get("metric"), dict)
-               for e in result):
-        return None
-    return tuple(e["metric"] for e in result)
+    labels = []
+    for entry in result:
+        metric = entry.get("metric") if isinstance(entry, dict) else None
+        if not isinstance(metric, dict) or entry.get("values") != []:
+            return None
+        labels.append(metric)
+    return tuple(labels)
 
 
 def _samples(joined: bytes, pairs: int) -> np.ndarray[Any, np.dtype[np.float64]] | None:

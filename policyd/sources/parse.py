@@ -86,12 +86,14 @@ def _node_usage(cpu: Matrix, settings: SourceSettings, fresh_after: float,
     of cores (NaN, negative, or beyond `MOST_CORES`: a broken reading, which summed with
     another could even overflow a float) is left out, the last with a warning."""
     usage: dict[str, float] = {}
-    ends = cpu.offsets[1:] - 1
+    bounds = cpu.offsets.tolist()  # Python numbers in one go, not numpy scalars one by one
+    ends = np.maximum(cpu.offsets[1:] - 1, 0)
+    values, times = ((cpu.values[ends].tolist(), cpu.times[ends].tolist()) if cpu.values.size
+                     else ([], []))
     for i, metric in enumerate(cpu.labels):
-        if cpu.offsets[i + 1] == cpu.offsets[i]:
+        if bounds[i + 1] == bounds[i]:
             continue
-        last = int(ends[i])
-        value, time = float(cpu.values[last]), float(cpu.times[last])
+        value, time = values[i], times[i]
         node = facts.node_of(metric, settings)
         if node is None or not (math.isfinite(value) and value >= 0) or time < fresh_after:
             continue
@@ -123,6 +125,7 @@ def evaluation_keys(evaluation: Matrix, resources: Mapping[Key, Resource],
     The cadvisor-rest source joins its containers through this function too.
     """
     short = _short_ids(resources, settings)
+    bounds = evaluation.offsets.tolist()
     keys: list[Key | None] = []
     for i, metric in enumerate(evaluation.labels):
         key = facts.key_of(metric, settings.evaluation_identity_labels)
@@ -136,7 +139,7 @@ def evaluation_keys(evaluation: Matrix, resources: Mapping[Key, Resource],
             warnings.append(f"container {'/'.join(key)}: evaluation series "
                             f"{evaluation.broken[i]}; left out")
             key = None
-        elif evaluation.offsets[i + 1] == evaluation.offsets[i]:
+        elif bounds[i + 1] == bounds[i]:
             warnings.append(f"container {'/'.join(key)}: evaluation series has no samples; "
                             "left out")
             key = None
