@@ -41,9 +41,10 @@ CHUNK_PAIRS = 8192
 """About how many pairs `_samples` reads at a time (whole blocks: a block is never split)."""
 
 
-def read_matrix_body(body: bytes) -> Matrix | None:
-    """The `data.result` of a range query's answer `body` as a Matrix, read from the bytes; None
-    when the answer is not in the compact form this reads (module docstring)."""
+def read_matrix_body(body: bytes, *, chunk_pairs: int = CHUNK_PAIRS) -> Matrix | None:
+    """The `data.result` of a range query's answer `body` as a Matrix, read from the bytes
+    about `chunk_pairs` pairs at a time; None when the answer is not in the compact form this
+    reads (module docstring)."""
     cut = _cut(body)
     if cut is None:
         return None
@@ -53,7 +54,7 @@ def read_matrix_body(body: bytes) -> Matrix | None:
         return None
     offsets = np.zeros(len(blocks) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    samples = _samples(blocks, offsets)
+    samples = _samples(blocks, offsets, chunk_pairs)
     if samples is None:
         return None
     return Matrix(labels=labels, times=samples[:, 0].copy(), values=samples[:, 1].copy(),
@@ -112,17 +113,17 @@ def _labels(emptied: bytes, entries: int) -> tuple[Any, ...] | None:
     return tuple(labels)
 
 
-def _samples(blocks: list[bytes], offsets: np.ndarray[Any, np.dtype[np.int64]]
-             ) -> np.ndarray[Any, np.dtype[np.float64]] | None:
+def _samples(blocks: list[bytes], offsets: np.ndarray[Any, np.dtype[np.int64]],
+             chunk_pairs: int) -> np.ndarray[Any, np.dtype[np.float64]] | None:
     """The (time, value) rows of every block's pairs (block i's at `offsets[i]` on), or None.
 
-    Read a few thousand pairs at a time (`CHUNK_PAIRS`, whole blocks), not all at once: each
+    Read a few thousand pairs at a time (`chunk_pairs`, whole blocks), not all at once: each
     piece's Python numbers are freed before the next piece makes its own, so the interpreter
     reuses the memory they took instead of asking the kernel for megabytes of fresh pages for
     every answer (and a piece's text stays in the processor's cache while it is read)."""
     rows = np.empty((int(offsets[-1]), 2), dtype=np.float64)
-    # The block holding every CHUNK_PAIRS-th pair starts a piece (once, however long it is).
-    starts = np.searchsorted(offsets, np.arange(0, offsets[-1], CHUNK_PAIRS), side="right") - 1
+    # The block holding every chunk_pairs-th pair starts a piece (once, however long it is).
+    starts = np.searchsorted(offsets, np.arange(0, offsets[-1], chunk_pairs), side="right") - 1
     edges = [*np.unique(starts).tolist(), len(blocks)]
     for first, last in pairwise(edges):
         joined = b",".join(block for block in blocks[first:last] if block)
