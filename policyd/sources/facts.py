@@ -8,8 +8,10 @@ key and a capacity per node. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import cast
 
 from policyd.model import Markers
 from policyd.model import labels as keys
@@ -36,9 +38,35 @@ class Resource:
     cpu_rows: list[int] = field(default_factory=list)
 
 
+_Getter = Callable[[Mapping[str, str]], Key]
+
+_GETTERS: dict[tuple[str, ...], _Getter] = {}
+"""One getter per tuple of identity labels (a source's settings name two or three such tuples):
+`operator.itemgetter` takes a series' values in one C call, where a comprehension of `.get`
+calls took two and a half times as long (0.5 against 0.2 us, 60,000 times a 10,000-container
+cycle)."""
+
+
+def _getter(labels: tuple[str, ...]) -> _Getter:
+    getter = _GETTERS.get(labels)
+    if getter is None:
+        if len(labels) > 1:
+            getter = cast(_Getter, itemgetter(*labels))
+        elif labels:  # itemgetter of one name gives the value, not a 1-tuple
+            only = labels[0]
+            getter = lambda metric: (metric[only],)  # noqa: E731
+        else:
+            getter = lambda metric: ()  # noqa: E731
+        _GETTERS[labels] = getter
+    return getter
+
+
 def key_of(metric: Mapping[str, str], labels: tuple[str, ...]) -> Key | None:
     """The identity tuple, or None when a label is missing or empty (unmappable)."""
-    key = tuple([metric.get(name, "") for name in labels])  # a list is built faster here
+    try:
+        key = _getter(labels)(metric)
+    except KeyError:
+        return None
     return key if all(key) else None
 
 
@@ -90,30 +118,41 @@ class Tables:
 _CONTAINER_FACTS = frozenset({promql.FACT_STARTED, promql.FACT_SHARES, promql.FACT_LIMIT})
 
 
-def apply_fact(tables: Tables, fact: str, metric: Mapping[str, str], value: float, *,
-               settings: SourceSettings, warnings: list[str]) -> None:
-    """Fold one sample of the query of `fact` (`promql.FACTS`) into `tables`."""
-    resources, capacity, annotations = tables.resources, tables.capacity, tables.annotations
+def apply_fact(tables: Tables, fact: str, samples: Iterable[tuple[Mapping[str, str], float]],
+               *, settings: SourceSettings, warnings: list[str]) -> None:
+    """Fold the samples (labels, value) of the query of `fact` (`promql.FACTS`) into `tables`:
+    what a fact means is settled once for all its samples (10,000 at 10,000 containers)."""
     if fact == promql.FACT_CAPACITY:
-        node = node_of(metric, settings)
-        if node is None:
-            warnings.append(f"a capacity sample has no {settings.node_label!r} label; ignored")
-        elif not (value > 0 and math.isfinite(value)):
-            warnings.append(f"node {node}: capacity {value} is not a positive number; ignored")
-        else:
-            capacity[node] = value
+        for metric, value in samples:
+            node = node_of(metric, settings)
+            if node is None:
+                warnings.append(f"a capacity sample has no {settings.node_label!r} label; "
+                                "ignored")
+            elif not (value > 0 and math.isfinite(value)):
+                warnings.append(f"node {node}: capacity {value} is not a positive number; "
+                                "ignored")
+            else:
+                tables.capacity[node] = value
         return
     if fact == promql.FACT_ANNOTATIONS:
-        pod = key_of(metric, settings.annotation_identity_labels)
-        if pod is not None:
-            annotations[pod] = metric
+        annotations, pod_labels = tables.annotations, settings.annotation_identity_labels
+        for metric, _ in samples:
+            pod = key_of(metric, pod_labels)
+            if pod is not None:
+                annotations[pod] = metric
         return
-    key = key_of(metric, settings.identity_labels)
-    if key is None or fact not in _CONTAINER_FACTS:
-        return  # a series of no container we can name (the scope selector lets few through)
-    res = resources.setdefault(key, Resource())
-    note_series(res, metric, settings)
-    _set_once(res, fact, value, key, warnings)
+    if fact not in _CONTAINER_FACTS:
+        return
+    resources, identity = tables.resources, settings.identity_labels
+    for metric, value in samples:
+        key = key_of(metric, identity)
+        if key is None:
+            continue  # a series of no container we can name (the scope selector lets few through)
+        res = resources.get(key)
+        if res is None:  # not setdefault: it would build a Resource for every sample
+            res = resources[key] = Resource()
+        note_series(res, metric, settings)
+        _set_once(res, fact, value, key, warnings)
 
 
 def note_series(res: Resource, metric: Mapping[str, str], settings: SourceSettings) -> None:
@@ -171,16 +210,25 @@ def markers(labels: Mapping[str, str], settings: SourceSettings, where: str,
     """Markers from labels; an absent label is false / None (docs/design.md, "Markers on
     workloads")."""
     names = settings.marker_labels
-
-    def flag(name: str | None) -> bool:
-        return name is not None and labels.get(name, "").strip().lower() in TRUE_WORDS
-
+    for name in (names.migrated, names.rebalanced, names.converged_at, names.last_action_at):
+        if name is not None and name in labels:
+            break
+    else:  # most workloads carry none (Markers are frozen: one value serves them all)
+        return NO_MARKERS
     return Markers(
-        migrated=flag(names.migrated),
-        rebalanced=flag(names.rebalanced),
+        migrated=_flag(labels, names.migrated),
+        rebalanced=_flag(labels, names.rebalanced),
         converged_at=_time_label(labels, names.converged_at, where, warnings),
         last_action_at=_time_label(labels, names.last_action_at, where, warnings),
     )
+
+
+NO_MARKERS = Markers()
+"""What `markers` gives for labels that carry none of the marker labels."""
+
+
+def _flag(labels: Mapping[str, str], name: str | None) -> bool:
+    return name is not None and labels.get(name, "").strip().lower() in TRUE_WORDS
 
 
 def prefixed_labels(labels: Mapping[str, str], prefix: str | None,

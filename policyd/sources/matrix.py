@@ -10,6 +10,7 @@ alone and reported). Pure: no I/O.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -145,11 +146,16 @@ def _one_by_one(samples: list[Sequence[Any]], broken: list[str | None]
 
 def read_vector(result: Any) -> list[tuple[Mapping[str, str], float]]:
     """An instant query's `data.result`: (labels, value) per sample; unreadable samples are NaN."""
-    out = []
-    for metric, pair in _entries(result, "value"):
+    if not isinstance(result, list):
+        raise ResponseShapeError(f"data.result is a {type(result).__name__}, not a list")
+    out: list[tuple[Mapping[str, str], float]] = []
+    for entry in result:  # `_entries` and the values in one pass (10,000 entries a fact)
+        metric = entry.get("metric") if isinstance(entry, dict) else None
+        if not isinstance(metric, dict):
+            raise ResponseShapeError("a data.result entry has no 'metric' object")
         try:
-            value = float(pair[1])
+            value = float(entry.get("value")[1])
         except (TypeError, ValueError, IndexError, KeyError):
-            value = float("nan")
+            value = math.nan
         out.append((metric, value))
     return out

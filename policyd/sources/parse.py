@@ -66,14 +66,15 @@ def _resources(cpu: Matrix, facts_results: Mapping[str, Any], settings: SourceSe
                warnings: list[str]) -> facts.Tables:
     tables = facts.Tables()
     for fact, result in facts_results.items():
-        for metric, value in read_vector(result):
-            facts.apply_fact(tables, fact, metric, value, settings=settings, warnings=warnings)
+        facts.apply_fact(tables, fact, read_vector(result), settings=settings, warnings=warnings)
     resources = tables.resources
     for i, metric in enumerate(cpu.labels):
         key = facts.key_of(metric, settings.identity_labels)
         if key is None:
             continue
-        res = resources.setdefault(key, Resource())
+        res = resources.get(key)
+        if res is None:
+            res = resources[key] = Resource()
         facts.note_series(res, metric, settings)
         res.cpu_rows.append(i)
     return tables
@@ -85,12 +86,14 @@ def _node_usage(cpu: Matrix, settings: SourceSettings, fresh_after: float,
     of cores (NaN, negative, or beyond `MOST_CORES`: a broken reading, which summed with
     another could even overflow a float) is left out, the last with a warning."""
     usage: dict[str, float] = {}
-    ends = cpu.offsets[1:] - 1
+    bounds = cpu.offsets.tolist()  # Python numbers in one go, not numpy scalars one by one
+    ends = np.maximum(cpu.offsets[1:] - 1, 0)
+    values, times = ((cpu.values[ends].tolist(), cpu.times[ends].tolist()) if cpu.values.size
+                     else ([], []))
     for i, metric in enumerate(cpu.labels):
-        if cpu.offsets[i + 1] == cpu.offsets[i]:
+        if bounds[i + 1] == bounds[i]:
             continue
-        last = int(ends[i])
-        value, time = float(cpu.values[last]), float(cpu.times[last])
+        value, time = values[i], times[i]
         node = facts.node_of(metric, settings)
         if node is None or not (math.isfinite(value) and value >= 0) or time < fresh_after:
             continue
@@ -122,6 +125,7 @@ def evaluation_keys(evaluation: Matrix, resources: Mapping[Key, Resource],
     The cadvisor-rest source joins its containers through this function too.
     """
     short = _short_ids(resources, settings)
+    bounds = evaluation.offsets.tolist()
     keys: list[Key | None] = []
     for i, metric in enumerate(evaluation.labels):
         key = facts.key_of(metric, settings.evaluation_identity_labels)
@@ -135,7 +139,7 @@ def evaluation_keys(evaluation: Matrix, resources: Mapping[Key, Resource],
             warnings.append(f"container {'/'.join(key)}: evaluation series "
                             f"{evaluation.broken[i]}; left out")
             key = None
-        elif evaluation.offsets[i + 1] == evaluation.offsets[i]:
+        elif bounds[i + 1] == bounds[i]:
             warnings.append(f"container {'/'.join(key)}: evaluation series has no samples; "
                             "left out")
             key = None
@@ -172,9 +176,16 @@ def parse_cycle(*, evaluation: Any, cpu: Any, facts_results: Mapping[str, Any],
     with np.errstate(invalid="ignore"):
         bad = ~np.isfinite(eval_m.values)
     bad_count = np.concatenate(([0], np.cumsum(bad)))
+    # The chosen series' figures read as Python numbers in one go each, not one numpy scalar
+    # at a time in the loop below (every chosen series has a sample: `evaluation_keys`).
+    rows_of = np.fromiter(chosen.values(), dtype=np.int64, count=len(chosen))
+    starts, ends = eval_m.offsets[rows_of], eval_m.offsets[rows_of + 1]
+    bad_counts = (bad_count[ends] - bad_count[starts]).tolist()
+    first_times = eval_m.times[starts].tolist()
+    last_times = eval_m.times[ends - 1].tolist()
     eval_series, cpu_series = _all_series(eval_m), _all_series(cpu_m)
     containers: list[Container] = []
-    for key, i in chosen.items():
+    for n, (key, i) in enumerate(chosen.items()):
         cid = "/".join(key)
         metric, res = eval_m.labels[i], resources.get(key)
         node = (res.node if res is not None else None) or facts.node_of(metric, settings)
@@ -186,13 +197,12 @@ def parse_cycle(*, evaluation: Any, cpu: Any, facts_results: Mapping[str, Any],
         if cores is None:
             warnings.append(f"container {cid}: node {node} has no known CPU capacity; left out")
             continue
-        lo, hi = eval_m.span(i)
-        if bad_count[hi] > bad_count[lo]:
-            warnings.append(f"container {cid}: evaluation has {bad_count[hi] - bad_count[lo]} "
+        if bad_counts[n]:
+            warnings.append(f"container {cid}: evaluation has {bad_counts[n]} "
                             "NaN/Inf samples (the engine takes no action on them)")
-        if eval_m.times[hi - 1] < fresh_after:
+        if last_times[n] < fresh_after:
             warnings.append(f"container {cid}: evaluation is stale (last sample "
-                            f"{now - eval_m.times[hi - 1]:.0f} s before now)")
+                            f"{now - last_times[n]:.0f} s before now)")
         rows = res.cpu_rows if res is not None else []
         if len(rows) != 1 and "cpu" in queries.inputs:
             warnings.append(f"container {cid}: " + (
@@ -200,7 +210,7 @@ def parse_cycle(*, evaluation: Any, cpu: Any, facts_results: Mapping[str, Any],
                 "CPU left empty"))
         started = res.started_at if res is not None else None
         if started is None or not math.isfinite(started):
-            started = float(eval_m.times[lo])
+            started = first_times[n]
             warnings.append(f"container {cid}: no start time; using its first evaluation "
                             "sample")
         res_labels: Mapping[str, str] = res.labels if res is not None else {}

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from policyd.model import Series
 from policyd.sources.matrix import Matrix, read_matrix, read_vector
 
@@ -57,14 +59,16 @@ class ProgressTable:
     def of(cls, steps: Matrix, ratios: list[tuple[Mapping[str, str], float]]) -> ProgressTable:
         ratio = {label_set(metric): value for metric, value in ratios}
         series = Series.many(steps.times, steps.values, steps.offsets)
+        bounds = steps.offsets.tolist()  # Python numbers in one go, not numpy scalars one by one
+        lasts = (steps.values[np.maximum(steps.offsets[1:] - 1, 0)].tolist()
+                 if steps.values.size else [math.nan] * len(steps))
         found: dict[LabelSet, Progress] = {}
         for i, metric in enumerate(steps.labels):
-            lo, hi = steps.span(i)
-            if steps.broken[i] is not None or hi == lo:
+            if steps.broken[i] is not None or bounds[i + 1] == bounds[i]:
                 continue
             key = label_set(metric)
             r = ratio.get(key, math.nan)
-            last = float(steps.values[hi - 1])
+            last = lasts[i]
             total = round(last / r) if (math.isfinite(r) and 0 < r <= 1
                                         and math.isfinite(last) and last > 0) else None
             found[key] = Progress(steps=series[i], total_steps=float(total) if total else None)

@@ -110,3 +110,24 @@ def test_read_matrix_takes_a_matrix_read_from_bytes_as_it_is() -> None:
     got = read_matrix_body(GOOD)
     assert got is not None and read_matrix(got) is got
     assert np.isnan(got.values[1])
+
+
+@given(entries=st.lists(st.tuples(LABELS, SERIES), min_size=1, max_size=8),
+       chunk_pairs=st.integers(1, 5))
+def test_read_in_pieces_it_reads_as_at_once(
+        entries: list[tuple[dict[str, str], list[tuple[float, str]]]], chunk_pairs: int) -> None:
+    result = [{"metric": labels, "values": [[t, v] for t, v in samples]}
+              for labels, samples in entries]
+    body = orjson.dumps(envelope(result))
+    at_once = read_matrix_body(body, chunk_pairs=10**9)
+    in_pieces = read_matrix_body(body, chunk_pairs=chunk_pairs)
+    if at_once is None:
+        assert in_pieces is None  # a bad pair in any piece leaves the whole answer to the decoder
+    else:
+        assert_same(in_pieces, at_once)
+
+
+def test_a_bad_pair_in_a_later_piece_leaves_the_answer_to_the_decoder() -> None:
+    body = GOOD.replace(b'"1e+06"', b'"abc"')
+    assert read_matrix_body(GOOD, chunk_pairs=1) is not None
+    assert read_matrix_body(body, chunk_pairs=1) is None
