@@ -352,20 +352,25 @@ _Walk = tuple[_Group, int, float]
 seconds on the group's cores (`_work_seconds`)."""
 
 
+_Entry = tuple[float, _Key, int, float, _Candidate, "_Walk | None", str, "Move | None"]
+"""A heap entry: -bound in ms, key, serial, bound, the job, its walk (group, position, work
+seconds) or None, the target, and the move when priced (its gain is the bound)."""
+
+
 class _Search:
-    """One round's candidate moves, popped from the highest bound on their gain down, in whole
+    """The candidate moves, popped from the highest bound on their gain down, in whole
     milliseconds (`gain_ms`; ties by `_Key`): per (job, group of workers of one capacity) a lazy
     walk over the group fastest first, whose bounds never rise (`_gain_bound`), merged in one
-    heap, beside the moves priced in an earlier round, keyed by their gain. A walk passes over
-    the job's own worker and the moves already priced, so every entry popped is a move to price
-    or a priced one."""
+    heap, beside single moves (a walk's move popped and put back, or entered again) and priced
+    ones, keyed by their gain. A walk passes over the job's own worker and the moves already
+    priced, and a job's entries go dead when it is no longer a candidate (`live`): they are
+    dropped as they come up, not searched for."""
 
-    def __init__(self, priced: Mapping[tuple[str, str], Move | None]) -> None:
-        self._priced = priced
-        # -bound in ms, key, serial, bound, the job, its walk (group, position, work seconds)
-        # or None, target
-        self._heap: list[tuple[float, _Key, int, float, _Candidate, _Walk | None, str]] = []
-        self._heaped = False  # entries are listed until the first pop, then made a heap once
+    def __init__(self, priced: Mapping[tuple[str, str], Move | None],
+                 live: Callable[[_Candidate], bool]) -> None:
+        self._priced, self._live = priced, live
+        self._heap: list[_Entry] = []
+        self._heaped = False  # entries are listed until the first pop, then made a heap
         self._serial = 0  # entries never compare past it
 
     def walk(self, candidate: _Candidate, group: _Group, work_seconds: float) -> None:
@@ -373,23 +378,34 @@ class _Search:
         `work_seconds` at speed 1 (`_work_seconds`)."""
         self._push_from(candidate, (group, 0, work_seconds))
 
-    def known(self, candidate: _Candidate, target: str, target_index: int, gain: float) -> None:
-        """A move priced before, entered at its `gain`."""
-        self._push(gain, candidate, None, target, target_index)
+    def single(self, candidate: _Candidate, target: str, target_index: int,
+               bound: float) -> None:
+        """One move to price, at its `bound`."""
+        self._push(bound, candidate, None, target, target_index)
 
-    def pop(self) -> tuple[float, float, _Key, _Candidate, str] | None:
-        """The next move by bound: its bound in ms and in seconds, key, job and target; None
-        when none is left. A walk's next move enters the heap as its move leaves it."""
-        if not self._heap:
-            return None
+    def known(self, candidate: _Candidate, target: str, target_index: int, move: Move) -> None:
+        """A priced move, entered at its gain."""
+        self._push(move.gain, candidate, None, target, target_index, move=move)
+
+    def put_back(self, entry: _Entry) -> None:
+        """A popped entry, as it was but for its walk (whose next move entered as it left)."""
+        negated_ms, key, _, bound, candidate, _, target, move = entry
+        self._add((negated_ms, key, self._serial, bound, candidate, None, target, move))
+
+    def pop(self) -> _Entry | None:
+        """The next entry by bound, None when none is left. A live walk's next move enters the
+        heap as its move leaves it."""
         if not self._heaped:
             heapq.heapify(self._heap)
             self._heaped = True
-        negated_ms, key, _, bound, candidate, walk, target = heapq.heappop(self._heap)
-        if walk is not None:
+        if not self._heap:
+            return None
+        entry = heapq.heappop(self._heap)
+        walk, candidate = entry[5], entry[4]
+        if walk is not None and self._live(candidate):
             group, position, work_seconds = walk
             self._push_from(candidate, (group, position + 1, work_seconds))
-        return -negated_ms, bound, key, candidate, target
+        return entry
 
     def _push_from(self, candidate: _Candidate, walk: _Walk) -> None:
         """The first move of `walk` from its position on that is not to the job's own worker
@@ -405,9 +421,11 @@ class _Search:
             position += 1
 
     def _push(self, bound: float, candidate: _Candidate, walk: _Walk | None, target: str,
-              target_index: int) -> None:
+              target_index: int, *, move: Move | None = None) -> None:
         key = (candidate.source_index, candidate.job_index, target_index)
-        entry = (-gain_ms(bound), key, self._serial, bound, candidate, walk, target)
+        self._add((-gain_ms(bound), key, self._serial, bound, candidate, walk, target, move))
+
+    def _add(self, entry: _Entry) -> None:
         if self._heaped:
             heapq.heappush(self._heap, entry)
         else:
@@ -440,11 +458,14 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
 
     No list of every (job, worker) pair is built: a bound depends on the target only through its
     speed and its capacity, and never rises as the speed falls, so per job and capacity the
-    workers are walked fastest first, lazily, all walks merged in one heap (`_Search`); a round
-    costs about its jobs x capacities plus its workers, plus the moves it prices. Left out
-    before any walk: jobs that would never end where they are and workers holding a job without
-    a forecast (`move_gain` says None whatever the target, or the job), workers whose budget is
-    spent."""
+    workers are walked fastest first, lazily, all walks merged in one heap (`_Search`). The
+    heap lasts from round to round: a move changes only its two workers, so only their jobs
+    enter again (new candidates, their old entries dead), and only the moves priced on them
+    are priced again (entered at their bound); a worker whose budget is spent is passed over
+    as it comes up. A round costs about the entries it pops, plus the two workers' jobs x
+    capacities. Left out before any walk: jobs that would never end where they are and
+    workers holding a job without a forecast (`move_gain` says None whatever the target, or
+    the job), workers whose budget is spent."""
     spec = policy.spec
     threshold = spec.move_threshold_seconds
     threshold_ms = gain_ms(threshold)
@@ -458,16 +479,19 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
     leaving: dict[str, tuple[float, float]] = dict(sides or {})
     work: dict[tuple[str, float], float] = {}  # by job and capacity (`_work_seconds`)
     priced: dict[tuple[str, str], Move | None] = {}  # by (job, target)
+    priced_at: dict[str, set[str]] = {}  # by target: the jobs priced there
+    candidates: dict[str, _Candidate] = {}  # by job: the candidate as it is now
+    search = _Search(priced, lambda c: candidates.get(c.job.id) is c)
+    groups = _targets(model, nodes, capacity, speeds, budget)
+    group_of = {node: group for group in groups for _, _, node in group.workers}
+    speed_of = {node: speed for group in groups for speed, _, node in group.workers}
+    fresh = nodes  # the workers whose jobs enter as candidates
     while not budget.exhausted:
-        groups = _targets(model, nodes, capacity, speeds, budget)
-        open_nodes = {node for group in groups for _, _, node in group.workers}
-        search = _Search(priced)
-        candidates: dict[str, _Candidate] = {}
-        for source_index, source in enumerate(nodes):
+        for source in fresh:
             if budget.node_full(source):
                 continue
             for job_index, job in enumerate(model[source]):
-                if (job.id not in movable or job.id in moved_ids or job.forecast is None):
+                if job.id not in movable or job.id in moved_ids or job.forecast is None:
                     continue
                 if job.id not in leaving:
                     leaving[job.id] = source_side(job_index, model[source], capacity[source],
@@ -475,7 +499,7 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
                                                   total=totals[source])
                 if not math.isfinite(leaving[job.id][0]):
                     continue  # it would never end where it is: `move_gain` says None anywhere
-                candidate = _Candidate(job=job, source=source, source_index=source_index,
+                candidate = _Candidate(job=job, source=source, source_index=node_index[source],
                                        job_index=job_index, leaving=leaving[job.id],
                                        head=_bound_head(leaving[job.id]))
                 candidates[job.id] = candidate
@@ -483,28 +507,40 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
                     if (job.id, group.capacity) not in work:
                         work[(job.id, group.capacity)] = _work_seconds(job, group.capacity)
                     search.walk(candidate, group, work[(job.id, group.capacity)])
-        for (job_id, target), known in priced.items():
-            if (job_id in candidates and target in open_nodes and known is not None
-                    and known.gain > threshold):  # the others could not be chosen
-                search.known(candidates[job_id], target, node_index[target], known.gain)
         # the move, the job as it is, its gain in ms, its key
         best: tuple[Move, ModelJob, float, _Key] | None = None
-        while (popped := search.pop()) is not None:
-            bound_ms, bound, key, candidate, target = popped
+        kept: list[_Entry] = []  # popped entries that stay in the search
+        while (entry := search.pop()) is not None:
+            negated_ms, key, _, bound, candidate, _, target, known = entry
+            bound_ms = -negated_ms
+            if (candidates.get(candidate.job.id) is not candidate or budget.node_full(target)
+                    or (known is not None and priced.get((candidate.job.id, target)) is not known)):
+                continue  # dead: the job moved or its worker changed, the target is full, or
+                # the move was priced again
             if bound_ms < threshold_ms or (best is not None and bound_ms < best[2]):
+                kept.append(entry)
                 break  # no move from here on could gain more than the threshold or the best
-            if bound <= threshold or (best is not None and bound_ms == best[2] and key > best[3]):
-                continue  # this one could not
-            if (candidate.job.id, target) not in priced:
-                priced[(candidate.job.id, target)] = move_gain(
-                    candidate.job, candidate.source, target, model=model, capacity=capacity,
-                    speeds=speeds, arrive=arrive, totals=totals, leaving=candidate.leaving)
-            move = priced[(candidate.job.id, target)]
-            if move is None or move.gain <= threshold:
-                continue
-            move_ms = gain_ms(move.gain)
+            if bound <= threshold:
+                continue  # this one never could
+            if best is not None and bound_ms == best[2] and key > best[3]:
+                kept.append(entry)
+                continue  # this one could not, this round
+            if known is None:
+                if (candidate.job.id, target) not in priced:
+                    priced[(candidate.job.id, target)] = move_gain(
+                        candidate.job, candidate.source, target, model=model,
+                        capacity=capacity, speeds=speeds, arrive=arrive, totals=totals,
+                        leaving=candidate.leaving)
+                    priced_at.setdefault(target, set()).add(candidate.job.id)
+                known = priced[(candidate.job.id, target)]
+                if known is None or known.gain <= threshold:
+                    continue  # priced again if a move changes its target
+                search.known(candidate, target, node_index[target], known)
+                continue  # it comes up again at its gain, which is at most its bound
+            move_ms = gain_ms(known.gain)
+            kept.append(entry)
             if best is None or move_ms > best[2] or (move_ms == best[2] and key < best[3]):
-                best = (move, candidate.job, move_ms, key)
+                best = (known, candidate.job, move_ms, key)
         if best is None:
             return moved
         chosen = replace(best[0], why=_movable_why(best[1], best[0], spec, speeds))
@@ -513,14 +549,26 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
         budget.spend(chosen.source, chosen.target)
         model[chosen.source] = [j for j in model[chosen.source] if j.id != chosen.job.id]
         model[chosen.target] = [*model[chosen.target], chosen.job]
-        touched = {chosen.source, chosen.target}
+        touched = (chosen.source, chosen.target)
         for node in touched:
             totals.forget(node)
         on_touched = {j.id for node in touched for j in model[node]} | {chosen.job.id}
-        leaving = {k: v for k, v in leaving.items() if k not in on_touched}
+        for job_id in on_touched:  # their entries go dead; they enter again as new candidates
+            candidates.pop(job_id, None)
+            leaving.pop(job_id, None)
         work = {k: v for k, v in work.items() if k[0] not in on_touched}
-        priced = {k: v for k, v in priced.items()
-                  if k[1] not in touched and k[0] not in on_touched}
+        for job_id, target in [k for k in priced if k[0] in on_touched]:
+            del priced[(job_id, target)]
+            priced_at[target].discard(job_id)
+        for node in touched:  # the moves priced there are priced again, entered at their bound
+            for job_id in sorted(priced_at.pop(node, set())):
+                del priced[(job_id, node)]
+                c = candidates[job_id]
+                search.single(c, node, node_index[node], _gain_bound(
+                    c.head, work[(job_id, group_of[node].capacity)], speed_of[node]))
+        for entry in kept:
+            search.put_back(entry)
+        fresh = sorted(touched)
     return moved
 
 
