@@ -109,8 +109,12 @@ class Forecasts:
             self.finish_at, self.low_seconds, self.high_seconds, self.target_loss,
             self.target_eta_seconds, self.seconds_per_step, self.speed.serial_seconds,
             self.speed.parallel_seconds, self.speed.cap_cores)]
+        improvements = (self.remaining_improvement.tolist()
+                        if self.remaining_improvement is not None
+                        else [None] * len(self.notes))
         out: list[Forecast | None] = []
-        for i, row in enumerate(zip(*columns, strict=True)):
+        for i, (row, gain) in enumerate(zip(zip(*columns, strict=True), improvements,
+                                            strict=True)):
             if self.notes[i]:
                 out.append(None)
                 continue
@@ -128,7 +132,8 @@ class Forecasts:
                 basis="total steps" if not math.isnan(total) else convergence,
                 steps_per_second=1.0 / per_step, parallel_fraction=fraction[i],
                 serial_seconds=serial, parallel_seconds=parallel, cap_cores=cap,
-                note=self.remarks[i], remaining_improvement=self.improvement_at(i))
+                note=self.remarks[i],
+                remaining_improvement=None if gain is None or math.isnan(gain) else gain)
             out.append(made)
         return out
 

@@ -81,7 +81,8 @@ class Forecasted:
                        "high_seconds": np.maximum(f.high_seconds, remaining),
                        "steps_per_second": 1.0 / f.seconds_per_step}
         fine = valid(columns).tolist()
-        lists = {name: a.tolist() for name, a in columns.items()}
+        done, steps, seconds, finish, low, high, speed = (
+            a.tolist() for a in columns.values())
         total, target, eta = (f.total_steps.tolist(), f.target_loss.tolist(),
                               f.target_eta_seconds.tolist())
         improvement = (f.remaining_improvement.tolist() if f.remaining_improvement is not None
@@ -94,14 +95,17 @@ class Forecasted:
                 continue
             extra = notes.get(cid, "")
             t, gain = total[i], improvement[i]
-            row = {name: values[i] for name, values in lists.items()}
-            row.update(
-                total_steps=None if math.isnan(t) else t,
-                basis="total steps" if not math.isnan(t) else convergence,
-                target_loss=None if math.isnan(target[i]) else target[i],
-                target_eta_seconds=None if math.isnan(eta[i]) else eta[i],
-                note=f"{remark}; {extra}" if remark and extra else remark or extra,
-                remaining_improvement=None if math.isnan(gain) else gain)
+            # One dict literal per row, its keys in `columns`' order, then the rest.
+            row = {
+                "steps_done": done[i], "remaining_steps": steps[i],
+                "remaining_seconds": seconds[i], "finish_at": finish[i],
+                "low_seconds": low[i], "high_seconds": high[i], "steps_per_second": speed[i],
+                "total_steps": None if math.isnan(t) else t,
+                "basis": "total steps" if not math.isnan(t) else convergence,
+                "target_loss": None if math.isnan(target[i]) else target[i],
+                "target_eta_seconds": None if math.isnan(eta[i]) else eta[i],
+                "note": f"{remark}; {extra}" if remark and extra else remark or extra,
+                "remaining_improvement": None if math.isnan(gain) else gain}
             out[cid] = JobForecast.checked(row) if fine[i] else JobForecast(**row)
         return out
 
@@ -110,24 +114,27 @@ def forecast_containers(settings: Settings, snapshot: Snapshot,
                         containers: Sequence[Container]) -> Forecasted:
     """Forecast every one of `containers` under `settings` (`settings_of`)."""
     notes: dict[str, str] = {}
-    judged = []
-    for c in containers:
+    judged, targets, unusable = [], [], {}
+    for c in containers:  # each declared target read once, for the forecast and its note
+        value, why = target_loss(c)
+        if why:
+            unusable[c.id] = why
         if c.steps.times_seconds.size == 0:
             notes[c.id] = ("no steps reported (the exporter's policyd_training_steps_total): "
                            "the job's speed cannot be measured")
         else:
             judged.append(c)
+            targets.append(value)
     unjudged = tuple(notes)
     forecasts = None
     if judged:
-        forecasts = forecast(histories(snapshot, judged), settings)
+        forecasts = forecast(histories(snapshot, judged, targets), settings)
         for c, note in zip(judged, forecasts.notes, strict=True):
             if note:
                 notes[c.id] = note
-    for c in containers:
-        _, why = target_loss(c)
-        if why and c.id not in notes:
-            notes[c.id] = why
+    for cid, why in unusable.items():
+        if cid not in notes:
+            notes[cid] = why
     return Forecasted(ids=tuple(c.id for c in judged), forecasts=forecasts, notes=notes,
                       unjudged=unjudged)
 

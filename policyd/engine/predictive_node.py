@@ -46,13 +46,20 @@ class Job:
     best_cores: float  # what it can use on this worker
 
 
-def critical(jobs: Sequence[Job], capacity: float) -> tuple[int, str] | None:
+def _one_core_work(jobs: Sequence[Job]) -> list[float]:
+    """Each job's remaining seconds on one core (NaN without a forecast)."""
+    return [j.forecast.remaining_seconds_at(1.0) if j.forecast is not None else math.nan
+            for j in jobs]
+
+
+def critical(jobs: Sequence[Job], capacity: float,
+             work: Sequence[float] | None = None) -> tuple[int, str] | None:
     """The job that bounds the worker's makespan, if one does, and why: the one whose
     remaining work on one core is at least the worker's whole remaining work spread over its
     cores (nothing can finish before it then, so every interval it waits is added to the
-    makespan)."""
-    work = [j.forecast.remaining_seconds_at(1.0) if j.forecast is not None else math.nan
-            for j in jobs]
+    makespan). `work`: `_one_core_work(jobs)`, when the caller has it."""
+    if work is None:
+        work = _one_core_work(jobs)
     known = [(w, i) for i, w in enumerate(work) if math.isfinite(w)]
     if len(known) < 2:
         return None
@@ -146,14 +153,16 @@ class Plan:
                                                                      1.0) - 1e-9
 
 
-def _slowdowns(ordered: Sequence[Job], *, now: float, capacity: float) -> list[float]:
+def _slowdowns(ordered: Sequence[Job], work: Sequence[float], *, now: float,
+               capacity: float) -> list[float]:
     """Per job, how late it would finish even if served from now on (its age plus its work at
-    one core), over how long its whole run takes at an equal share of the worker (its steps
-    done and left at min(capacity / n, 1) cores); NaN without a forecast. Above
-    1 + `max_slowdown`, waiting any longer makes it slower than an equal share would."""
+    one core, `work` from `_one_core_work`), over how long its whole run takes at an equal
+    share of the worker (its steps done and left at min(capacity / n, 1) cores); NaN without a
+    forecast. Above 1 + `max_slowdown`, waiting any longer makes it slower than an equal share
+    would."""
     equal = min(capacity / len(ordered), 1.0)
     out = []
-    for j in ordered:
+    for j, one_core in zip(ordered, work, strict=True):
         f = j.forecast
         if f is None:
             out.append(math.nan)
@@ -161,7 +170,8 @@ def _slowdowns(ordered: Sequence[Job], *, now: float, capacity: float) -> list[f
         age = max(now - j.container.started_at, 0.0)
         fair = (f.steps_done + f.remaining_steps) * f.seconds_per_step_at(min(equal,
                                                                               j.best_cores))
-        served_now = age + f.remaining_seconds_at(min(1.0, j.best_cores))
+        cores = min(1.0, j.best_cores)
+        served_now = age + (one_core if cores == 1.0 else f.remaining_seconds_at(cores))
         out.append(served_now / fair if fair > 0 else math.nan)
     return out
 
@@ -178,9 +188,10 @@ def node_plans(jobs: list[Job], capacity: float, spec: PredictiveSpec, *,
     ordered = _order(jobs, hysteresis=spec.hysteresis, floor=floor)
     # Jobs granted before their turn, and why: the makespan's, then those waiting too long,
     # as many as leaves one core to the order itself.
-    bound = critical(ordered, capacity)
+    work = _one_core_work(ordered)
+    bound = critical(ordered, capacity, work)
     before: dict[int, str] = {bound[0]: bound[1]} if bound is not None else {}
-    late = sorted((-s, i) for i, s in enumerate(_slowdowns(ordered, now=now,
+    late = sorted((-s, i) for i, s in enumerate(_slowdowns(ordered, work, now=now,
                                                            capacity=capacity))
                   if s > 1.0 + spec.max_slowdown and i not in before)
     for negative, i in late[:max(int(capacity) - 1 - len(before), 0)]:
@@ -190,9 +201,10 @@ def node_plans(jobs: list[Job], capacity: float, spec: PredictiveSpec, *,
     cores = _grant(ordered, capacity, list(before))
     top = max(cores)
     plans, ahead = [], 0.0
-    for rank, (j, granted) in enumerate(zip(ordered, cores, strict=True), start=1):
+    for rank, (j, granted, one_core) in enumerate(zip(ordered, cores, work, strict=True),
+                                                  start=1):
         if j.forecast is not None:
-            ahead += j.forecast.remaining_seconds_at(1.0)
+            ahead += one_core
         share = granted / top if spec.mode == "shares" else granted / capacity
         fraction = min(max(share, floor), 1.0)
         category = (NEW if j.forecast is None and j.key == NEW_KEY else

@@ -123,10 +123,12 @@ def _rows(snapshot: Snapshot, containers: Sequence[Container]) -> IntArray:
     return np.array(found, dtype=np.int64)
 
 
-def histories(snapshot: Snapshot, containers: Sequence[Container]) -> Histories:
+def histories(snapshot: Snapshot, containers: Sequence[Container],
+              targets: Sequence[float | None] | None = None) -> Histories:
     """The forecast's input for `containers` (some of the snapshot's) at once (module
     docstring): per container its evaluation samples, the steps and cores held at each, and
-    whether its node was busy then (every container of the snapshot on the node counted)."""
+    whether its node was busy then (every container of the snapshot on the node counted).
+    `targets`: each container's `target_loss`, when the caller has read them already."""
     n = len(containers)
     rows = _rows(snapshot, containers)
     capacity = {node.name: node.cpu_capacity for node in snapshot.nodes}
@@ -134,7 +136,9 @@ def histories(snapshot: Snapshot, containers: Sequence[Container]) -> Histories:
                     [c.cpu_usage.values for c in snapshot.containers])
     loss_times, losses_, step_times, step_values, node_cores_ = [], [], [], [], []
     allocation, total, target = [], [], []
-    for c in containers:  # the one pass over the chosen containers' objects
+    declared_targets = (targets if targets is not None
+                        else [target_loss(c)[0] for c in containers])
+    for c, declared in zip(containers, declared_targets, strict=True):  # one pass over them
         evaluation, steps_series = c.evaluation, c.steps
         loss_times.append(evaluation.times_seconds)
         losses_.append(evaluation.values)
@@ -143,7 +147,6 @@ def histories(snapshot: Snapshot, containers: Sequence[Container]) -> Histories:
         node_cores_.append(capacity[c.node])
         allocation.append(c.cpu_allocation)
         total.append(math.nan if c.total_steps is None else c.total_steps)
-        declared, _ = target_loss(c)
         target.append(math.nan if declared is None else declared)
     loss = _Table.of(loss_times, losses_)
     steps_table = _Table.of(step_times, step_values)
