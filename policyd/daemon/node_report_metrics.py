@@ -57,17 +57,14 @@ from prometheus_client.registry import Collector
 
 from policyd.model import NodeReport
 from policyd.model.node_report import (
-    AT_RISK_FIGURES,
     CATEGORY_FIELDS,
+    JOB_LISTS,
     METRIC_PREFIX,
     NODE_FIGURES,
-    RESIDENT_FIGURES,
-    RESIDENT_SIDE_FIGURES,
     SPARE_FIGURE,
     SPEED_FIGURE,
     STOP_FIGURE,
     TOP_FIGURE,
-    WAITING_FIGURES,
 )
 
 _FIGURE_HELP = {
@@ -119,12 +116,8 @@ _RESIDENT_HELP = {
                       "there save without it."),
 }
 
-_JOB_LISTS = (("waiting", "waiting", WAITING_FIGURES, _WAITING_HELP),
-              ("at_risk", "at_risk", AT_RISK_FIGURES, _AT_RISK_HELP),
-              ("resident", "residents", RESIDENT_FIGURES + RESIDENT_SIDE_FIGURES,
-               _RESIDENT_HELP))
-"""A report's lists of jobs (the series' name, its `NodeReport` field, the figures and their
-help), each job one series a figure."""
+_JOB_HELP = {"waiting": _WAITING_HELP, "at_risk": _AT_RISK_HELP, "resident": _RESIDENT_HELP}
+"""The help of each job list's series (`JOB_LISTS`, by series name), by figure."""
 
 
 class NodeReportCollector(Collector):
@@ -173,10 +166,11 @@ class NodeReportCollector(Collector):
             "A job the node agent would stop, for the manager to stop: its latest loss (target) "
             "or its remaining improvement (converged).",
             labels=[*node, "container", "event"])
-        listed = {(field, figure): GaugeMetricFamily(f"{METRIC_PREFIX}{field}_{figure}",
-                                                     helps[figure],
-                                                     labels=[*node, "container"])
-                  for field, _, figures, helps in _JOB_LISTS for figure in figures}
+        listed = {(job_list.series, figure): GaugeMetricFamily(
+                      f"{METRIC_PREFIX}{job_list.series}_{figure}",
+                      _JOB_HELP[job_list.series][figure], labels=[*node, "container"])
+                  for job_list in JOB_LISTS
+                  for figure in (*job_list.figures, *job_list.optional)}
         for r in reports:
             at = [r.policy, r.node]
             for figure, field in NODE_FIGURES.items():
@@ -196,12 +190,12 @@ class NodeReportCollector(Collector):
                 speed.add_metric(at, r.stated_speed)
             for s in r.stops:
                 stops.add_metric([*at, s.container, s.event], s.figure)
-            for field, attribute, figures, _ in _JOB_LISTS:
-                for j in getattr(r, attribute):
-                    for figure in figures:
+            for job_list in JOB_LISTS:
+                for j in getattr(r, job_list.field):
+                    for figure in (*job_list.figures, *job_list.optional):
                         value = getattr(j, figure)
                         if value is not None:  # an optional figure not reported
-                            listed[(field, figure)].add_metric([*at, j.container],
-                                                               float(value))
+                            listed[(job_list.series, figure)].add_metric(
+                                [*at, j.container], float(value))
         yield from (*families.values(), jobs, requests, candidates, spare, top, speed, stops,
                     *listed.values())

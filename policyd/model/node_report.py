@@ -43,7 +43,9 @@ values: no I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from policyd.model.forecast import seconds_per_step
 from policyd.model.qoe import DeliveryEvent
@@ -282,3 +284,39 @@ class NodeReport:
     @property
     def categorised(self) -> int:
         return self.pc + self.wc + self.cc
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobList:
+    """One of a report's lists of jobs, as every reader and writer of reports sees it: its
+    `NodeReport` field, the name of its series (`policyd_node_report_<series>_<figure>`), a
+    job's figures (each a field of the job) and those it may lack (`optional`), how a job is
+    made from its figures and in what order a report lists them, what a warning calls one,
+    and whether a job that cannot be made leaves its node's report out (`whole`) or only
+    itself."""
+
+    field: str
+    series: str
+    figures: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+    make: Callable[..., WaitingJob | AtRiskJob | ResidentJob]
+    order: Callable[[Any], tuple[Any, ...]]
+    what: str
+    whole: bool = False
+
+
+JOB_LISTS = (
+    # in the order the agent plans them: the work ahead of each, ties by id
+    JobList(field="waiting", series="waiting", figures=WAITING_FIGURES, make=WaitingJob,
+            order=lambda j: (j.ahead_seconds, j.container), what="waiting"),
+    JobList(field="at_risk", series="at_risk", figures=AT_RISK_FIGURES, make=AtRiskJob,
+            order=lambda j: (j.deadline_seconds, j.container), what="at-risk"),
+    # the manager's model of a worker short of a job would be wrong: all or none; by id, the
+    # order the agent drained its worker in (`ResidentJob.finish_seconds`)
+    JobList(field="residents", series="resident", figures=RESIDENT_FIGURES,
+            optional=RESIDENT_SIDE_FIGURES, make=ResidentJob,
+            order=lambda j: (j.container,), what="resident", whole=True),
+)
+"""A report's lists of jobs (`JobList`): the agents' metrics publish them
+(`policyd.daemon.node_report_metrics`), the manager's source reads them back
+(`policyd.sources.node_reports`)."""

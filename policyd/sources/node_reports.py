@@ -44,7 +44,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 from policyd import fastjson
@@ -52,29 +52,23 @@ from policyd.clients.http_access import HttpAccess
 from policyd.engine.registry import KINDS
 from policyd.engine.spec import PolicyDocument
 from policyd.model import (
-    AtRiskJob,
     Node,
     NodeReport,
     PendingJob,
     ReallocationRequest,
     RebalanceCandidate,
-    ResidentJob,
     Snapshot,
     StopRequest,
-    WaitingJob,
 )
 from policyd.model.node_report import (
-    AT_RISK_FIGURES,
     CATEGORY_FIELDS,
+    JOB_LISTS,
     METRIC_PREFIX,
     NODE_FIGURES,
-    RESIDENT_FIGURES,
-    RESIDENT_SIDE_FIGURES,
     SPARE_FIGURE,
     SPEED_FIGURE,
     STOP_FIGURE,
     TOP_FIGURE,
-    WAITING_FIGURES,
 )
 from policyd.model.qoe import DeliveryEvent
 from policyd.sources.errors import SourceError
@@ -91,33 +85,8 @@ SCRAPED_LABEL = "scraped"
 """The label of the query's series of each report's scrape time (`reports_query`)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class _JobList:
-    """One of a report's lists of jobs: its `NodeReport` field, its series' names (`prefix`
-    and a figure), how a job is made from its figures and ordered, and whether a job that
-    cannot be made leaves the node's report out (`whole`) or only itself."""
-
-    field: str
-    prefix: str
-    figures: tuple[str, ...]
-    make: Callable[..., WaitingJob | AtRiskJob | ResidentJob]
-    order: Callable[[Any], tuple[Any, ...]]
-    what: str
-    whole: bool = False
-
-
-_JOB_LISTS = (
-    # in the order the agent plans them: the work ahead of each, ties by id
-    _JobList(field="waiting", prefix="waiting_", figures=WAITING_FIGURES, make=WaitingJob,
-             order=lambda j: (j.ahead_seconds, j.container), what="waiting"),
-    _JobList(field="at_risk", prefix="at_risk_", figures=AT_RISK_FIGURES, make=AtRiskJob,
-             order=lambda j: (j.deadline_seconds, j.container), what="at-risk"),
-    # the manager's model of a worker short of a job would be wrong: all or none
-    _JobList(field="residents", prefix="resident_",
-             figures=RESIDENT_FIGURES + RESIDENT_SIDE_FIGURES,  # the sides when reported
-             make=ResidentJob, order=lambda j: (j.container,), what="resident", whole=True))
-_JOB_FIGURES = {f"{jobs.prefix}{figure}": (jobs, figure)
-                for jobs in _JOB_LISTS for figure in jobs.figures}
+_JOB_FIGURES = {f"{jobs.series}_{figure}": (jobs, figure)
+                for jobs in JOB_LISTS for figure in (*jobs.figures, *jobs.optional)}
 """A job's series' field -> its list and its field in the list's job."""
 _FIELDS = {f"{METRIC_PREFIX}{figure}": field for figure, field in (
     *NODE_FIGURES.items(), (SPARE_FIGURE, SPARE_FIGURE), (TOP_FIGURE, TOP_FIGURE),
@@ -152,7 +121,7 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
     stops: defaultdict[tuple[str, str, str], list[StopRequest]] = defaultdict(list)
     # by report, list and job: the job's figures
     jobs: defaultdict[tuple[str, str, str], dict[str, defaultdict[str, dict[str, float]]]] = \
-        defaultdict(lambda: {j.field: defaultdict(dict) for j in _JOB_LISTS})
+        defaultdict(lambda: {j.field: defaultdict(dict) for j in JOB_LISTS})
     isfinite = math.isfinite
     for series in result:  # ~8 a worker: kept to dictionary lookups
         labels = series.get("metric") or {}
@@ -229,13 +198,13 @@ def parse_reports(result: Sequence[Mapping[str, Any]], *, now: float,
 def _job_lists(found: Mapping[str, Mapping[str, Mapping[str, float]]],
                key: tuple[str, str, str], warnings: list[str]
                ) -> dict[str, tuple[Any, ...]] | None:
-    """One report's lists of jobs (`_JOB_LISTS`) from their figures (`found`: by list and
+    """One report's lists of jobs (`JOB_LISTS`) from their figures (`found`: by list and
     job), by `NodeReport` field, each in its order; None when a job of a list that must be
     whole cannot be made. `key`: the report's policy, node and instance, for the warnings
     about jobs that could not be made whole (a figure missing, or out of range)."""
     policy, node, instance = key
     lists: dict[str, tuple[Any, ...]] = {}
-    for listed in _JOB_LISTS:
+    for listed in JOB_LISTS:
         made, left_out = [], []
         for container, figures in found[listed.field].items():
             try:
