@@ -73,13 +73,13 @@ from pydantic import Field
 from policyd.engine import flowcon, predictive
 from policyd.engine.flowcon2_placement import (
     ModelJob,
+    drained,
     growth_arrival,
     may_move,
     move_bound,
     move_reason,
     placed,
     remaining_arrival,
-    total_seconds,
 )
 from policyd.engine.flowcon2_reports import UNJUDGED, plan_from_reports, resident, with_sides
 from policyd.engine.forecast_output import Forecast
@@ -298,9 +298,10 @@ def node_reports(policy: PolicyDocument, snapshot: Snapshot) -> tuple[NodeReport
     for node in snapshot.nodes:
         jobs = worked.model[node.name]
         speed = worked.speeds.of(node.name)
-        flagged = [j for j in jobs if j.id in movable_ids]
-        total = total_seconds(jobs, node.cpu_capacity, speed) if flagged else 0.0
-        kept = {j.id for j in flagged if move_bound(j, jobs, node.cpu_capacity, speed, total)
+        flagged = [i for i, j in enumerate(jobs) if j.id in movable_ids]
+        ends, total = drained(jobs, node.cpu_capacity, speed) if flagged else ([], 0.0)
+        kept = {jobs[i].id for i in flagged
+                if move_bound(i, jobs, node.cpu_capacity, speed, ends=ends, total=total)
                 > spec.move_threshold_seconds}
         residents = [resident(j, containers[j.id], movable=j.id in kept) for j in jobs]
         reports.append(NodeReport(

@@ -116,13 +116,12 @@ class Move:
     why: str = ""  # what makes it movable, and where (the reason's first clause; chosen moves)
 
 
-def _own_and_rest(job: ModelJob, jobs: Sequence[ModelJob], capacity: float,
-                  speed: float) -> tuple[float, float]:
-    """When `job` (one of `jobs`, a worker's) ends as the worker drains, and the summed
-    finishes of the other jobs there without it (`total_seconds`)."""
-    ends = finish_seconds([j.draining(capacity) for j in jobs], capacity, speed)
-    own = ends[[j.id for j in jobs].index(job.id)]
-    return own, total_seconds([j for j in jobs if j.id != job.id], capacity, speed)
+def _rest_seconds(job_index: int, jobs: Sequence[ModelJob], capacity: float,
+                  speed: float) -> float:
+    """The summed finishes of the other jobs of a worker (`jobs`) as it drains without
+    `jobs[job_index]` (`total_seconds`)."""
+    gone = jobs[job_index].id
+    return total_seconds([j for j in jobs if j.id != gone], capacity, speed)
 
 
 def source_side(job_index: int, jobs: Sequence[ModelJob], capacity: float, speed: float, *,
@@ -130,10 +129,8 @@ def source_side(job_index: int, jobs: Sequence[ModelJob], capacity: float, speed
     """A move's side on its source, whatever its target: when `jobs[job_index]` ends there as
     the worker (`jobs`, drained: `ends` and `total`, `drained`) drains, and the seconds the
     jobs left there save without it."""
-    job = jobs[job_index]
     own_before = ends[job_index]
-    rest = total_seconds([j for j in jobs if j.id != job.id], capacity, speed)
-    return own_before, total - own_before - rest
+    return own_before, total - own_before - _rest_seconds(job_index, jobs, capacity, speed)
 
 
 class _Drains(dict[str, float]):
@@ -197,14 +194,16 @@ def move_gain(job: ModelJob, source: str, target: str, *,
                 freed=freed, own=own, harm=harm)
 
 
-def move_bound(job: ModelJob, jobs: Sequence[ModelJob], capacity: float, speed: float,
-               total: float) -> float:
-    """The most a move of `job` (one of `jobs`, its worker's, whose `total_seconds` is
-    `total`) could gain (`move_gain`): the seconds the jobs left on its worker save, plus its
-    own finish there, as if it ended at once on its target harming no one there (`move_gain`
-    counts no less). -inf when it would never end where it is: nothing to compare, no move."""
-    own, rest = _own_and_rest(job, jobs, capacity, speed)
-    return total - rest if math.isfinite(own) else -math.inf
+def move_bound(job_index: int, jobs: Sequence[ModelJob], capacity: float, speed: float, *,
+               ends: Sequence[float], total: float) -> float:
+    """The most a move of `jobs[job_index]` (its worker's jobs `jobs`, drained: `ends` and
+    `total`, `drained`) could gain (`move_gain`): the seconds the jobs left on its worker save,
+    plus its own finish there, as if it ended at once on its target harming no one there
+    (`move_gain` counts no less). -inf when it would never end where it is: nothing to
+    compare, no move."""
+    if not math.isfinite(ends[job_index]):
+        return -math.inf
+    return total - _rest_seconds(job_index, jobs, capacity, speed)
 
 
 Arrival = Callable[[ModelJob, str, Mapping[str, Sequence[ModelJob]]], tuple[float, bool]]
