@@ -476,7 +476,9 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
     totals = _Drains(model, capacity, speeds)
     # by job: its side of a move (`source_side`), as reported or worked out when first needed
     leaving: dict[str, tuple[float, float]] = dict(sides or {})
-    work: dict[tuple[str, float], float] = {}  # by job and capacity (`_work_seconds`)
+    # by job and capacity (`_work_seconds`): a job's model is the same however its worker
+    # changes (only the moved job's is new, and it is never a candidate again)
+    work: dict[tuple[str, float], float] = {}
     priced: dict[tuple[str, str], Move | None] = {}  # by (job, target)
     priced_at: dict[str, set[str]] = {}  # by target: the jobs priced there
     candidates: dict[str, _Candidate] = {}  # by job: the candidate as it is now
@@ -555,7 +557,6 @@ def best_moves(policy: FlowCon2Policy, model: dict[str, list[ModelJob]], *,
         for job_id in on_touched:  # their entries go dead; they enter again as new candidates
             candidates.pop(job_id, None)
             leaving.pop(job_id, None)
-        work = {k: v for k, v in work.items() if k[0] not in on_touched}
         for job_id, target in [k for k in priced if k[0] in on_touched]:
             del priced[(job_id, target)]
             priced_at[target].discard(job_id)
