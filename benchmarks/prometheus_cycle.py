@@ -2,7 +2,7 @@
 benchmarks/prometheus_scale.py, which runs it once per tree and size).
 
 Usage: python benchmarks/prometheus_cycle.py --url URL --now SECONDS [--cycles 3]
-       [--policy policies/flowcon.yaml] [--node NODE] [--max-concurrent-queries N]
+       [--policy policies/flowcon.yaml] [--node NODE] [--max-concurrent-queries N] [--plain-gc]
 
 Imports policyd from PYTHONPATH, so the same file times the checkout under test and a baseline
 (another checkout of policyd). Each cycle is what the daemon does every interval: the source's
@@ -20,9 +20,15 @@ It also reports the CPU seconds of each cycle, this process's and the server's (
 machine they move less than the wall times.
 The first cycle warms the connection and the imports' caches and is reported apart. With
 `--node` the cycles are a node agent's: every query narrowed to that node (the exporter's series
-carry `node`, as deploy/kubernetes/podmonitor-training.yaml makes them). With `--freeze` what
-start-up loaded is frozen out of the garbage collector's passes first (`gc.freeze()`), as
-`policyd run` does. The C allocator keeps the memory a cycle frees (`policyd.allocator`), as
+carry `node`, as deploy/kubernetes/podmonitor-training.yaml makes them).
+
+The cycles run as `policyd run` runs them: what start-up loaded is frozen out of the garbage
+collector's passes first (`gc.freeze()`, `policyd.cli.run`), and decide runs with the collector
+paused where the tree's tick pauses it (`policyd.tick`, which imports `paused_gc` for it; the
+source pauses it itself while it builds the snapshot). `--plain-gc` times them as this file did
+before 2026-11-29, the collector on through decide and nothing frozen, which overstated decide
+at 10,000 containers by the collector's passes over the snapshot and the decision (~0.05-0.1 s:
+benchmarks/README.md, "prometheus_scale.py", twenty-second session). The C allocator keeps the memory a cycle frees (`policyd.allocator`), as
 `policyd run` has it, where the tree measured has that module (an older `--baseline` keeps
 glibc's own settings, as its daemon did).
 """
@@ -30,6 +36,7 @@ glibc's own settings, as its daemon did).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import math
@@ -73,9 +80,10 @@ def main() -> None:
     parser.add_argument("--max-concurrent-queries", type=int, default=None,
                         help="the source's bound on queries out at once (a tree that has it; "
                              "default: the source's own default)")
-    parser.add_argument("--freeze", action="store_true",
-                        help="freeze what start-up loaded out of the garbage collector's "
-                             "passes before the first cycle, as `policyd run` does")
+    parser.add_argument("--plain-gc", action="store_true",
+                        help="the collector on through decide and nothing frozen (as this "
+                             "file timed cycles before 2026-11-29), not as `policyd run` runs "
+                             "them")
     args = parser.parse_args()
 
     try:
@@ -129,7 +137,10 @@ def main() -> None:
             parse_seconds.append(time.perf_counter() - started)
 
     prometheus.parse_cycle = timed_parse
-    if args.freeze:
+    pause = contextlib.nullcontext
+    if not args.plain_gc:
+        import policyd.tick  # noqa: PLC0415
+        pause = getattr(policyd.tick, "paused_gc", contextlib.nullcontext)
         gc.freeze()
     metrics = requests.Session()  # the server's CPU counter, not timed as a query
     cycles = []
@@ -142,7 +153,8 @@ def main() -> None:
         parsed = source.observe(policies)
         observed = time.perf_counter()
         cpu_observed = time.process_time()
-        decision = decide(policies[0], parsed.snapshot)
+        with pause():  # as `policyd.tick` decides
+            decision = decide(policies[0], parsed.snapshot)
         done = time.perf_counter()
         cpu_done = time.process_time()
         server_seconds = server_cpu_seconds(metrics, args.url) - server_before

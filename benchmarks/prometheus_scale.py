@@ -2,7 +2,7 @@
 
 Usage: flock /tmp/policyd-slow.lock python benchmarks/prometheus_scale.py
            [--containers 1000 10000] [--runs 3] [--cycles 3] [--baseline DIR] [--work DIR]
-           [--freeze] [--bounds N ...]
+           [--plain-gc] [--bounds N ...]
 
 For each N: the series of `tests/integration/cluster_series.py` (N containers, 10 a node, the
 kubelet's whole label sets, 20 min at 15 s ending now) are backfilled with `promtool tsdb
@@ -16,7 +16,9 @@ of one run, not figures across runs (the machine is shared). Figures are medians
 cycle of every run: the whole cycle, the time any query was out, each query group (the
 evaluation range, the CPU range, the facts, the progress queries: its queries' own times, which
 overlap when they are out together) with its answer's bytes, parse (the rest of observe), of it
-`parse_cycle`, decide, and the peak RSS of a run.
+`parse_cycle`, decide, and the peak RSS of a run. Every process runs its cycles as `policyd
+run` does (start-up frozen out of the collector's passes, decide with the collector paused:
+prometheus_cycle.py); `--plain-gc` runs them all as this benchmark did before 2026-11-29.
 A node agent's cycles (ours, node w0: its 10 containers) run beside them. With `--bounds 1 2`
 ours also runs with those `max_concurrent_queries` (1: its queries one after the other), in the
 same interleaving.
@@ -68,14 +70,14 @@ def group(query: str) -> str:
 
 
 def one_run(tree: Path, url: str, now: float, *, cycles: int, policy: Path,
-            node: str | None = None, freeze: bool = False,
+            node: str | None = None, plain_gc: bool = False,
             bound: int | None = None) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "prometheus_cycle.py"),
                            "--url", url, "--now", str(now), "--cycles", str(cycles),
                            "--policy", str(policy),
                            *(["--node", node] if node else []),
-                           *(["--freeze"] if freeze else []),
+                           *(["--plain-gc"] if plain_gc else []),
                            *(["--max-concurrent-queries", str(bound)] if bound else [])],
                           env=env, cwd=tree, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -150,9 +152,10 @@ def measure(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for _ in range(args.runs):
             for name, (tree, bound) in trees.items():
                 runs[name].append(one_run(tree, url, end, cycles=args.cycles, policy=policy,
-                                          freeze=args.freeze and name == "ours", bound=bound))
+                                          plain_gc=args.plain_gc, bound=bound))
             runs["node agent"].append(one_run(ROOT, url, end, cycles=args.cycles,
-                                              policy=policy, node="w0", freeze=args.freeze))
+                                              policy=policy, node="w0",
+                                              plain_gc=args.plain_gc))
     result: dict[str, Any] = {"containers": n, "backfill_seconds": backfill_seconds,
                               **{name: summary(r) for name, r in runs.items()}}
     print(f"{n} containers (backfill {backfill_seconds:.0f} s), medians of "
@@ -186,10 +189,10 @@ def main() -> None:
     parser.add_argument("--bounds", type=int, nargs="*", default=[],
                         help="also run ours with these max_concurrent_queries (1: the queries "
                              "one after the other), interleaved with the others")
-    parser.add_argument("--freeze", action="store_true",
-                        help="ours and the node agent freeze start-up's objects out of the "
-                             "garbage collector's passes, as `policyd run` does (the baseline "
-                             "does not: `--baseline` this very checkout measures the freeze)")
+    parser.add_argument("--plain-gc", action="store_true",
+                        help="every process with the collector on through decide and nothing "
+                             "frozen (as this benchmark ran before 2026-11-29), not as "
+                             "`policyd run` runs its cycles")
     args = parser.parse_args()
     print(host_speed_text() + "; load average " + " / ".join(
         f"{x:.1f}" for x in os.getloadavg()), flush=True)

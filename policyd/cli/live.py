@@ -60,10 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser,
                       help="Prometheus's scrape interval (rate windows span two scrapes)")
     live.add_argument("--prometheus-timeout-seconds", type=float, default=10.0,
                       help="per request to Prometheus (and, with cadvisor-rest, to cAdvisor)")
-    live.add_argument("--max-concurrent-queries", type=_query_bound, default=1, metavar="N",
+    live.add_argument("--max-concurrent-queries", type=_query_bound, default=2, metavar="N",
                       help="how many of the cycle's Prometheus queries are out at once, 1 to "
-                           "16, as the daemon's prometheus.max_concurrent_queries (default: 1, "
-                           "one after the other)")
+                           "16, as the daemon's prometheus.max_concurrent_queries (default: 2; "
+                           "1: one after the other)")
     live.add_argument("--node-reports", action="store_true",
                       help="decide as a manager with node_reports: true does: the policies "
                            "from their node agents' reports in Prometheus (one query), not "
@@ -76,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser,
 
 def _query_bound(text: str) -> int:
     """`--max-concurrent-queries`: a whole number from 1 to `query_pool.MAX_WORKERS`, as the
-    daemon's setting; its default, 1, is the sources' `MAX_CONCURRENT_QUERIES` (not imported
+    daemon's setting; its default, 2, is the sources' `MAX_CONCURRENT_QUERIES` (not imported
     here: an offline plan loads no source)."""
     from policyd.sources.query_pool import MAX_WORKERS  # noqa: PLC0415
 

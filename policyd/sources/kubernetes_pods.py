@@ -9,7 +9,7 @@ keeps them (`pods_from`: `PodWatch.running_now`, an informer's cache), one node 
 queries of `promql.build_queries` (evaluation, CPU), the progress pair when a policy needs
 steps and one per QoE metric; with a Jobs API (the manager), one Job list for the held Jobs
 (`kubernetes_jobs`). The Prometheus queries go on the source's `query_pool`
-(`prometheus.max_concurrent_queries`: one after the other by default, else that many at once),
+(`prometheus.max_concurrent_queries`: two at once by default; 1, one after the other),
 and the API lists are made alongside them in the cycle's own thread (one worker: after the
 queries they follow, as always); the answers are taken in the order evaluation, CPU, progress,
 pods and nodes, metrics, Jobs, so the first failure in that order is the cycle's error, and

@@ -6,8 +6,8 @@ from `promql` and the parsing from `parse`, both pure; the clients, and what a f
 means, from `prometheus_connect`; the sending of a cycle's queries and the reading of their
 answers from `prometheus_cycle`, which the kubernetes, docker-stats and cadvisor-rest sources
 share. Unlike those, this source asks Prometheus for everything: the CPU and the facts too. A
-cycle's queries go one after the other, or (`max_concurrent_queries` above 1) several at once
-on threads of the source's own (`query_pool`), their answers taken in the same order either
+cycle's queries go several at once on threads of the source's own (`query_pool`;
+`max_concurrent_queries`, two by default), or one after the other (1), their answers taken in the same order either
 way. It keeps no state between calls except counters and the threads' clients: a failed call
 raises one `SourceError` (counted, and logged once) and the next call simply tries again.
 
@@ -53,8 +53,8 @@ class PrometheusSource:
     A cycle's queries are sent on up to `max_concurrent_queries` threads at once
     (`policyd.sources.query_pool`: each thread on its own client, made as `connect_prometheus`
     makes one), so that Prometheus evaluates them in parallel and the decoding of one answer
-    overlaps the evaluation of the next; 1, the default, sends them one after the other in the
-    calling thread. A `client` passed in is used by every thread.
+    overlaps the evaluation of the next (two by default); 1 sends them one after the other in
+    the calling thread. A `client` passed in is used by every thread.
     """
 
     def __init__(self, url: str, settings: SourceSettings, *, timeout_seconds: float = 10,

@@ -45,14 +45,18 @@ IDENTITY = "identity"
 benchmarks/README.md), while loopback or a cluster network carries the plain bytes in tens of
 milliseconds."""
 
-MAX_CONCURRENT_QUERIES = 1
+MAX_CONCURRENT_QUERIES = 2
 """A cycle's queries in flight at once by default (`prometheus.max_concurrent_queries`, for
-every source that reads Prometheus): one after the other. Four at once (a FlowCon cycle on
-Kubernetes is eight queries, the biggest three of them range queries) made a 10,000-container
-cycle 0.91-0.92x as long with Prometheus on a core of its own, 0.93-1.06x on two cores it
-shared with policyd, and raised the process's peak memory from 275 to 478 MiB
-(benchmarks/README.md, prometheus_scale.py, "Twelfth session"): worth it for a Prometheus on
-its own machine, which a user opts into."""
+every source that reads Prometheus): two, so that policyd decodes one answer while Prometheus
+evaluates the next. A 10,000-container FlowCon cycle on Kubernetes (eight queries) with
+Prometheus on the same two cores was 0.84-0.85x the sequential one on a quiet host and
+0.86x with two busy processes beside it (benchmarks/README.md, prometheus_scale.py,
+"Twenty-second session"; a slower host shared with other test suites gave 0.92-1.10x in the
+twelfth session, which kept 1 then); a Prometheus on cores of its own gains more. `policyd run`
+keeps the query threads' memory in one heap (`policyd.allocator`), so the peak RSS is that of
+one query at a time (286 MiB at 10,000 containers, against 358 with glibc's per-thread
+heaps). Prometheus itself evaluates up to 20 queries at once by default
+(`--query.max-concurrency`); 1 sends them one after the other."""
 
 _STATUS = re.compile(r"HTTP Status Code (\d+) \((.*)\)\s*$", re.DOTALL)
 

@@ -80,7 +80,8 @@ def test_an_unreachable_api_is_one_clear_error(tmp_path: Path) -> None:
     pytest.param(False, id="prometheus-source"),
     pytest.param(True, id="pod-source")])
 @pytest.mark.parametrize(("bound", "at_once"), [
-    pytest.param([], 1, id="default-one-after-the-other"),
+    pytest.param([], 2, id="default-two-at-once"),
+    pytest.param(["--max-concurrent-queries", "1"], 1, id="one-after-the-other"),
     pytest.param(["--max-concurrent-queries", "4"], 4, id="four-at-once")])
 def test_max_concurrent_queries_reaches_the_source(tmp_path: Path, api: bool, bound: list[str],
                                                    at_once: int) -> None:

@@ -69,7 +69,8 @@ def test_plan_decides_from_cadvisor_and_prometheus(policy: Path, tmp_path: Path)
 
 
 @pytest.mark.parametrize(("bound", "at_once"), [
-    pytest.param([], 1, id="default-one-after-the-other"),
+    pytest.param([], 2, id="default-two-at-once"),
+    pytest.param(["--max-concurrent-queries", "1"], 1, id="one-after-the-other"),
     pytest.param(["--max-concurrent-queries", "3"], 3, id="three-at-once")])
 def test_max_concurrent_queries_reaches_the_source(policy: Path, bound: list[str],
                                                    at_once: int) -> None:
