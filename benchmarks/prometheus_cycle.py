@@ -28,9 +28,10 @@ paused where the tree's tick pauses it (`policyd.tick`, which imports `paused_gc
 source pauses it itself while it builds the snapshot). `--plain-gc` times them as this file did
 before 2026-11-29, the collector on through decide and nothing frozen, which overstated decide
 at 10,000 containers by the collector's passes over the snapshot and the decision (~0.05-0.1 s:
-benchmarks/README.md, "prometheus_scale.py", twenty-second session). The C allocator keeps the memory a cycle frees (`policyd.allocator`), as
-`policyd run` has it, where the tree measured has that module (an older `--baseline` keeps
-glibc's own settings, as its daemon did).
+benchmarks/README.md, "prometheus_scale.py", twenty-second session). The C allocator keeps
+the memory a cycle frees (`policyd.allocator`), as `policyd run` has it, where the tree
+measured has that module (an older `--baseline` keeps glibc's own settings, as its daemon
+did).
 """
 
 from __future__ import annotations

@@ -1,24 +1,25 @@
 """Live manager cycles against a real Prometheus holding N training containers (issue 18).
 
 Usage: flock /tmp/policyd-slow.lock python benchmarks/prometheus_scale.py
-           [--containers 1000 10000] [--runs 3] [--cycles 3] [--baseline DIR] [--work DIR]
+           [--containers 1000 10000] [--runs 3] [--cycles 3] [--baseline DIR ...] [--work DIR]
            [--plain-gc] [--bounds N ...]
 
 For each N: the series of `tests/integration/cluster_series.py` (N containers, 10 a node, the
 kubelet's whole label sets, 20 min at 15 s ending now) are backfilled with `promtool tsdb
 create-blocks-from openmetrics` (benchmarks/backfill.py) and served by Debian's Prometheus on
 127.0.0.1. Then `--runs` processes of benchmarks/prometheus_cycle.py each time `--cycles` warm
-cycles (queries, parse, decide for `POLICY`, the clock at the data's end; the source's
-default `max_concurrent_queries`, so its queries may be out together). With
-`--baseline DIR` (another checkout, e.g. `git archive` of main) its processes run interleaved
-with ours, run for run, against the same server, so both see the same load: compare the ratios
-of one run, not figures across runs (the machine is shared). Figures are medians over every
-cycle of every run: the whole cycle, the time any query was out, each query group (the
-evaluation range, the CPU range, the facts, the progress queries: its queries' own times, which
-overlap when they are out together) with its answer's bytes, parse (the rest of observe), of it
-`parse_cycle`, decide, and the peak RSS of a run. Every process runs its cycles as `policyd
-run` does (start-up frozen out of the collector's passes, decide with the collector paused:
-prometheus_cycle.py); `--plain-gc` runs them all as this benchmark did before 2026-11-29.
+cycles (queries, parse, decide for `POLICY`, the clock at the data's end; the source's default
+`max_concurrent_queries`, so its queries may be out together). With `--baseline DIR` (another
+checkout, e.g. `git archive` of main) its processes run interleaved with ours, run for run,
+against the same server, so both see the same load: compare the ratios of one run, not figures
+across runs (the machine is shared). Several DIRs run in the same interleaving, each named by
+its directory; the ratios are against the first. Figures are medians over every cycle of every
+run: the whole cycle, the time any query was out, each query group (the evaluation range, the
+CPU range, the facts, the progress queries: its queries' own times, which overlap when they are
+out together) with its answer's bytes, parse (the rest of observe), of it `parse_cycle`, decide,
+and the peak RSS of a run. Every process runs its cycles as `policyd run` does (start-up frozen
+out of the collector's passes, decide with the collector paused: prometheus_cycle.py);
+`--plain-gc` runs them all as this benchmark did before 2026-11-29.
 A node agent's cycles (ours, node w0: its 10 containers) run beside them. With `--bounds 1 2`
 ours also runs with those `max_concurrent_queries` (1: its queries one after the other), in the
 same interleaving.
@@ -86,6 +87,13 @@ def one_run(tree: Path, url: str, now: float, *, cycles: int, policy: Path,
     return result
 
 
+def baselines(dirs: list[Path]) -> dict[str, tuple[Path, int | None]]:
+    """The baseline trees by name: "baseline" for one, "baseline DIRNAME" for several."""
+    if len(dirs) == 1:
+        return {"baseline": (dirs[0], None)}
+    return {f"baseline {tree.name}": (tree, None) for tree in dirs}
+
+
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians over every cycle of every run (seconds, bytes), and of the runs' peak RSS."""
     cycles = [c for r in runs for c in r["cycles"]]
@@ -144,7 +152,7 @@ def measure(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         ended.write_text(str(end))
     trees: dict[str, tuple[Path, int | None]] = {
         "ours": (ROOT, None), **{f"ours, {b} at once": (ROOT, b) for b in args.bounds},
-        **({"baseline": (args.baseline, None)} if args.baseline else {})}
+        **baselines(args.baseline)}
     policy = work / "policy.yaml"
     policy.write_text(POLICY)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in (*trees, "node agent")}
@@ -163,13 +171,14 @@ def measure(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
           + " / ".join(f"{x:.1f}" for x in os.getloadavg()) + ":")
     for name in runs:
         print(show(name, result[name]))
-    if "baseline" in result:
-        base = result["baseline"]
+    if args.baseline:
+        first = next(iter(baselines(args.baseline)))
+        base = result[first]
         for name in trees:
-            if name == "baseline":
+            if name == first:
                 continue
             ours = result[name]
-            print(f"  {name} / baseline: cycle {ours['cycle'] / base['cycle']:.2f}x, queries "
+            print(f"  {name} / {first}: cycle {ours['cycle'] / base['cycle']:.2f}x, queries "
                   f"out {ours['in_flight'] / base['in_flight']:.2f}x, parse "
                   f"{ours['parse'] / base['parse']:.2f}x, bytes "
                   f"{ours['bytes'] / base['bytes']:.2f}x, RSS "
@@ -182,7 +191,9 @@ def main() -> None:
     parser.add_argument("--containers", type=int, nargs="+", default=[1000, 10_000])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cycles", type=int, default=3)
-    parser.add_argument("--baseline", type=Path, default=None)
+    parser.add_argument("--baseline", type=Path, nargs="+", default=[],
+                        help="other checkouts run in the same interleaving (ratios against "
+                             "the first)")
     parser.add_argument("--work", type=Path, default=None,
                         help="keep the data here (and use what an earlier run kept)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")

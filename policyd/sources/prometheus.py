@@ -7,9 +7,10 @@ means, from `prometheus_connect`; the sending of a cycle's queries and the readi
 answers from `prometheus_cycle`, which the kubernetes, docker-stats and cadvisor-rest sources
 share. Unlike those, this source asks Prometheus for everything: the CPU and the facts too. A
 cycle's queries go several at once on threads of the source's own (`query_pool`;
-`max_concurrent_queries`, two by default), or one after the other (1), their answers taken in the same order either
-way. It keeps no state between calls except counters and the threads' clients: a failed call
-raises one `SourceError` (counted, and logged once) and the next call simply tries again.
+`max_concurrent_queries`, two by default), or one after the other (1), their answers taken in
+the same order either way. It keeps no state between calls except counters and the threads'
+clients: a failed call raises one `SourceError` (counted, and logged once) and the next call
+simply tries again.
 
 Time: `now` is the injected clock's reading rounded down to a whole second, so that the range
 queries' steps fall exactly on the engine's boundaries (prometheus-api-client rounds range

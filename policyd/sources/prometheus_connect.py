@@ -49,7 +49,7 @@ MAX_CONCURRENT_QUERIES = 2
 """A cycle's queries in flight at once by default (`prometheus.max_concurrent_queries`, for
 every source that reads Prometheus): two, so that policyd decodes one answer while Prometheus
 evaluates the next. A 10,000-container FlowCon cycle on Kubernetes (eight queries) with
-Prometheus on the same two cores was 0.84-0.85x the sequential one on a quiet host and
+Prometheus on the same two cores was 0.81-0.85x the sequential one on a quiet host and
 0.86x with two busy processes beside it (benchmarks/README.md, prometheus_scale.py,
 "Twenty-second session"; a slower host shared with other test suites gave 0.92-1.10x in the
 twelfth session, which kept 1 then); a Prometheus on cores of its own gains more. `policyd run`
