@@ -108,19 +108,21 @@ def _finds(decision: Decision, policy: PolicyDocument, snapshot: Snapshot,
     now, threshold = snapshot.time, spec.converged_below
     on_target, on_converged = spec.on_target, spec.on_converged
     found: dict[str, _Found] = {}
+    declares = keys.TARGET_LOSS
     for a in decision.assessments:
         c = by_id.get(a.container)
         if c is None or a.category is None:
             continue
-        why = target_reached(c, policy, now, interval)
-        if why is not None:
-            found[c.id] = _Found(event="target", response=on_target, why=why)
-            continue
+        # Most jobs declare no target: two lookups, not `target_reached`'s reading of it.
+        if declares in c.annotations or declares in c.labels:
+            why = target_reached(c, policy, now, interval)
+            if why is not None:
+                found[c.id] = _Found("target", on_target, why)
+                continue
         f = a.forecast
         gain = None if f is None else f.remaining_improvement
         if f is not None and gain is not None and gain < threshold:
-            found[c.id] = _Found(event="converged", response=on_converged,
-                                 why=_converged(f, gain, threshold))
+            found[c.id] = _Found("converged", on_converged, _converged(f, gain, threshold))
     return found
 
 

@@ -181,18 +181,18 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
         cores=np.maximum(cores_now[at], MIN_CORES), alpha=s.alpha,
         normalization=s.normalization, horizon=horizon[at])
     crossing = np.where(flat, x_now, crossing)
-    for i in np.flatnonzero(usable & ~known).tolist():
-        if flat[i]:
-            continue
-        if not enough[i]:
-            notes[i] = (f"too few samples to fit the loss curve: {int(points[i])} "
-                        f"(needs {MIN_CURVE_POINTS}) and no total steps declared")
-        elif not fitted[i]:
-            notes[i] = ("the loss does not decrease: no curve of the family fits, and no total "
-                        "steps declared")
-        elif np.isnan(crossing[i]):
-            notes[i] = (f"the fitted curve still improves by alpha {s.alpha:g} per interval "
-                        f"{HORIZON_INTERVALS:.0f} intervals from now; no total steps declared")
+    # Why a job with no total steps has no crossing; the masks pick the few rows, so that the
+    # loop does not visit every job (10,000 without totals).
+    searching = usable & ~known & ~flat
+    for i in np.flatnonzero(searching & ~enough).tolist():
+        notes[i] = (f"too few samples to fit the loss curve: {int(points[i])} "
+                    f"(needs {MIN_CURVE_POINTS}) and no total steps declared")
+    for i in np.flatnonzero(searching & enough & ~fitted).tolist():
+        notes[i] = ("the loss does not decrease: no curve of the family fits, and no total "
+                    "steps declared")
+    for i in np.flatnonzero(searching & enough & fitted & np.isnan(crossing)).tolist():
+        notes[i] = (f"the fitted curve still improves by alpha {s.alpha:g} per interval "
+                    f"{HORIZON_INTERVALS:.0f} intervals from now; no total steps declared")
     remaining_steps = np.where(known, np.maximum(h.total_steps - x_now, 0.0), crossing - x_now)
 
     seconds = remaining_steps * seconds_per_step

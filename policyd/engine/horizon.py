@@ -49,7 +49,13 @@ def first_step_where(
     offsets = np.concatenate(([0.0], np.geomspace(1e-4, 1.0, SEARCH_POINTS - 1)))
     grid = x_now[:, None] + horizon[:, None] * offsets[None, :]
     every = np.arange(x_now.size)
-    met = condition(grid, every)
+    # At x_now first: where the condition holds there already (the common case, a job that has
+    # turned converged) the rest of its grid is not evaluated; it could not change `first`.
+    met = np.zeros(grid.shape, dtype=np.bool_)
+    met[:, 0] = condition(grid[:, :1], every)[:, 0]
+    open_ = np.flatnonzero(~met[:, 0])
+    if open_.size:
+        met[open_, 1:] = condition(grid[open_, 1:], open_)
     found = met.any(axis=1)
     first = np.argmax(met, axis=1)
     hi = grid[every, first]

@@ -194,12 +194,14 @@ class Assessment:
         class's fields and the frozen `__init__`'s one `object.__setattr__` per field on every
         call (a large decision copies 10,000 assessments twice). Assessment checks nothing in
         `__init__`, so the copy's fields are set at once; a name that is not a field is still
-        refused."""
-        unknown = changes.keys() - _ASSESSMENT_FIELDS
-        if unknown:
+        refused (a subset test: no set is built for a copy that is fine)."""
+        if not changes.keys() <= _ASSESSMENT_FIELDS:
+            unknown = changes.keys() - _ASSESSMENT_FIELDS
             raise TypeError(f"Assessment has no field {', '.join(sorted(unknown))}")
         copy = object.__new__(Assessment)
-        copy.__dict__.update(vars(self), **changes)
+        fields_ = copy.__dict__
+        fields_.update(self.__dict__)
+        fields_.update(changes)
         return copy
 
 
