@@ -214,9 +214,11 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
     low_steps = np.where(known, remaining_steps,
                          np.maximum(crossing_at / CONVERGENCE_BAND - x_now, 0.0))
     high_steps = np.where(known, remaining_steps, crossing_at * CONVERGENCE_BAND - x_now)
-    low = np.maximum(t_last + low_steps * seconds_per_step / speed_factor - s.now_seconds, 0.0)
-    high = np.maximum(t_last + high_steps * seconds_per_step * speed_factor - s.now_seconds,
-                      0.0)
+    with np.errstate(over="ignore"):  # an infinite end is noted below (`_unless_finite`)
+        low = np.maximum(t_last + low_steps * seconds_per_step / speed_factor - s.now_seconds,
+                         0.0)
+        high = np.maximum(t_last + high_steps * seconds_per_step * speed_factor
+                          - s.now_seconds, 0.0)
 
     target_eta = np.full(h.size, np.nan)
     remarks = [""] * h.size
