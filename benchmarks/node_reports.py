@@ -152,7 +152,7 @@ def with_deadlines(policy: PolicyDocument, snapshot: Snapshot) -> Snapshot:
     """`snapshot` with each forecast job's deadline `DEADLINE_CORES` away (module docstring),
     and held jobs with deadlines."""
     settings = settings_of(policy, snapshot, alpha=0.05, interval_seconds=20.0)
-    found = forecast_containers(settings, snapshot, list(snapshot.containers))
+    found = forecast_containers(settings, snapshot, {c.id for c in snapshot.containers})
 
     def at(seconds: float) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(snapshot.time + seconds))

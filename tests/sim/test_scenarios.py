@@ -128,7 +128,7 @@ def test_flowcon2_judges_unlabelled_workers_speeds_from_the_jobs_step_times() ->
         world.run_until(float(until))
         snapshot = world.snapshot([policy])
         assert all(n.speed is None for n in snapshot.nodes)
-        chosen = [c for c in snapshot.containers if policy.spec.selector.selects(c)]
+        chosen = {c.id for c in snapshot.containers if policy.spec.selector.selects(c)}
         settings = settings_of(policy, snapshot, alpha=policy.spec.alpha,
                                interval_seconds=policy.spec.interval_seconds)
         speeds = node_speeds(snapshot, forecast_containers(settings, snapshot, chosen).by_id)
