@@ -37,7 +37,7 @@ from typing import NamedTuple
 from policyd.engine.forecasting import settings_of, with_forecasts
 from policyd.engine.guards import action_blocked
 from policyd.engine.registry import KINDS
-from policyd.engine.snapshot_histories import target_loss
+from policyd.engine.snapshot_histories import declares_target, target_loss
 from policyd.engine.spec import PolicyDocument
 from policyd.model import (
     Action,
@@ -108,13 +108,11 @@ def _finds(decision: Decision, policy: PolicyDocument, snapshot: Snapshot,
     now, threshold = snapshot.time, spec.converged_below
     on_target, on_converged = spec.on_target, spec.on_converged
     found: dict[str, _Found] = {}
-    declares = keys.TARGET_LOSS
     for a in decision.assessments:
         c = by_id.get(a.container)
         if c is None or a.category is None:
             continue
-        # Most jobs declare no target: two lookups, not `target_reached`'s reading of it.
-        if declares in c.annotations or declares in c.labels:
+        if declares_target(c):  # most jobs declare none: not `target_reached`'s reading
             why = target_reached(c, policy, now, interval)
             if why is not None:
                 found[c.id] = _Found("target", on_target, why)

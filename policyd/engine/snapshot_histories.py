@@ -45,6 +45,12 @@ BUSY_SHARE = 0.9
 """A node whose containers use at least this share of its cores is busy (no cores to spare)."""
 
 
+def declares_target(container: Container) -> bool:
+    """Whether the job names a target loss at all, usable or not (`target_loss` reads it);
+    most jobs do not, and this is two lookups."""
+    return keys.TARGET_LOSS in container.annotations or keys.TARGET_LOSS in container.labels
+
+
 def target_loss(container: Container) -> tuple[float | None, str]:
     """The loss the job declares as its target (`policyd.io/target-loss`), or None; and a note
     when a value is given but unusable."""
