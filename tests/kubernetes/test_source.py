@@ -208,9 +208,10 @@ def test_a_node_agent_asks_prometheus_for_its_node_only() -> None:
     prom = FakePrometheus()
     scope = Scope()
     scope.node_name = "w1"
+    # One query at a time (not the default two): the order asked is then the order sent.
     source = KubernetesPodSource("http://prom", scope, core=core,
                                  prometheus=prom, evaluation_node_label="node",
-                                 clock=lambda: 1030.0)
+                                 clock=lambda: 1030.0, max_concurrent_queries=1)
     snap = source.snapshot([flowcon(interval_seconds=30)])
     assert [c.id for c in snap.containers] == ["ml/train-1/trainer"]
     assert prom.queries[0] == 'policyd_training_loss{node="w1"}'
