@@ -109,6 +109,19 @@ def test_hysteresis_keeps_a_served_job_ahead_of_a_barely_shorter_one() -> None:
     assert categories(without)["d"] == SERVED and categories(without)["c"] == FLOOR
 
 
+def test_a_job_seen_only_at_the_floor_is_ranked_by_its_time_on_a_core() -> None:
+    # d ran at the floor (0.17 core) on a worker with cores to spare, so its speed model caps
+    # it there (held back, as if by its own threads); any job can use a core, so its key is
+    # its time on one: 1000 steps at 0.1 s = 100 s (at 0.17 core it would be 588 s, last).
+    served = job("c", done=1000, total=3000, rate=10)  # 2000 steps: 200 s on a core
+    waiting = job("d", done=2000, total=3000, rate=1.7, allocation=1 / 6, cores=0.17)
+    d = plan(policy(hysteresis=0), cluster(served, waiting))
+    gains = {a.container: a.gain for a in d.assessments}
+    assert gains["d"] == pytest.approx(100.0) and gains["c"] == pytest.approx(200.0)
+    note = next(a.note for a in d.assessments if a.container == "d")
+    assert note.startswith("#1 of 2 by predicted remaining time: 100 s at its best (1 cores)")
+
+
 def test_the_job_that_bounds_the_makespan_keeps_a_core() -> None:
     # One long job holds more work than the two cores can clear of everything else together:
     # every interval it waits adds to the worker's makespan, so it is served before its turn.
