@@ -10,8 +10,7 @@ two questions, both from the snapshot alone:
 * converged: the forecast (`policyd.engine.forecasting`, with `Settings.improvement`) says the
   loss will still fall by less than `converged_below` of today's loss over the whole rest of
   the run (to its total steps when it reports them, else to where its fitted curve turns
-  converged), by both of its readings: the fitted curve's, and today's fall per log-step
-  carried on (`policyd.engine.improvement`). One slow interval is not enough.
+  converged). One slow interval is not enough: the fitted curve has to agree.
 
 The policy's response (`on_target`, `on_converged`) decides what happens:
 
@@ -93,10 +92,9 @@ def target_reached(container: Container, policy: PolicyDocument, now: float,
 def _converged(f: JobForecast, improvement: float, threshold: float) -> str:
     """Why a job whose forecast's remaining `improvement` is under `threshold` has converged."""
     to = "its total steps" if f.total_steps is not None else "where its fitted curve converges"
-    return (f"converged: the forecast has the loss falling by at most "
+    return (f"converged: the forecast has the loss falling by only "
             f"{100 * improvement:.2f} % more up to {to} "
-            f"({f.remaining_steps:.0f} steps left; the larger of the fitted curve's figure and "
-            f"today's fall per log-step carried on), under converged_below "
+            f"({f.remaining_steps:.0f} steps left), under converged_below "
             f"{100 * threshold:g} %")
 
 

@@ -34,11 +34,11 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from policyd.engine.curve import CurveFit
 from policyd.engine.curve_fit import fit_curves
 from policyd.engine.forecast_input import Histories, Settings
 from policyd.engine.forecast_output import Forecasts
 from policyd.engine.horizon import convergence_step, target_step
-from policyd.engine.improvement import remaining_improvement
 from policyd.engine.speed import DRIFT_BLOCKS, UNUSED_SHARE, fit_speed
 from policyd.model.snapshot import FloatArray
 
@@ -235,10 +235,9 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
 
     improvement = None
     if s.improvement:
-        improvement = remaining_improvement(curve, rows, fitted=fitted, flat=flat,
-                                            x_now=x_now, end=np.where(known, h.total_steps,
-                                                                      crossing),
-                                            x=x, y=y, weight=weight)
+        improvement = _remaining_improvement(curve, rows, fitted=fitted, flat=flat,
+                                             x_now=x_now, end=np.where(known, h.total_steps,
+                                                                       crossing))
     with np.errstate(divide="ignore"):
         _unless_finite(notes, steps_done=x_now, remaining_steps=remaining_steps,
                        seconds_per_step=seconds_per_step, steps_per_second=1.0 / seconds_per_step,
@@ -254,6 +253,21 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
         remarks=tuple(r if j else "" for r, j in zip(remarks, judged, strict=True)),
         remaining_improvement=None if improvement is None else improvement * nan,
     )
+
+
+def _remaining_improvement(curve: CurveFit, rows: npt.NDArray[np.int64], *, fitted: BoolArray,
+                           flat: BoolArray, x_now: FloatArray, end: FloatArray) -> FloatArray:
+    """(M(x_now) - M(end)) / M(x_now) on the fitted curve, at least 0: how much of today's loss
+    the rest of the run is still expected to take off (`end`: the total steps, or the step the
+    job turns converged at); 0 for a flat loss, NaN where there is no curve."""
+    out = np.where(flat, 0.0, np.nan)
+    if rows.size:
+        now = curve.reported(x_now[rows])
+        later = curve.reported(np.maximum(end[rows], x_now[rows]))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            value = np.maximum(now - later, 0.0) / np.abs(now)
+        out[rows] = np.where(fitted[rows] & np.isfinite(value), value, np.nan)
+    return out
 
 
 def _unless_finite(notes: list[str], **values: FloatArray) -> None:
