@@ -107,10 +107,11 @@ class QoESpec(CommonSpec):
             "paced throughput target (the job reports its total steps) gets this fraction of "
             "cores beyond its need instead."))
     beta: float = Field(
-        default=4.0, ge=1, le=100,
+        default=8.0, ge=1, le=100,
         description=(
             "Floor: every job keeps at least 1 / (beta * n) of its worker (n jobs). Each job "
-            "left short reserves its floor, so a larger beta meets more targets."))
+            "left short reserves its floor, so a larger beta leaves more for the targets, "
+            "until a job held at a sliver of a core reports too little to be sized."))
     mode: Literal["shares", "quota"] = Field(
         default="shares", description="shares: soft, work-conserving limits; quota: hard caps.")
     hysteresis: float = Field(

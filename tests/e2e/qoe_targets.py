@@ -7,8 +7,8 @@ steps_per_second>=R`, a label): a heavy job that needs `heavy_fraction` (0.6) of
 a light one that needs `light_fraction` (0.15). Equal shares give each half the core: the
 heavy job runs at 0.5 of the core's speed, short of its 0.6 by a sixth, while the light one has
 more than three times what it asked for. Both fit in one core with room: 0.75 of it, or 0.79
-with QoE's 5 % headroom, and the light job's floor (1 / (beta n) = 0.25 of the core) still
-leaves the heavy one 0.75. So the claim is about sharing, not about speed: the same core meets
+with QoE's 5 % headroom, and the light job's floor (1 / (beta n) = 0.0625 of the core) still
+leaves the heavy one 0.94. So the claim is about sharing, not about speed: the same core meets
 both targets when its time is split by need, and NA misses one.
 
 What "meets" means here. A job's rate while both jobs run (`rate_together`): its logged steps
@@ -27,8 +27,8 @@ will, and the core's speed is the steps both logged over the window both were lo
 that one probe running alone while the other still imports torch does not count twice). The
 targets are fractions of it. What can still break the shape is the load changing between the
 probe and the run: NA would meet the heavy target if the run went at 1.2 times the probe's
-speed; QoE cannot meet both below about 0.8 of it (the heavy job's 0.6 in the 0.75 the light
-job's floor leaves). `QoeRun.core_steps_per_second` is the run's own speed, measured the same
+speed; QoE cannot meet both below about 0.8 of it (the two needs, 0.75 of the probe's core
+and 0.79 with the headroom, no longer fit in the core). `QoeRun.core_steps_per_second` is the run's own speed, measured the same
 way as the probe's, shown beside it, and `QoeRun.feasible` says whether the run's core could
 meet both targets at all.
 
@@ -70,7 +70,7 @@ NAMES = ProbedNames(tag="qoe", roles=ROLES, runs=tuple(RUNS))
 
 
 def qoe_policy(*, interval: float = 3, on_target: str = "notify") -> str:
-    """QoE at its defaults (shares, headroom 0.05, beta 4) but for a short interval (these jobs
+    """QoE at its defaults (shares, headroom 0.05, beta 8) but for a short interval (these jobs
     last about a minute), an alert time that fits the history this interval gives
     (window_intervals x interval), and the evaluation and selector of the other e2e policies.
     `on_target`: what to do with a job that reaches its `policyd.io/target-loss`."""
