@@ -28,9 +28,9 @@ that one probe running alone while the other still imports torch does not count 
 targets are fractions of it. What can still break the shape is the load changing between the
 probe and the run: NA would meet the heavy target if the run went at 1.2 times the probe's
 speed; QoE cannot meet both below about 0.8 of it (the two needs, 0.75 of the probe's core
-and 0.79 with the headroom, no longer fit in the core). `QoeRun.core_steps_per_second` is the run's own speed, measured the same
-way as the probe's, shown beside it, and `QoeRun.feasible` says whether the run's core could
-meet both targets at all.
+and 0.79 with the headroom, no longer fit in the core). `QoeRun.core_steps_per_second` is
+the run's own speed, measured the same way as the probe's, shown beside it, and
+`QoeRun.feasible` says whether the run's core could meet both targets at all.
 
 The stop at a target loss, run after each comparison by `benchmarks/docker_proof.py qoe`, is
 `tests/e2e/target_stop.py`.
