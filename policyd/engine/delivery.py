@@ -10,7 +10,10 @@ two questions, both from the snapshot alone:
 * converged: the forecast (`policyd.engine.forecasting`, with `Settings.improvement`) says the
   loss will still fall by less than `converged_below` of today's loss over the whole rest of
   the run (to its total steps when it reports them, else to where its fitted curve turns
-  converged). One slow interval is not enough: the fitted curve has to agree.
+  converged). One slow interval is not enough: the fitted curve has to agree. Nor is a job
+  that has not started to learn: while its history reaches back to its first steps and its
+  loss has fallen by less than `converged_below` since then, it is on its initial plateau,
+  where every curve reads flat, and it is not judged (`not_started`).
 
 The policy's response (`on_target`, `on_converged`) decides what happens:
 
@@ -89,6 +92,22 @@ def target_reached(container: Container, policy: PolicyDocument, now: float,
     return None
 
 
+def not_started(container: Container, threshold: float) -> bool:
+    """Whether the job's history reaches back to its first steps (the steps counted at its
+    first sample are no more than it made between its first two: a job seen mid-run, or
+    resumed from a checkpoint, counts far more) and its loss has since improved by less than
+    `threshold` of today's: a job still on its initial plateau, whose convergence cannot be
+    judged yet (module docstring)."""
+    steps, loss = container.steps, container.evaluation
+    if len(steps) < 2 or len(loss) < 2:
+        return False
+    s0, s1 = steps.values[:2].tolist()
+    if not 0 <= s0 <= s1 - s0:
+        return False
+    first, last = float(loss.values[0]), float(loss.values[-1])
+    return math.isfinite(first - last) and first - last < threshold * abs(last)
+
+
 def _converged(f: JobForecast, improvement: float, threshold: float) -> str:
     """Why a job whose forecast's remaining `improvement` is under `threshold` has converged."""
     to = "its total steps" if f.total_steps is not None else "where its fitted curve converges"
@@ -119,7 +138,8 @@ def _finds(decision: Decision, policy: PolicyDocument, snapshot: Snapshot,
                 continue
         f = a.forecast
         gain = None if f is None else f.remaining_improvement
-        if f is not None and gain is not None and gain < threshold:
+        if f is not None and gain is not None and gain < threshold and \
+                not not_started(c, threshold):
             found[c.id] = _Found("converged", on_converged, _converged(f, gain, threshold))
     return found
 

@@ -92,3 +92,34 @@ def test_a_policy_that_may_stop_jobs_runs_cluster_wide(on_converged: str, scope:
     for policy in (qoe(on_converged=on_converged), flowcon(on_converged=on_converged)):
         assert KINDS.of(policy).scope_of(policy) == scope, policy.kind
         assert ("stop" in KINDS.of(policy).acts_on_of(policy)) == (scope == "cluster")
+
+
+def plateau(cid: str, *, first_step: float, loss: Any) -> Container:
+    """A job whose twelve samples of loss are `loss` (flat: the forecast gives it nothing more
+    to gain up to its 2,000 steps), its steps counted from `first_step`, 6 a sample."""
+    t = NOW - 5.0 * np.arange(11, -1, -1)
+    return Container(
+        id=cid, name=cid, node="w1", started_at=float(t[0]) - 5.0,
+        evaluation=Series.of(t, loss), cpu_usage=Series.of(t[1:], [1.0] * 11),
+        cpu_allocation=0.5, labels={"app": "train"},
+        steps=Series.of(t, first_step + 6.0 * np.arange(12)), total_steps=2000.0)
+
+
+@pytest.mark.parametrize(("first_step", "loss", "stopped"), [
+    pytest.param(0.0, np.full(12, 2.25), False, id="initial-plateau"),
+    pytest.param(4.0, 2.24 + 0.01 * np.exp(-np.arange(12.0)), False,
+                 id="fell-under-the-threshold"),
+    pytest.param(600.0, np.full(12, 2.25), True, id="seen-mid-run"),
+    pytest.param(0.0, 1.0 + 1.25 * (1.0 + 2.0 * np.arange(12)) ** -4.0, True,
+                 id="fell-then-flat"),
+])
+def test_a_job_still_on_its_initial_plateau_is_not_converged(
+        first_step: float, loss: Any, stopped: bool) -> None:
+    """Every curve reads flat on a job that has not started to learn: its convergence is not
+    judged while its history reaches back to its first steps and its loss has fallen by less
+    than converged_below since. A job seen mid-run, or one that fell and flattened, is."""
+    job = plateau("p", first_step=first_step, loss=loss)
+    d = decide(flowcon(on_converged="stop"), snapshot(job))
+    assert d.assessments[0].forecast is not None
+    assert any(isinstance(x, Stop) for x in d.actions) is stopped
+
