@@ -33,6 +33,7 @@ import math
 from typing import TYPE_CHECKING
 
 from policyd.engine.guards import MigrationBudget
+from policyd.engine.node_speed import UNJUDGED, unjudged
 from policyd.engine.predictive_moves import plan_moves
 from policyd.engine.predictive_node import plans_of, spare_cores, waiting_jobs
 from policyd.model import Assessment, Decision, NodeReport, Snapshot, WaitingJob
@@ -47,9 +48,10 @@ def node_part(policy: PredictivePolicy) -> PredictivePolicy:
     return policy.model_copy(update={"spec": policy.spec.model_copy(update={"migrate": False})})
 
 
-def _best_gain(job: WaitingJob) -> float:
-    """The most a move could gain the job: on the most cores it can use."""
-    return job.ahead_seconds - job.remaining_seconds_at(job.best_cores)
+def _best_gain(job: WaitingJob, faster: float) -> float:
+    """The most a move could gain the job: on the most cores it can use, of a worker `faster`
+    times as fast as its own."""
+    return job.ahead_seconds - job.remaining_seconds_at(job.best_cores) / faster
 
 
 def node_reports(policy: PredictivePolicy, snapshot: Snapshot) -> tuple[NodeReport, ...]:
@@ -58,19 +60,23 @@ def node_reports(policy: PredictivePolicy, snapshot: Snapshot) -> tuple[NodeRepo
     plans = plans_of(policy, snapshot)
     threshold = spec.move_threshold_seconds
     per_node = min(spec.safety.max_migrations_per_node, spec.safety.max_migrations_per_cycle)
+    speeds = unjudged({n.name: n.speed for n in snapshot.nodes}, UNJUDGED)
+    fastest = max(speeds.by_node.values(), default=1.0)
     reports = []
     for node in snapshot.nodes:
         mine = plans.get(node.name, [])
+        faster = fastest / speeds.of(node.name)
         movable = [w for _, w in waiting_jobs(mine, spec, now)
                    if all(math.isfinite(getattr(w, f)) for f in WAITING_FIGURES)
-                   and _best_gain(w) > threshold]
-        kept = {w.container for w in sorted(movable, key=lambda w: (-_best_gain(w),
+                   and _best_gain(w, faster) > threshold]
+        kept = {w.container for w in sorted(movable, key=lambda w: (-_best_gain(w, faster),
                                                                     w.container))[:per_node]}
         reports.append(NodeReport(
             policy=policy.name, node=node.name, time=now,
             cpu_capacity_cores=node.cpu_capacity, cpu_used_cores=node.cpu_usage,
             selected=len(mine), spare_cores=spare_cores(mine, node.cpu_capacity),
-            waiting=tuple(w for w in movable if w.container in kept)))
+            waiting=tuple(w for w in movable if w.container in kept),
+            stated_speed=node.speed if node.speed is not None else 0.0))
     return tuple(reports)
 
 
@@ -82,7 +88,8 @@ def plan_from_reports(policy: PredictivePolicy, snapshot: Snapshot) -> Decision:
                      key=lambda r: r.node)
     waiting = [(r.node, w) for r in reports for w in r.waiting]
     moves = plan_moves(policy.name, spec, waiting, {r.node: r.spare_cores for r in reports},
-                       MigrationBudget.of(spec))
+                       MigrationBudget.of(spec),
+                       speeds=unjudged({r.node: r.stated_speed or None for r in reports}, UNJUDGED))
     threshold = spec.move_threshold_seconds
     assessments = []
     for node, w in waiting:
