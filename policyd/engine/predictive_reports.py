@@ -7,20 +7,26 @@ cores granted in that order) needs only that worker's jobs, so a node agent make
 its limits (`node_part`: the policy with `migrate` off, decided on its node). A move needs
 every worker, but only two figures of each: the cores its plan leaves unused, and the jobs it
 leaves short of a whole first core with how long each would take where it is and its speed
-model. `node_reports` is that, per worker: the spare cores, and the waiting jobs that the guards
-let move and that could gain more than a move costs on some worker (a gain is largest on the
-most cores the job can use, so a job that would not gain enough there would gain enough
-nowhere), at most as many as a cycle may move off one worker, the largest possible gains first.
-`plan_from_reports` runs the one-snapshot planner's move rule (`predictive_moves.plan_moves`)
-on them.
+model. `node_reports` is that, per worker: the spare cores, its stated speed, and the waiting
+jobs that the guards let move and that could gain more than a move costs on some worker (a gain
+is largest on the most cores the job can use of the fastest worker, so a job that would not
+gain enough there would gain enough nowhere), at most as many as a cycle may move off one
+worker, the largest possible gains first. `plan_from_reports` runs the one-snapshot planner's
+move rule (`predictive_moves.plan_moves`) on them, at the reported speeds (a node not stated:
+the average of the stated ones, 1.0 if none).
 
 Differences from deciding from one snapshot, all from the split itself: a worker whose report is
 missing is not in the manager's picture (the source says so); an agent judges the guards and
 its forecasts at its own snapshot's time; a job the manager moves may have had its limit set by
 its agent in the same cycle (the one-snapshot planner leaves a moving job's limit as it is);
-and of more waiting jobs than a cycle may move off one worker, the agent keeps those with the
-largest gain on the most cores they can use, where the one-snapshot planner prices each on the
-cores a target offers. tests/engine/test_predictive_reports.py plays whole scenarios both ways.
+of more waiting jobs than a cycle may move off one worker, the agent keeps those with the
+largest gain on the most cores they can use of the fastest worker, where the one-snapshot
+planner prices each on the cores and at the speed a target offers; and speeds are the stated
+ones only (`node_speed.unjudged`): the one-snapshot planner judges a node not stated from its
+jobs' step times, which no report carries, and an agent whose snapshot holds its node alone
+knows no faster worker, so it reports only the jobs that would gain enough at its own speed
+(with stated speeds and agents that see every node, as in the simulator, the split makes the
+one-snapshot moves). tests/engine/test_predictive_reports.py plays whole scenarios both ways.
 
 The manager's decision has one assessment per reported waiting job (moved, or why not); the
 jobs' limits, ranks and forecasts are in their agents' decisions and metrics. Pure: no I/O, no
