@@ -59,6 +59,7 @@ from policyd.engine.predictive_node import (
     Plan,
     forecasts_of,
     plans_of,
+    selected,
     spare_cores,
     waiting_jobs,
 )
@@ -136,8 +137,9 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
         return plan_from_reports(policy, snapshot)
     spec, now = policy.spec, snapshot.time
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
-    found = forecasts_of(policy, snapshot)
-    plans = plans_of(policy, snapshot, found)
+    chosen = selected(policy, snapshot)
+    found = forecasts_of(policy, snapshot, chosen)
+    plans = plans_of(policy, snapshot, found, chosen)
     moves = plan_moves(
         policy.name, spec,
         [w for node_plans in plans.values() for w in waiting_jobs(node_plans, spec, now)],
