@@ -30,8 +30,8 @@ Names and labels (the contract `policyd.sources.node_reports` reads):
   figure of a job its worker cannot give the cores its deadline needs: `deadline_seconds`,
   `need_elsewhere_cores`, `cap_cores`, `reserved_cores`, `granted_cores`, `need_here_cores`
   (`policyd.model.node_report.AtRiskJob`)
-* `policyd_node_report_stated_speed{policy,node}` (FlowCon2, when the node's speed is stated):
-  its speed against an average core
+* `policyd_node_report_stated_speed{policy,node}` (FlowCon2 and Predictive, when the node's
+  speed is stated): its speed against an average core
 * `policyd_node_report_resident_<figure>{policy,node,container}` (FlowCon2), one series per
   figure of each job on the worker as FlowCon2's model sees it: `limit_fraction`,
   `usable_cores`, `converged`, `movable`, `forecast` (those three 1 or 0), `steps_done`,

@@ -81,7 +81,7 @@ from policyd.engine.flowcon2_placement import (
     placed,
     remaining_arrival,
 )
-from policyd.engine.flowcon2_reports import UNJUDGED, plan_from_reports, resident, with_sides
+from policyd.engine.flowcon2_reports import plan_from_reports, resident, with_sides
 from policyd.engine.forecast_output import Forecast
 from policyd.engine.forecasting import (
     Forecasted,
@@ -90,7 +90,7 @@ from policyd.engine.forecasting import (
     settings_of,
 )
 from policyd.engine.kind import Intervals, Kind
-from policyd.engine.node_speed import NodeSpeeds, node_speeds, unjudged
+from policyd.engine.node_speed import UNJUDGED, NodeSpeeds, node_speeds, unjudged
 from policyd.engine.predictive_node import FLOOR, Plan, plans_of
 from policyd.engine.spec import MoveGain, PolicyDocument, of_kind
 from policyd.model import Action, Container, Decision, NodeReport, SetCpu, Snapshot

@@ -88,7 +88,7 @@ from policyd.engine.flowcon2_placement import (
     source_side,
 )
 from policyd.engine.forecast_output import Forecast
-from policyd.engine.node_speed import AVERAGE_SPEED, NodeSpeeds, unjudged
+from policyd.engine.node_speed import AVERAGE_SPEED, UNJUDGED, NodeSpeeds, unjudged
 from policyd.engine.predictive_node import Job
 from policyd.model import (
     Assessment,
@@ -104,8 +104,6 @@ if TYPE_CHECKING:  # the kind's module imports this one
     from policyd.engine.flowcon2 import FlowCon2Policy
     from policyd.engine.predictive import PredictiveSpec
 
-UNJUDGED = "decided from node reports, which carry no job's step times"
-"""Why a node's speed is not judged under the split (`node_speed.unjudged`)."""
 BASIS = "as its node agent forecast it"
 """A rebuilt forecast's basis, for reasons: the report does not say which it was."""
 

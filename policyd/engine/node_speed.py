@@ -66,6 +66,9 @@ MOST_RATIO = 10.0
 """A judged speed more than this many times the average, or less than its inverse, is not
 believed (no generation of machines differs so; a job's odd measurement does): the node is
 taken as average, and says so."""
+UNJUDGED = "decided from node reports, which carry no job's step times"
+"""Why a node's speed is not judged under the split of a kind across node agents and the
+manager (`unjudged`): FlowCon2's and Predictive's."""
 MAX_ROUNDS = 500
 """Rounds of alternating means at most; the fit stops earlier once no speed moves by 1e-9."""
 

@@ -33,8 +33,9 @@ interval:
    back to 1: free competition, and the note says why.
 
 Steps 1-5 are one worker's plan (`predictive_node`). With `migrate`, jobs the plans leave short
-of a whole first core may move to workers with cores to spare (`predictive_moves`), and the
-policy runs cluster-wide; with node reports the agents make the plans and the manager the moves
+of a whole first core may move to workers with cores to spare (`predictive_moves`; their time
+there at the target's speed relative to their own worker's, `policyd.engine.node_speed`), and
+the policy runs cluster-wide; with node reports the agents make the plans and the manager the moves
 (`predictive_reports`).
 
 Reasons name the forecasts behind every action (the rank, the remaining time at the job's best
@@ -51,11 +52,14 @@ from pydantic import Field, model_validator
 
 from policyd.engine.guards import MigrationBudget, action_blocked
 from policyd.engine.kind import ActionClass, CpuMode, Intervals, Kind, Scope
+from policyd.engine.node_speed import node_speeds
 from policyd.engine.predictive_moves import plan_moves
 from policyd.engine.predictive_node import (
     NEW_KEY,
     Plan,
+    forecasts_of,
     plans_of,
+    selected,
     spare_cores,
     waiting_jobs,
 )
@@ -133,12 +137,16 @@ def plan(policy: PolicyDocument, snapshot: Snapshot) -> Decision:
         return plan_from_reports(policy, snapshot)
     spec, now = policy.spec, snapshot.time
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
-    plans = plans_of(policy, snapshot)
+    chosen = selected(policy, snapshot)
+    found = forecasts_of(policy, snapshot, chosen)
+    plans = plans_of(policy, snapshot, found, chosen)
     moves = plan_moves(
         policy.name, spec,
         [w for node_plans in plans.values() for w in waiting_jobs(node_plans, spec, now)],
         {node: spare_cores(plans.get(node, ()), cap) for node, cap in capacity.items()},
-        MigrationBudget.of(spec)) if spec.migrate else {}
+        MigrationBudget.of(spec),
+        # stated, else judged from the jobs' step times as FlowCon2 judges them
+        speeds=node_speeds(snapshot, found.by_id)) if spec.migrate else {}
     return decision_of(policy, snapshot, plans, moves)
 
 

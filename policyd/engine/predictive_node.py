@@ -100,6 +100,21 @@ def _order(jobs: list[Job], *, hysteresis: float, floor: float) -> list[Job]:
     return sorted(jobs, key=key)
 
 
+def selected(policy: PredictivePolicy, snapshot: Snapshot) -> list[Container]:
+    """The containers `policy` selects in `snapshot`, by node then id."""
+    return sorted((c for c in snapshot.containers if policy.spec.selector.selects(c)),
+                  key=lambda c: (c.node, c.id))
+
+
+def forecasts_of(policy: PredictivePolicy, snapshot: Snapshot,
+                 chosen: Sequence[Container]) -> Forecasted:
+    """The forecasts of `chosen`, the jobs `policy` selects (`jobs_of`'s `found`)."""
+    spec = policy.spec
+    settings = settings_of(policy, snapshot, alpha=spec.alpha,
+                           interval_seconds=spec.interval_seconds)
+    return forecast_containers(settings, snapshot, {c.id for c in chosen})
+
+
 def jobs_of(policy: PredictivePolicy, snapshot: Snapshot, chosen: Sequence[Container],
             found: Forecasted | None = None) -> list[Job]:
     """The jobs of `chosen`, each with its forecast (`found`: made already for exactly these
@@ -236,14 +251,14 @@ def _reason(j: Job, rank: int, n: int, granted: float, fraction: float, *, floor
             + (f"; {before}" if before else ""))
 
 
-def plans_of(policy: PredictivePolicy, snapshot: Snapshot,
-             found: Forecasted | None = None) -> dict[str, list[Plan]]:
+def plans_of(policy: PredictivePolicy, snapshot: Snapshot, found: Forecasted | None = None,
+             chosen: Sequence[Container] | None = None) -> dict[str, list[Plan]]:
     """Every worker's plan for the jobs `policy` selects in `snapshot`, by worker (in name
     order; a worker without such jobs has none). `found`: the forecasts of those jobs (in
-    any order: they are looked up by id), when the caller has made them already (`jobs_of`)."""
+    any order: they are looked up by id), when the caller has made them already (`jobs_of`);
+    `chosen`: those jobs (`selected`), when the caller has them."""
     spec, now = policy.spec, snapshot.time
-    chosen = sorted((c for c in snapshot.containers if spec.selector.selects(c)),
-                    key=lambda c: (c.node, c.id))
+    chosen = selected(policy, snapshot) if chosen is None else chosen
     by_node: defaultdict[str, list[Job]] = defaultdict(list)
     for job in jobs_of(policy, snapshot, chosen, found):
         by_node[job.container.node].append(job)

@@ -71,8 +71,8 @@ STOP_FIGURE = "stop_request"
 TOP_FIGURE = "top_cores"
 """A node's series that only Deadline reports: `NodeReport.top_cores`."""
 SPEED_FIGURE = "stated_speed"
-"""A node's series that only FlowCon2 reports, when its speed is stated: `NodeReport.
-stated_speed`."""
+"""A node's series that FlowCon2 and Predictive report, when its speed is stated:
+`NodeReport.stated_speed`."""
 RESIDENT_FIGURES = ("limit_fraction", "usable_cores", "converged", "movable", "forecast",
                     "steps_done", "remaining_steps", "serial_seconds", "parallel_seconds",
                     "cap_cores", "allocation_fraction", "started_at_seconds")
@@ -256,7 +256,7 @@ class NodeReport:
     top_cores: float = 0.0
     at_risk: tuple[AtRiskJob, ...] = ()
     stated_speed: float = 0.0
-    """FlowCon2: the node's stated speed (`Node.speed`), 0 when not stated."""
+    """FlowCon2 and Predictive: the node's stated speed (`Node.speed`), 0 when not stated."""
     residents: tuple[ResidentJob, ...] = ()
     stops: tuple[StopRequest, ...] = ()
 

@@ -207,6 +207,34 @@ def test_with_migrate_a_waiting_job_moves_to_a_worker_with_cores_to_spare() -> N
     assert kind.acts_on_of(policy(migrate=True)) == {"cpu", "placement"}
 
 
+@pytest.mark.parametrize("from_reports", [False, True], ids=["one snapshot", "node reports"])
+@pytest.mark.parametrize(("speeds", "cost_seconds", "moves", "priced"), [
+    ((None, None), 30, True, "225 s on 2 cores; gain 150 s"),
+    ((1.5, 0.6), 30, False, ""),  # 225 s x 1.5 / 0.6 = 562 s there: longer than waiting
+    ((1.0, 0.6), 30, False, ""),  # 375 s there
+    ((0.6, 1.5), 30, True, "90 s on 2 cores at speed 1.5 against 0.6 on w1 (225 s at the "
+                           "speed of w1); gain 285 s"),
+    ((0.6, 1.5), 100, True, "gain 285 s > move cost 100 s"),  # 150 s at w1's speed would not
+], ids=["equal", "to-a-slower-worker", "to-a-slower-worker-from-an-average-one",
+        "to-a-faster-worker", "worth-it-only-at-the-faster-speed"])
+def test_a_move_is_priced_at_the_targets_speed(speeds: tuple[float | None, float | None],
+                                               cost_seconds: float, moves: bool, priced: str,
+                                               from_reports: bool) -> None:
+    """The waiting job's model was measured on w1: on w2 a step takes speed(w1) / speed(w2)
+    times as long (stated speeds; from node reports, as the agents report them)."""
+    busy = (job("a", done=0, total=2000, rate=10), job("b", done=0, total=2500, rate=10),
+            job("w", done=0, total=3000, rate=1.7, allocation=0.17, cores=0.17))
+    snap = Snapshot(time=NOW, containers=busy, nodes=tuple(
+        Node(name=n, cpu_capacity=2.0, speed=s) for n, s in zip(("w1", "w2"), speeds,
+                                                                strict=True)))
+    p = policy(migrate=True, migration_cost_seconds=cost_seconds)
+    if from_reports:
+        snap = replace(snap, containers=(), node_reports=KINDS.of(p).node_reports(p, snap))
+    found = [a for a in plan(p, snap).actions if isinstance(a, Migrate)]
+    assert [(m.container, m.to_node) for m in found] == ([("w", "w2")] if moves else [])
+    assert all(priced in m.reason for m in found)
+
+
 def test_a_move_is_made_only_when_it_gains_more_than_it_costs() -> None:
     busy = (job("a", done=0, total=2000, rate=10), job("b", done=0, total=2500, rate=10),
             job("w", done=0, total=3000, rate=1.7, allocation=0.17, cores=0.17))
