@@ -30,7 +30,7 @@ interval, per worker:
    left goes to the jobs without a target, then to those left short, then to the satisfied,
    each job first keeping the cap it holds while that fits (`qoe_allocation`, 4), and the
    cores a job can use, for its need, are the largest it used in the window once it was held
-   back or given more than it now has (`_speed`).
+   back or given more than it now has, at least one core (`_speed`).
    Settling, from each job's current limit: a paced job's limit rises only when it is behind
    its pace (to its need and `headroom` more) and falls only when it is on pace with more
    than three headrooms of cores to spare (to its need and `headroom` more) (`paced_keep`);
@@ -219,7 +219,11 @@ def _speed(snapshot: Snapshot, containers: Sequence[Container], *,
     read anew from every interval: a job left out for being infeasible, held to its floor,
     uses all of it and would otherwise read as able to use the whole worker, be chosen, be held
     back, and be left out again. It may still grow into what is left beyond that (its growth
-    cap is the model's own reading)."""
+    cap is the model's own reading). Only a use of at least one core counts so: under a cap
+    below one core a job uses all of it whatever its threads, so a use below one core shows
+    nothing of them; read as the most a job at the floor can use (one core, the least a need
+    may count on), its target turned infeasible whenever its floor had shrunk within the window,
+    and in reach again an interval or two later."""
     if not containers:
         return {}, {}
     h = histories(snapshot, containers)
@@ -245,8 +249,10 @@ def _speed(snapshot: Snapshot, containers: Sequence[Container], *,
         shown = np.isfinite(at_limit) & (at_limit < UNUSED_SHARE * h.allocation_cores)
         held_back = np.isfinite(used) & ((cap < h.max_cores) | shown)
         grow = np.where(held_back, largest, cap)
-        cap = np.where(held_back | (np.isfinite(used) & (used > h.allocation_cores)),
-                       largest, cap)
+        # Given more than it has now, and the window still shows it: that use is the most it
+        # can use, if it is at least one core (below one, its cap bound it, not its threads).
+        cap = np.where(held_back | (np.isfinite(used) & (used > h.allocation_cores)
+                                    & (largest >= 1.0)), largest, cap)
     model = replace(model, cap_cores=cap)
     out = {}
     for i, c in enumerate(containers):

@@ -34,7 +34,9 @@ least the floor, capacity / (beta * n), so none starves. Then:
    target, the left-out jobs and then the chosen ones keep the caps they hold while those
    fit, in that order (a shortfall falls on as few jobs as possible: the last); only what is
    still left is spread as in 3. So a limit grows into cores nobody holds and falls only
-   when a target's need, a floor or a newcomer takes them back.
+   when a target's need, a floor or a newcomer takes them back. A need that flips in and out
+   of reach takes lent cores back for nothing, a reversal for each lender: keeping reach
+   steady is the speed model's part (`policyd.engine.qoe._speed`), not this module's.
 
 Pure arithmetic on plain numbers: no snapshot, no I/O.
 """

@@ -273,3 +273,18 @@ def test_with_quotas_a_job_that_used_less_than_its_limit_while_cores_were_spare_
     a = by_id(quota)["capped"]
     assert a.category == INFEASIBLE, a.note
     assert "more than the 2 cores it can use" in a.note
+
+
+def test_with_quotas_a_use_below_one_core_shows_nothing_of_the_threads() -> None:
+    # "small" is held at the floor, 0.111 of the worker's 8 cores, and its window shows it
+    # using 0.125 while the worker had cores to spare (its floor was larger before): it used
+    # all it was given. A cap below one core binds any running job, so that use says nothing of
+    # how many cores its threads can use; read as the most it could use (one core, the least a
+    # need may count on) it made a target ten times its rate infeasible, and at the floor the
+    # next measurement flipped it back in reach (benchmarks/README.md, qoe.py, twenty-third
+    # session, "hard caps settle").
+    small = job("small", target="steps_per_second>=5", rate=0.5, cores=0.125,
+                allocation=0.111 / 8)
+    a = by_id(plan(policy(mode="quota"), snapshot(small, cores=8.0)))["small"]
+    assert a.category == SHORT, a.note
+    assert a.qoe.cores_needed is not None and 1.0 < a.qoe.cores_needed < 8.0
