@@ -187,6 +187,7 @@ class _Job:
     pace: float | None = None  # the rate a paced job is asked for now (`pace_rate`)
     held: float = math.nan  # the cores its current limit gives it
     want: float | None = None  # the cores it keeps when there is room (`settled`, `paced_keep`)
+    usable: float = math.nan  # the most cores its need may count on (an infeasible need's bound)
 
     @property
     def on_track(self) -> bool:
@@ -435,7 +436,7 @@ def _jobs(policy: QoEPolicy, snapshot: Snapshot, chosen: Sequence[Container]) ->
         want = (settled(need, found, got, spec.headroom) if pace is None
                 else paced_keep(need, got, pace, spec.headroom, held=held))
         jobs.append(_Job(container=c, target=found, measured=got, need=need, cap=cap,
-                         note="", pace=pace, want=want, held=held))
+                         note="", pace=pace, want=want, held=held, usable=usable))
     return jobs
 
 
@@ -484,8 +485,8 @@ def _reason(job: _Job, status: QoeStatus | None, cores: float, *, selected: bool
         measured += (f" over its run (pace {job.pace:.4g} from now on)"
                      if math.isfinite(job.pace) else " over its run (its time has passed)")
     if job.need is not None and math.isinf(job.need):
-        return (f"{measured}: infeasible (more than the {job.cap:.2g} cores it can use would "
-                f"be needed); {lead}")
+        most = f"{job.usable:.2g} core" + ("" if f"{job.usable:.2g}" == "1" else "s")
+        return f"{measured}: infeasible (more than the {most} it can use would be needed); {lead}"
     need = f"needs {job.need:.2f} cores" if job.need is not None else "need unknown"
     if selected:
         return f"{measured}; {need}: met first (smallest needs first); {lead}"

@@ -288,3 +288,17 @@ def test_with_quotas_a_use_below_one_core_shows_nothing_of_the_threads() -> None
     a = by_id(plan(policy(mode="quota"), snapshot(small, cores=8.0)))["small"]
     assert a.category == SHORT, a.note
     assert a.qoe.cores_needed is not None and 1.0 < a.qoe.cores_needed < 8.0
+
+
+def test_an_infeasible_note_names_the_cores_its_need_was_counted_on() -> None:
+    # With quotas "was" used 1.5 cores while the worker had cores to spare and now has 0.5:
+    # its need counts on the 1.5 it showed it can use (`_speed`), while it may still grow into
+    # the whole worker. Its target needs more than 1.5 cores: the note says so, not "8".
+    was = job("was", target="steps_per_second>=60", rate=20, cores=1.5, allocation=0.5 / 8)
+    a = by_id(plan(policy(mode="quota"), snapshot(was, cores=8.0)))["was"]
+    assert a.category == INFEASIBLE, a.note
+    assert "more than the 1.5 cores it can use" in a.note
+    one = job("one", target="steps_per_second>=500", rate=0.5, cores=0.125,
+              allocation=0.111 / 8)
+    assert "more than the 1 core it can use" in by_id(plan(policy(), snapshot(one, cores=8.0)))[
+        "one"].note
