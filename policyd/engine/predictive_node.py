@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from policyd.engine.forecast_output import Forecast
@@ -136,8 +136,7 @@ def jobs_of(policy: PredictivePolicy, snapshot: Snapshot, chosen: Sequence[Conta
             # (the others' shares), not from the job's threads. The cap is lifted in the
             # forecast itself, which prices every time below (the key, the work on one core,
             # the late test, a move): `remaining_seconds_at` caps the cores it is given.
-            if f.cap_cores < 1.0:
-                f = replace(f, cap_cores=1.0)
+            f = f.on_a_whole_core()
             best = min(max(f.cap_cores, 1.0), cap)
             jobs.append(Job(container=c, forecast=f, reported=reported[c.id], note="",
                              best_cores=best,

@@ -4,7 +4,7 @@ guards, and the optional move of a waiting job to a worker with cores to spare."
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -12,6 +12,7 @@ import pytest
 
 from policyd.engine import decide
 from policyd.engine.flowcon import FlowConPolicy
+from policyd.engine.forecast_output import Forecast
 from policyd.engine.predictive import PredictivePolicy, plan
 from policyd.engine.predictive_node import FLOOR, FREE, NEW, SERVED
 from policyd.engine.registry import KINDS
@@ -242,3 +243,16 @@ def test_a_move_is_made_only_when_it_gains_more_than_it_costs() -> None:
     d = plan(policy(migrate=True, migration_cost_seconds=3600),
              cluster(*busy, nodes={"w1": 2.0, "w2": 2.0}))
     assert not any(isinstance(a, Migrate) for a in d.actions)
+
+
+def test_a_forecast_on_a_whole_core_differs_only_in_its_cap() -> None:
+    f = Forecast(steps_done=10.0, total_steps=100.0, remaining_steps=90.0,
+                 remaining_seconds=45.0, finish_at=45.0, low_seconds=40.0, high_seconds=50.0,
+                 target_loss=None, target_eta_seconds=None, basis="total steps",
+                 steps_per_second=2.0, parallel_fraction=0.5, serial_seconds=0.25,
+                 parallel_seconds=0.25, cap_cores=0.17)
+    lifted = f.on_a_whole_core()
+    assert asdict(lifted) == asdict(replace(f, cap_cores=1.0)) and f.cap_cores == 0.17
+    assert lifted.remaining_seconds_at(1.0) == pytest.approx(45.0)
+    whole = replace(f, cap_cores=2.0)
+    assert whole.on_a_whole_core() is whole
