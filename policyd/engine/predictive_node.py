@@ -122,9 +122,7 @@ def jobs_of(policy: PredictivePolicy, snapshot: Snapshot, chosen: Sequence[Conta
     spec = policy.spec
     capacity = {n.name: n.cpu_capacity for n in snapshot.nodes}
     if found is None:
-        settings = settings_of(policy, snapshot, alpha=spec.alpha,
-                               interval_seconds=spec.interval_seconds)
-        found = forecast_containers(settings, snapshot, {c.id for c in chosen})
+        found = forecasts_of(policy, snapshot, chosen)
     reported = found.jobs()
     young_seconds = 2 * snapshot.interval_seconds(policy.name, spec.interval_seconds)
     jobs = []
