@@ -215,7 +215,7 @@ def _workers(policy: FlowCon2Policy, snapshot: Snapshot,
     plans: dict[str, list[Plan]] = {}
     if spec.order == "remaining":
         ranked = as_predictive(policy)  # same selector, alpha, interval, evaluation: same forecasts
-        plans = plans_of(ranked, snapshot, found)
+        plans = plans_of(ranked, snapshot, found, chosen)
         limits_decision = predictive.decision_of(ranked, snapshot, plans, {})
     else:
         limits_decision = flowcon.plan(as_flowcon(policy), snapshot)
