@@ -19,7 +19,9 @@ error of remaining time over the set's cases at each cut (the forecast's own as 
    smoothing window halved and doubled, and with R measured over each interval (FlowCon's R_c)
    instead of the run's mean; per cut the median of |T_variant - T| / (T - the last sample
    seen). Also, for scale and outside the protocol's reason for smoothing, the reported running
-   mean itself, unsmoothed (what FlowCon reads).
+   mean itself, unsmoothed (what FlowCon reads); and, as a sensitivity, not a reading, the
+   true crossing at alpha x 1.1 and / 1.1 (the farther of the two): where a forecast that knew
+   the true curve's improvement per interval to within 10 % could put it.
 3. Total unknown, the best-in-family bound. The forecast's curve family fitted (its own fit,
    `curve_fit.fit_curves`) to the whole recording (every scraped sample to the end, the same
    reported series the forecast sees; also the CURVE_POINTS the forecast would pick from it),
@@ -34,7 +36,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -201,7 +203,19 @@ def _variants() -> dict[str, Variant]:
         "smoothing doubled": smoothing(2.0),
         "R per interval": lambda run, rule: fj.convergence_time(run, rule, interval_cores=True),
         "unsmoothed (scale)": lambda run, rule: fj.convergence_time(run, rule, smoothing_steps=1),
+        "slope 10 % off (sensitivity)": _slope_off,
     }
+
+
+def _slope_off(run: fj.Run, rule: fj.Rule) -> float | None:
+    """Not a reading of the truth: the farther of the true crossings at alpha / 1.1 and alpha
+    x 1.1, i.e. where a forecast whose curve had the true one's improvement per interval to
+    within 10 % could put it."""
+    times = [fj.convergence_time(run, replace(rule, alpha=rule.alpha * k)) for k in (1 / 1.1, 1.1)]
+    truth = fj.convergence_time(run, rule)
+    if truth is None or any(t is None for t in times):
+        return None
+    return max((t for t in times if t is not None), key=lambda t: abs(t - truth))
 
 
 def print_truth(runs: list[fj.Run], show_cases: bool) -> None:
