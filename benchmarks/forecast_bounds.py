@@ -11,9 +11,11 @@ error of remaining time over the set's cases at each cut (the forecast's own as 
    alone: remaining steps x a step time estimated from the past, against the truth. Estimates:
    the forecast's own (its speed model at its cores now, so its error is the forecast's); the
    mean step time over every sample seen (the forecast's window is all of them: no model, a
-   perfect measurement of the past); the mean over the last quarter of the seconds seen; and
-   the best trailing mean in hindsight (per case, the trailing stretch of samples whose mean step
-   time comes closest to the rest of the run's: a lower bound for any trailing-mean estimate).
+   perfect measurement of the past); the mean over the last quarter of the seconds seen; a
+   straight line fitted to the past's step times, extrapolated; one trailing share of the seconds
+   seen per set and cut, the best in hindsight; and the best trailing mean per case in hindsight
+   (the trailing stretch of samples whose mean step time comes closest to the rest of the run's:
+   a lower bound for any trailing-mean estimate).
    `drift` is the rest of the run's mean step time / the mean over every sample seen.
 2. Total unknown, the truth's own precision. The truth recomputed with the true curve's
    smoothing window halved and doubled, and with R measured over each interval (FlowCon's R_c)
