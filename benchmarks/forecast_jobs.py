@@ -158,20 +158,36 @@ def true_curve(run: Run, smoothing_steps: int) -> FloatArray:
     return (total[hi] - total[lo]) / (hi - lo)
 
 
-def convergence_time(run: Run, rule: Rule) -> float | None:
-    """The first time t >= interval at which the true curve's growth efficiency over
-    (t - interval, t] is below alpha (see the module docstring), to one step; None if never."""
-    ends = np.concatenate(([0.0], run.step_end_times))  # ends[i]: time when i steps are done
+def truth_smoothing_steps(run: Run, rule: Rule) -> int:
+    """The true curve's smoothing window: max(101, steps per interval) (module docstring)."""
     per_interval = run.steps * rule.interval_seconds / run.duration_seconds
-    curve = true_curve(run, max(TRUTH_SMOOTHING_STEPS, round(per_interval)))
-    cores = float(run.cpu_seconds.sum() / run.wall_seconds.sum())
+    return max(TRUTH_SMOOTHING_STEPS, round(per_interval))
+
+
+def convergence_time(run: Run, rule: Rule, *, smoothing_steps: int | None = None,
+                     interval_cores: bool = False) -> float | None:
+    """The first time t >= interval at which the true curve's growth efficiency over
+    (t - interval, t] is below alpha (see the module docstring), to one step; None if never.
+
+    The protocol's truth takes the defaults. `forecast_bounds.py` varies its reading:
+    `smoothing_steps` another smoothing window; `interval_cores` R measured over each
+    (t - interval, t] (FlowCon's R_c, series.mean_cpu_cores) instead of the run's mean."""
+    ends = np.concatenate(([0.0], run.step_end_times))  # ends[i]: time when i steps are done
+    if smoothing_steps is None:
+        smoothing_steps = truth_smoothing_steps(run, rule)
+    curve = true_curve(run, smoothing_steps)
     t = ends[ends >= rule.interval_seconds]
     now_steps = np.searchsorted(ends, t, side="right") - 1
     before = np.searchsorted(ends, t - rule.interval_seconds, side="right") - 1
     change = np.abs(curve[before] - curve[now_steps])
     if rule.normalization == "relative":
         change = change / np.maximum(np.abs(curve[before]), 1e-12)
-    below = np.flatnonzero(change / max(cores, 1e-3) < rule.alpha)
+    cores: float | FloatArray = float(run.cpu_seconds.sum() / run.wall_seconds.sum())
+    if interval_cores:
+        cpu = np.concatenate(([0.0], np.cumsum(run.cpu_seconds)))
+        cores = (np.interp(t, ends, cpu) - np.interp(t - rule.interval_seconds, ends, cpu)
+                 ) / rule.interval_seconds
+    below = np.flatnonzero(change / np.maximum(cores, 1e-3) < rule.alpha)
     return float(t[below[0]]) if below.size else None
 
 
