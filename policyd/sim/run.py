@@ -14,8 +14,10 @@
   every job's work, admitting held jobs (`policyd.sim.deadline_oracle`). Their baseline (FCFS)
   is the same no-policy world: held jobs start at once, in arrival order, with equal shares.
 
-A scenario is fully drawn in advance (its seed made the jobs), and the world has no randomness,
-so every strategy sees the same jobs at the same times and a run is deterministic.
+A scenario is fully drawn in advance (its seed made the jobs), and the world's only draws, the
+default scheduler's ties, come from the seed too (or from `ties_seed`), so every strategy sees the
+same jobs at the same times and a run is deterministic. The ties still part two strategies'
+placements once their jobs end in different orders (benchmarks/placement_luck.py measures it).
 """
 
 from __future__ import annotations
@@ -29,18 +31,22 @@ from policyd.sim.world import World
 
 
 def run(scenario: Scenario, strategy: Strategy, *,
-        policies: Sequence[PolicyDocument] = (), record_timeline: bool = False) -> RunResult:
-    """Play `scenario` to the end under `strategy`; `policies` default to the scenario's."""
+        policies: Sequence[PolicyDocument] = (), record_timeline: bool = False,
+        ties_seed: int | None = None) -> RunResult:
+    """Play `scenario` to the end under `strategy`; `policies` default to the scenario's;
+    `ties_seed`, when given, draws the default scheduler's ties instead of the scenario's seed."""
     match strategy:
         case "policy":
             world = World(scenario, policies=policies or scenario.policies,
-                          record_timeline=record_timeline)
+                          record_timeline=record_timeline, ties_seed=ties_seed)
         case "baseline":
-            world = World(scenario, record_timeline=record_timeline)
+            world = World(scenario, record_timeline=record_timeline, ties_seed=ties_seed)
         case "baseline_fewest":
-            world = World(scenario, record_timeline=record_timeline, placement="fewest")
+            world = World(scenario, record_timeline=record_timeline, placement="fewest",
+                          ties_seed=ties_seed)
         case "oracle":
-            world = World(scenario, allocation=scenario.oracle, record_timeline=record_timeline)
+            world = World(scenario, allocation=scenario.oracle, record_timeline=record_timeline,
+                          ties_seed=ties_seed)
         case _:
             assert_never(strategy)
     world.run()

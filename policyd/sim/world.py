@@ -83,7 +83,8 @@ class World:
 
     def __init__(self, scenario: Scenario, *, policies: Sequence[PolicyDocument] = (),
                  allocation: Allocation = "fair", record_timeline: bool = False,
-                 forecast_decisions: bool = False, placement: Placement = "kube") -> None:
+                 forecast_decisions: bool = False, placement: Placement = "kube",
+                 ties_seed: int | None = None) -> None:
         _check(scenario)
         names = [p.name for p in policies]
         if len(set(names)) != len(names):
@@ -103,7 +104,9 @@ class World:
         self._capacity = {n.name: n.cores for n in scenario.nodes}
         self._speed = {n.name: n.core_speed for n in scenario.nodes}
         self._placement: Placement = placement
-        self._rng = np.random.default_rng(scenario.seed)  # the default scheduler's ties
+        # The default scheduler's ties: from the scenario's seed, or `ties_seed` to replay the
+        # same jobs under other placement luck (benchmarks/placement_luck.py).
+        self._rng = np.random.default_rng(scenario.seed if ties_seed is None else ties_seed)
         self._images: dict[str, set[str]] = {n.name: set() for n in scenario.nodes}
         capacity = ring_capacity(self.policies, scenario.scrape_seconds)
         self._jobs = [
