@@ -319,6 +319,21 @@ def _time_of(run: fj.Run, step: float) -> float:
     return float(ends[-1] + (step - run.steps) * run.duration_seconds / run.steps)
 
 
+def _true_speed(run: fj.Run, rule: fj.Rule) -> tuple[float, float]:
+    """The run's mean steps per interval and mean cores: the truth's own (forecast_jobs)."""
+    return (run.steps * rule.interval_seconds / run.duration_seconds,
+            float(run.cpu_seconds.sum() / run.wall_seconds.sum()))
+
+
+def _at_true_speed(run: fj.Run, step: float, t_last: float, rule: fj.Rule) -> dict[str, float]:
+    """The remaining seconds from `t_last` to the crossing at `step` on the run's recorded step
+    times: as is, and with the truth's floor t >= one interval."""
+    at = _time_of(run, step) if np.isfinite(step) else float("nan")
+    return {"true speed": max(at - t_last, 0.0),
+            "true speed, not before one interval": max(max(at, rule.interval_seconds) - t_last,
+                                                       0.0)}
+
+
 def print_family(runs: list[fj.Run], show_cases: bool) -> None:
     print("3. Total unknown, the best-in-family bound (the forecast's family fitted to the whole "
           "recording; median |err| of remaining time, cases in brackets)\n")
@@ -335,17 +350,13 @@ def print_family(runs: list[fj.Run], show_cases: bool) -> None:
             x_now = float(case.samples.steps[-1])
             t_last = float(case.samples.times_seconds[-1])
             f = result.at(i)
-            true_interval = run.steps * rule.interval_seconds / run.duration_seconds
-            true_cores = float(run.cpu_seconds.sum() / run.wall_seconds.sum())
+            true_interval, true_cores = _true_speed(run, rule)
             line = []
             for points, curve in fits.items():
                 k = row_of[case.run]
                 step = _crossing(curve, k, x_now=x_now, per_interval=true_interval,
                                  cores=true_cores, rule=rule)
-                at = _time_of(run, step) if np.isfinite(step) else float("nan")
-                got = {"true speed": max(at - t_last, 0.0),
-                       "true speed, not before one interval": max(
-                           max(at, rule.interval_seconds) - t_last, 0.0)}
+                got = _at_true_speed(run, step, t_last, rule)
                 if f is not None:
                     per_step = float(result.seconds_per_step[i])
                     step_f = _crossing(curve, k, x_now=x_now, cores=_cores_now(result, i),
