@@ -54,6 +54,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -453,10 +454,17 @@ def _efficiency(reported: FloatArray, *, per_interval: float, cores: float,
     return np.asarray(change / max(cores, MIN_CORES), dtype=np.float64)
 
 
-def _first_below(g: FloatArray, alpha: float, *, x_now: float, horizon: float) -> float:
+def _below(g: FloatArray, alpha: float, last: int) -> npt.NDArray[np.int64]:
+    """The whole steps up to `last` where G < alpha, and the first one after it if any: all
+    that `_first_below` needs for a cut at or before step `last` (kept instead of G, which
+    spans millions of steps)."""
+    below = np.flatnonzero(g < alpha)
+    return below[:int(np.searchsorted(below, last, side="right")) + 1].copy()  # not a view
+
+
+def _first_below(below: npt.NDArray[np.int64], *, x_now: float, horizon: float) -> float:
     """The first whole step in [x_now, x_now + horizon] where G < alpha (NaN if none): the
     forecast's rule read on every whole step instead of its geometric grid and bisection."""
-    below = np.flatnonzero(g < alpha)
     j = int(np.searchsorted(below, np.ceil(x_now - 1e-9)))
     return float(below[j]) if j < below.size and below[j] <= x_now + horizon else float("nan")
 
@@ -484,21 +492,24 @@ def print_families(runs: list[fj.Run], show_cases: bool) -> None:
     later = "not before one interval, truth later than its first instant"
     for rule in fj.RULES:
         cases = [c for c in fj.cases(runs, rule)[0] if c.basis == "total unknown"]
-        efficiency: dict[tuple[str, str], FloatArray | None] = {}
+        crossings: dict[tuple[str, str], npt.NDArray[np.int64] | None] = {}
         agree, checked, worst = 0, 0, 0.0
         for k, run in enumerate(runs):
             per_interval, cores = _true_speed(run, rule)
             grid = np.arange(_grid_size(run, per_interval), dtype=np.float64)
-            curves: dict[str, FloatArray | None] = {
-                OWN: own.reported(grid[None, :], np.array([k]))[0]}
-            with np.errstate(all="ignore"):
-                for name, (raw, _, _) in ff.FAMILIES.items():
-                    q = fits[name][k]
-                    curves[name] = None if q is None else ff.reported(raw, ff.WINDOW)(grid, q)
-            for name, reported in curves.items():
-                efficiency[run.name, name] = (
-                    None if reported is None else
-                    _efficiency(reported, per_interval=per_interval, cores=cores, rule=rule))
+            for name in columns:  # one curve of millions of steps at a time
+                with np.errstate(all="ignore"):
+                    if name == OWN:
+                        reported: FloatArray | None = own.reported(grid[None, :],
+                                                                   np.array([k]))[0]
+                    else:
+                        q = fits[name][k]
+                        reported = (None if q is None else
+                                    ff.reported(ff.FAMILIES[name][0], ff.WINDOW)(grid, q))
+                crossings[run.name, name] = None if reported is None else _below(
+                    _efficiency(reported, per_interval=per_interval, cores=cores, rule=rule),
+                    rule.alpha, run.steps)
+                del reported
         errors: dict[tuple[str, str, float], list[float]] = {}
         # Table 2's first-instant truths (within 1 s of one interval), which the floor makes
         # exact for any curve that calls the job converged at the cut: the rest, apart.
@@ -513,11 +524,11 @@ def print_families(runs: list[fj.Run], show_cases: bool) -> None:
             t_last = float(case.samples.times_seconds[-1])
             line = []
             for name in columns:
-                g = efficiency[run.name, name]
-                if g is None:
+                below = crossings[run.name, name]
+                if below is None:
                     line.append(f"{name} no fit")
                     continue
-                step = _first_below(g, rule.alpha, x_now=x_now, horizon=horizon)
+                step = _first_below(below, x_now=x_now, horizon=horizon)
                 if name == OWN:
                     # Read by the forecast's own reading (table 3's figure), after checking that
                     # the reading on every whole step gives the same crossing within a step.
