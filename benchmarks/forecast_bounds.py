@@ -2,10 +2,12 @@
 `forecast_accuracy.py`: bounds, not forecasts (issue 13).
 
 Usage: python benchmarks/forecast_bounds.py [--development | --curves FILE [FILE ...]] [--cases]
+       [--families]
 
 Same runs, cuts and truth as `forecast_accuracy.py` (`forecast_jobs.py`, nothing changed);
-by default the four held-out sets in turn. Three tables per set, all figures median absolute %
-error of remaining time over the set's cases at each cut (the forecast's own as a reference):
+by default the four held-out sets in turn. Three tables per set (four with --families), all
+figures median absolute % error of remaining time over the set's cases at each cut (the
+forecast's own as a reference):
 
 1. Total known, the speed bound. The remaining steps are exact, so the error is the speed's
    alone: remaining steps x a step time estimated from the past, against the truth. Estimates:
@@ -31,6 +33,16 @@ error of remaining time over the set's cases at each cut (the forecast's own as 
    alpha, interval, cores). Converted to seconds (a) as the forecast does, at its speed and
    cores at the cut (cases where the forecast has a speed), and (b) with the run's true speed
    and mean cores and the true step times (the curve's error alone).
+4. Total unknown, every candidate family (--families; about a minute for the four sets, scipy
+   fits). Each family of `forecast_family.py` (its definitions and its `fit`: robust relative
+   least squares through the report window, several starts) fitted to every scraped sample of
+   the whole recording (table 3's "all"), with table 3's "fit on all" of the forecast's own fit
+   as a reference. The crossing by the forecast's rule (G over one interval below alpha,
+   relative, / the run's mean cores, within HORIZON_INTERVALS intervals of the cut), read on
+   every whole step (the script checks that on the forecast's own fit this reading equals
+   `convergence_step`'s within a step), converted at the true speed as in table 3 (b), also
+   with the truth's floor t >= one interval, and that floor on the cases whose truth is not the
+   first instant the rule can judge (table 2's count), apart.
 """
 
 from __future__ import annotations
@@ -42,10 +54,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import forecast_accuracy as fa
+import forecast_family as ff
 import forecast_jobs as fj
 
 from policyd.engine.curve import CurveFit
@@ -53,8 +67,9 @@ from policyd.engine.curve_fit import fit_curves
 from policyd.engine.forecast import HORIZON_INTERVALS, MIN_CORES, _curve_points, forecast
 from policyd.engine.forecast_input import Histories, Settings
 from policyd.engine.forecast_output import Forecasts
-from policyd.engine.horizon import convergence_step
+from policyd.engine.horizon import EPSILON, convergence_step
 from policyd.engine.speed import UNUSED_SHARE
+from policyd.model.snapshot import FloatArray
 
 DATA = Path(__file__).resolve().parent / "data"
 SETS = tuple(DATA / f"heldout{n}_curves.json" for n in ("", "2", "3", "4"))
@@ -319,6 +334,21 @@ def _time_of(run: fj.Run, step: float) -> float:
     return float(ends[-1] + (step - run.steps) * run.duration_seconds / run.steps)
 
 
+def _true_speed(run: fj.Run, rule: fj.Rule) -> tuple[float, float]:
+    """The run's mean steps per interval and mean cores: the truth's own (forecast_jobs)."""
+    return (run.steps * rule.interval_seconds / run.duration_seconds,
+            float(run.cpu_seconds.sum() / run.wall_seconds.sum()))
+
+
+def _at_true_speed(run: fj.Run, step: float, t_last: float, rule: fj.Rule) -> dict[str, float]:
+    """The remaining seconds from `t_last` to the crossing at `step` on the run's recorded step
+    times: as is, and with the truth's floor t >= one interval."""
+    at = _time_of(run, step) if np.isfinite(step) else float("nan")
+    return {"true speed": max(at - t_last, 0.0),
+            "true speed, not before one interval": max(max(at, rule.interval_seconds) - t_last,
+                                                       0.0)}
+
+
 def print_family(runs: list[fj.Run], show_cases: bool) -> None:
     print("3. Total unknown, the best-in-family bound (the forecast's family fitted to the whole "
           "recording; median |err| of remaining time, cases in brackets)\n")
@@ -335,17 +365,13 @@ def print_family(runs: list[fj.Run], show_cases: bool) -> None:
             x_now = float(case.samples.steps[-1])
             t_last = float(case.samples.times_seconds[-1])
             f = result.at(i)
-            true_interval = run.steps * rule.interval_seconds / run.duration_seconds
-            true_cores = float(run.cpu_seconds.sum() / run.wall_seconds.sum())
+            true_interval, true_cores = _true_speed(run, rule)
             line = []
             for points, curve in fits.items():
                 k = row_of[case.run]
                 step = _crossing(curve, k, x_now=x_now, per_interval=true_interval,
                                  cores=true_cores, rule=rule)
-                at = _time_of(run, step) if np.isfinite(step) else float("nan")
-                got = {"true speed": max(at - t_last, 0.0),
-                       "true speed, not before one interval": max(
-                           max(at, rule.interval_seconds) - t_last, 0.0)}
+                got = _at_true_speed(run, step, t_last, rule)
                 if f is not None:
                     per_step = float(result.seconds_per_step[i])
                     step_f = _crossing(curve, k, x_now=x_now, cores=_cores_now(result, i),
@@ -385,11 +411,173 @@ def print_family(runs: list[fj.Run], show_cases: bool) -> None:
             print(f"No truth (never converged in the recording): {', '.join(never)}\n")
 
 
-def report(runs: list[fj.Run], title: str, show_cases: bool) -> None:
+# 4. Total unknown: every candidate family of forecast_family.py, fitted to the whole run.
+
+OWN = "power (its fit)"
+"""The forecast's own family and fit (`curve_fit.fit_curves`, table 3's "fit on all")."""
+
+
+def _family_fits(runs: list[fj.Run]) -> dict[str, list[np.ndarray | None]]:
+    """Per candidate family of forecast_family.py, per run, its parameters fitted (that script's
+    `fit`: robust relative least squares through the report window, several starts) to every
+    scraped sample of the whole recording, future included (table 3's "all")."""
+    fits: dict[str, list[np.ndarray | None]] = {name: [] for name in ff.FAMILIES}
+    for run in runs:
+        s = fj.scrape(run)
+        ok = np.isfinite(s.losses)
+        for name in ff.FAMILIES:
+            fits[name].append(ff.fit(name, s.steps[ok], s.losses[ok], ff.WINDOW))
+    return fits
+
+
+def _fit_error(run: fj.Run, name: str, q: np.ndarray | None) -> float:
+    """The RMS relative residual of a whole-run fit over the samples it was fitted to."""
+    if q is None:
+        return float("nan")
+    s = fj.scrape(run)
+    ok = np.isfinite(s.losses)
+    with np.errstate(all="ignore"):
+        model = ff.reported(ff.FAMILIES[name][0], ff.WINDOW)(s.steps[ok], q)
+    return float(np.sqrt(np.mean(((model - s.losses[ok]) / s.losses[ok]) ** 2)))
+
+
+def _efficiency(reported: FloatArray, *, per_interval: float, cores: float,
+                rule: fj.Rule) -> FloatArray:
+    """G at every whole step x of a curve given by its reported values at steps 0, 1, ...
+    (linear between them): horizon.convergence_step's G, |M(max(x - S, 0)) - M(x)|, relative to
+    |M(max(x - S, 0))| under relative normalization, / R with R floored at MIN_CORES."""
+    steps = np.arange(reported.size, dtype=np.float64)
+    before = np.interp(np.maximum(steps - per_interval, 0.0), steps, reported)
+    change = np.abs(before - reported)
+    if rule.normalization == "relative":
+        change = change / np.maximum(np.abs(before), EPSILON)
+    return np.asarray(change / max(cores, MIN_CORES), dtype=np.float64)
+
+
+def _below(g: FloatArray, alpha: float, last: int) -> npt.NDArray[np.int64]:
+    """The whole steps up to `last` where G < alpha, and the first one after it if any: all
+    that `_first_below` needs for a cut at or before step `last` (kept instead of G, which
+    spans millions of steps)."""
+    below = np.flatnonzero(g < alpha)
+    return below[:int(np.searchsorted(below, last, side="right")) + 1].copy()  # not a view
+
+
+def _first_below(below: npt.NDArray[np.int64], *, x_now: float, horizon: float) -> float:
+    """The first whole step in [x_now, x_now + horizon] where G < alpha (NaN if none): the
+    forecast's rule read on every whole step instead of its geometric grid and bisection."""
+    j = int(np.searchsorted(below, np.ceil(x_now - 1e-9)))
+    return float(below[j]) if j < below.size and below[j] <= x_now + horizon else float("nan")
+
+
+def _grid_size(run: fj.Run, per_interval: float) -> int:
+    """Whole steps that cover every cut's horizon (the last cut is at most the run's end)."""
+    return run.steps + int(np.ceil(max(per_interval * HORIZON_INTERVALS, 1.0))) + 2
+
+
+def print_families(runs: list[fj.Run], show_cases: bool) -> None:
+    print("4. Total unknown, every candidate family of forecast_family.py fitted to the whole "
+          "recording (every scraped sample; the crossing by the forecast's rule on every whole "
+          "step within its horizon; median |err| of remaining time at the true speed, cases in "
+          "brackets)\n")
+    fits = _family_fits(runs)
+    own = _whole_fit(runs, "all")
+    columns = [OWN, *ff.FAMILIES]
+    residuals = {name: _median([_fit_error(run, name, q)
+                                for run, q in zip(runs, fits[name], strict=True)])
+                 for name in ff.FAMILIES}
+    print("Whole-run fit, median over runs of the RMS relative residual: "
+          + ", ".join(f"{name} {100 * r:.2f} %" for name, r in residuals.items()) + "\n")
+    by_name = {run.name: run for run in runs}
+    speeds = ("true speed", "true speed, not before one interval")
+    later = "not before one interval, truth later than its first instant"
+    for rule in fj.RULES:
+        cases = [c for c in fj.cases(runs, rule)[0] if c.basis == "total unknown"]
+        crossings: dict[tuple[str, str], npt.NDArray[np.int64] | None] = {}
+        agree, checked, worst = 0, 0, 0.0
+        for k, run in enumerate(runs):
+            per_interval, cores = _true_speed(run, rule)
+            grid = np.arange(_grid_size(run, per_interval), dtype=np.float64)
+            for name in columns:  # one curve of millions of steps at a time
+                with np.errstate(all="ignore"):
+                    if name == OWN:
+                        reported: FloatArray | None = own.reported(grid[None, :],
+                                                                   np.array([k]))[0]
+                    else:
+                        q = fits[name][k]
+                        reported = (None if q is None else
+                                    ff.reported(ff.FAMILIES[name][0], ff.WINDOW)(grid, q))
+                crossings[run.name, name] = None if reported is None else _below(
+                    _efficiency(reported, per_interval=per_interval, cores=cores, rule=rule),
+                    rule.alpha, run.steps)
+                del reported
+        errors: dict[tuple[str, str, float], list[float]] = {}
+        # Table 2's first-instant truths (within 1 s of one interval), which the floor makes
+        # exact for any curve that calls the job converged at the cut: the rest, apart.
+        first = {run.name: (t := fj.convergence_time(run, rule)) is not None
+                 and t < rule.interval_seconds + 1.0 for run in runs}
+        for case in cases:
+            run = by_name[case.run]
+            k = runs.index(run)
+            per_interval, cores = _true_speed(run, rule)
+            horizon = max(per_interval * HORIZON_INTERVALS, 1.0)
+            x_now = float(case.samples.steps[-1])
+            t_last = float(case.samples.times_seconds[-1])
+            line = []
+            for name in columns:
+                below = crossings[run.name, name]
+                if below is None:
+                    line.append(f"{name} no fit")
+                    continue
+                step = _first_below(below, x_now=x_now, horizon=horizon)
+                if name == OWN:
+                    # Read by the forecast's own reading (table 3's figure), after checking that
+                    # the reading on every whole step gives the same crossing within a step.
+                    exact = _crossing(own, k, x_now=x_now, per_interval=per_interval,
+                                      cores=cores, rule=rule)
+                    checked += 1
+                    same = (np.isnan(step) and np.isnan(exact)) or abs(step - exact) <= 1.0
+                    agree += bool(same)
+                    if np.isfinite(step) and np.isfinite(exact):
+                        worst = max(worst, abs(step - exact))
+                    step = exact
+                shown = []
+                for speed, remaining in _at_true_speed(run, step, t_last, rule).items():
+                    err = (abs(remaining - case.truth_seconds) / case.truth_seconds
+                           if np.isfinite(remaining) else float("inf"))
+                    errors.setdefault((name, speed, case.fraction), []).append(err)
+                    if speed == speeds[1] and not first[run.name]:
+                        errors.setdefault((name, later, case.fraction), []).append(err)
+                    shown.append(f"{remaining:7.1f} s ({100 * err:6.1f} %)")
+                line.append(f"{name} {shown[0]}, floored {shown[1]}")
+            if show_cases:
+                print(f"  {rule.name:26} {case.fraction:4.2f} {case.run:26} truth "
+                      f"{case.truth_seconds:6.1f} s  " + "  ".join(line))
+        if show_cases:
+            print()
+        print(f"{rule.name}: the crossing on every whole step agrees with convergence_step's on "
+              f"the forecast's own fit within one step in {agree} of {checked} cases (largest "
+              f"gap {worst:.2f} steps)\n")
+        for speed in (*speeds, later):
+            rows = []
+            for fraction in fj.FRACTIONS:
+                medians = {name: _median(errors.get((name, speed, fraction), []))
+                           for name in columns}
+                best = min((n for n in columns if np.isfinite(medians[n])),
+                           key=lambda n: medians[n], default=None)
+                rows.append([f"{100 * fraction:.0f} %",
+                             *(f"{_pct(medians[n])} ({len(errors.get((n, speed, fraction), []))})"
+                               for n in columns),
+                             "-" if best is None else f"{best} {_pct(medians[best])}"])
+            _table([f"cut ({speed})", *columns, "best"], rows)
+
+
+def report(runs: list[fj.Run], title: str, show_cases: bool, families: bool = False) -> None:
     print(f"## {title}\n")
     print_speed(runs, show_cases)
     print_truth(runs, show_cases)
     print_family(runs, show_cases)
+    if families:
+        print_families(runs, show_cases)
 
 
 def main() -> None:
@@ -398,12 +586,15 @@ def main() -> None:
     parser.add_argument("--curves", type=Path, nargs="+", default=list(SETS),
                         help="held-out recordings (default: the four in benchmarks/data)")
     parser.add_argument("--cases", action="store_true")
+    parser.add_argument("--families", action="store_true",
+                        help="add table 4, every candidate family (slow: scipy fits)")
     args = parser.parse_args()
     if args.development:
-        report(fj.development_runs(), "development (the simulator's six curves)", args.cases)
+        report(fj.development_runs(), "development (the simulator's six curves)", args.cases,
+               args.families)
         return
     for path in args.curves:
-        report(fj.heldout_runs(path), path.name, args.cases)
+        report(fj.heldout_runs(path), path.name, args.cases, args.families)
 
 
 if __name__ == "__main__":
