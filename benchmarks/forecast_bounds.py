@@ -68,7 +68,6 @@ from policyd.engine.forecast import HORIZON_INTERVALS, MIN_CORES, _curve_points,
 from policyd.engine.forecast_input import Histories, Settings
 from policyd.engine.forecast_output import Forecasts
 from policyd.engine.horizon import EPSILON, convergence_step
-from policyd.engine.speed import UNUSED_SHARE
 from policyd.model.snapshot import FloatArray
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -293,11 +292,9 @@ def _whole_fit(runs: list[fj.Run], points: str) -> CurveFit:
 
 
 def _cores_now(result: Forecasts, i: int) -> float:
-    """The cores the forecast reads the job at (forecast.py, `cores_now`)."""
-    speed = result.speed
-    cores = min(fj.ALLOCATION_CORES, float(speed.cap_cores[i]))
-    got = float(speed.mean_cores[i])
-    return got if np.isfinite(got) and 0 < got < UNUSED_SHARE * cores else cores
+    """The cores the forecast reads the job at (`SpeedModel.cores_now`)."""
+    allocation = np.full(result.speed.cap_cores.shape, fj.ALLOCATION_CORES)
+    return float(result.speed.cores_now(allocation)[i])
 
 
 def _crossing(curve: CurveFit, row: int, *, x_now: float, per_interval: float, cores: float,
@@ -336,8 +333,7 @@ def _time_of(run: fj.Run, step: float) -> float:
 
 def _true_speed(run: fj.Run, rule: fj.Rule) -> tuple[float, float]:
     """The run's mean steps per interval and mean cores: the truth's own (forecast_jobs)."""
-    return (run.steps * rule.interval_seconds / run.duration_seconds,
-            float(run.cpu_seconds.sum() / run.wall_seconds.sum()))
+    return run.steps * rule.interval_seconds / run.duration_seconds, run.mean_cores
 
 
 def _at_true_speed(run: fj.Run, step: float, t_last: float, rule: fj.Rule) -> dict[str, float]:

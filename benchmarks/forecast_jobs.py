@@ -90,6 +90,11 @@ class Run:
     def duration_seconds(self) -> float:
         return float(self.wall_seconds.sum())
 
+    @property
+    def mean_cores(self) -> float:
+        """The cores the run used on average: its CPU seconds over its wall seconds."""
+        return float(self.cpu_seconds.sum() / self.wall_seconds.sum())
+
 
 def _scaled(name: str, losses: FloatArray, wall: FloatArray, cpu: FloatArray) -> Run:
     factor = STANDALONE_SECONDS / float(wall.sum())
@@ -182,7 +187,7 @@ def convergence_time(run: Run, rule: Rule, *, smoothing_steps: int | None = None
     change = np.abs(curve[before] - curve[now_steps])
     if rule.normalization == "relative":
         change = change / np.maximum(np.abs(curve[before]), 1e-12)
-    cores: float | FloatArray = float(run.cpu_seconds.sum() / run.wall_seconds.sum())
+    cores: float | FloatArray = run.mean_cores
     if interval_cores:
         cpu = np.concatenate(([0.0], np.cumsum(run.cpu_seconds)))
         cores = (np.interp(t, ends, cpu) - np.interp(t - rule.interval_seconds, ends, cpu)

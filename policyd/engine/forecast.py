@@ -39,7 +39,7 @@ from policyd.engine.curve_fit import fit_curves
 from policyd.engine.forecast_input import Histories, Settings
 from policyd.engine.forecast_output import Forecasts
 from policyd.engine.horizon import convergence_step, target_step
-from policyd.engine.speed import DRIFT_BLOCKS, UNUSED_SHARE, fit_speed
+from policyd.engine.speed import DRIFT_BLOCKS, fit_speed
 from policyd.model.snapshot import FloatArray
 
 BoolArray = npt.NDArray[np.bool_]
@@ -140,12 +140,7 @@ def forecast(h: Histories, s: Settings) -> Forecasts:
         notes[i] = ("no progress to measure: no interval with steps made and a CPU figure "
                     f"among {int(h.lengths[i])} samples")
     usable = ~_noted(notes)
-    # What the job gets now: its allocation, at most what it can use, and less when it got
-    # less over its window (the others' shares on a busy node).
-    cores_now = np.minimum(h.allocation_cores, speed.cap_cores)
-    got = speed.mean_cores
-    cores_now = np.where(np.isfinite(got) & (got > 0) & (got < UNUSED_SHARE * cores_now),
-                         got, cores_now)
+    cores_now = speed.cores_now(h.allocation_cores)
     seconds_per_step = speed.seconds_per_step(cores_now)
     x_now = _last(h.steps, h.lengths)
     t_last = _last(h.times_seconds, h.lengths)

@@ -105,6 +105,13 @@ class SpeedModel:
             sliced = (serial + parallel) / c
             return np.where(c >= 1.0, amdahl, np.where(c > 0, sliced, np.inf))
 
+    def cores_now(self, allocation_cores: FloatArray) -> FloatArray:
+        """What each job gets now: its allocation, at most what it can use, and less when it
+        got less over its window (the others' shares on a busy node)."""
+        cores = np.minimum(allocation_cores, self.cap_cores)
+        got = self.mean_cores
+        return np.where(np.isfinite(got) & (got > 0) & (got < UNUSED_SHARE * cores), got, cores)
+
     def steps_per_second(self, cores: npt.ArrayLike) -> FloatArray:
         """Speed at c cores, the inverse of `seconds_per_step`."""
         with np.errstate(divide="ignore"):
